@@ -1,0 +1,362 @@
+//! The one error type of the crate: [`Error`] wraps a boxed [`ErrorKind`] whose variants carry
+//! the structure a caller needs to decide what to do (which segment, which offset, which
+//! version).
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::types::SegmentId;
+
+/// A specialised `Result` for factlog operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error of a factlog operation. Cheap to move: the kind is boxed.
+pub struct Error {
+    kind: Box<ErrorKind>,
+}
+
+/// What went wrong.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A file-system call failed.
+    Io {
+        /// The operation, e.g. `"write"`, `"fdatasync"`, `"rename"`.
+        op: &'static str,
+        /// The file or directory it was applied to.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The disk is full (`ENOSPC`): the operation could not be made durable.
+    DiskFull {
+        /// The operation that ran out of space.
+        op: &'static str,
+        /// The file it was applied to.
+        path: PathBuf,
+    },
+    /// Bytes on disk are damaged in a place where a crash cannot explain it.
+    Corruption {
+        /// The segment, when the damage is inside one.
+        segment: Option<SegmentId>,
+        /// The damaged file.
+        path: PathBuf,
+        /// The byte offset in that file where the damage starts.
+        offset: u64,
+        /// What is wrong there.
+        reason: CorruptionReason,
+    },
+    /// `RecoveryMode::Strict` found a torn tail and refused to cut it.
+    TornTail {
+        /// The active segment holding the tail.
+        segment: SegmentId,
+        /// Its file.
+        path: PathBuf,
+        /// Where the torn tail starts.
+        offset: u64,
+        /// How many bytes (up to the last non-zero one) would be cut.
+        bytes: u64,
+    },
+    /// A file has a format version this build does not understand.
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version found in it.
+        found: u16,
+        /// The newest version this build reads.
+        supported: u16,
+    },
+    /// Another writer (in this or another process) holds the directory lock.
+    Locked {
+        /// The log directory.
+        dir: PathBuf,
+    },
+    /// An earlier `write` or `fsync` failed; the handle refuses all appends until reopened.
+    Poisoned {
+        /// The first failure.
+        cause: String,
+    },
+    /// An argument exceeds one of the bounds in [`crate::limits`].
+    LimitExceeded {
+        /// What was too large.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The largest accepted value.
+        limit: u64,
+    },
+    /// An option is out of range or inconsistent with another.
+    InvalidOptions {
+        /// Which and why.
+        reason: String,
+    },
+    /// The log was opened read-only.
+    ReadOnly,
+    /// The directory holds no log.
+    NotALog {
+        /// The directory.
+        dir: PathBuf,
+    },
+}
+
+/// Why bytes on disk were judged corrupt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CorruptionReason {
+    /// The file is shorter than a segment header.
+    ShortHeader,
+    /// The file does not start with the segment magic.
+    BadMagic,
+    /// The header checksum does not match.
+    BadHeaderChecksum,
+    /// The header says it holds something other than event-log records.
+    UnknownContent(u16),
+    /// A header field is out of range (named).
+    BadHeaderField(&'static str),
+    /// The file name does not match the header's first sequence number.
+    NameMismatch,
+    /// Segment identifiers or first sequence numbers do not follow each other.
+    SegmentOrder,
+    /// A frame is invalid where every frame must be valid.
+    BadFrame(FrameFault),
+    /// A valid frame carries a sequence number other than the expected one.
+    SequenceMismatch {
+        /// The sequence number that had to come next.
+        expected: u64,
+        /// The one found.
+        found: u64,
+    },
+    /// A segment ends before the sequence number at which the next one starts.
+    SequenceGap {
+        /// The sequence number that had to come next.
+        expected: u64,
+        /// The first sequence number of the next segment.
+        found: u64,
+    },
+    /// A frame that a later frame proves was on stable storage is damaged.
+    DurableRecordDamaged(FrameFault),
+    /// A record's sequence number was promised but the log ends before it.
+    MissingRecords {
+        /// The first missing sequence number.
+        expected: u64,
+    },
+}
+
+/// What is wrong with one frame (`format-spec/record.md`, decode outcomes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameFault {
+    /// The length field exceeds the payload limit.
+    OversizedLength,
+    /// The frame runs past the end of the file.
+    Truncated,
+    /// The checksum does not match.
+    BadChecksum,
+    /// The kind byte is unknown.
+    UnknownKind,
+    /// The flags byte is not zero.
+    BadFlags,
+    /// The count field is zero, or not 1 for a single record.
+    BadCount,
+    /// The durable lag is zero.
+    BadDurableLag,
+    /// The batch entries do not fill the payload exactly.
+    BadBatch,
+}
+
+impl fmt::Display for FrameFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FrameFault::OversizedLength => "length field exceeds the 16 MiB payload limit",
+            FrameFault::Truncated => "frame runs past the end of the file",
+            FrameFault::BadChecksum => "checksum mismatch",
+            FrameFault::UnknownKind => "unknown frame kind",
+            FrameFault::BadFlags => "non-zero flags",
+            FrameFault::BadCount => "bad record count",
+            FrameFault::BadDurableLag => "durable lag of zero",
+            FrameFault::BadBatch => "batch entries do not fill the payload",
+        })
+    }
+}
+
+impl fmt::Display for CorruptionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CorruptionReason::ShortHeader => f.write_str("file is shorter than a segment header"),
+            CorruptionReason::BadMagic => f.write_str("not a factlog segment (bad magic)"),
+            CorruptionReason::BadHeaderChecksum => f.write_str("segment header checksum mismatch"),
+            CorruptionReason::UnknownContent(c) => write!(f, "unknown segment content kind {c}"),
+            CorruptionReason::BadHeaderField(name) => write!(f, "bad segment header field {name}"),
+            CorruptionReason::NameMismatch => {
+                f.write_str("file name does not match the header's first sequence number")
+            }
+            CorruptionReason::SegmentOrder => {
+                f.write_str("segment ids or first sequence numbers are out of order")
+            }
+            CorruptionReason::BadFrame(fault) => write!(f, "invalid frame: {fault}"),
+            CorruptionReason::SequenceMismatch { expected, found } => {
+                write!(f, "expected sequence number {expected}, found {found}")
+            }
+            CorruptionReason::SequenceGap { expected, found } => write!(
+                f,
+                "segment ends before sequence number {expected}, but the next segment starts at {found}"
+            ),
+            CorruptionReason::DurableRecordDamaged(fault) => write!(
+                f,
+                "a frame that was on stable storage is damaged ({fault}); a later frame proves it was synced"
+            ),
+            CorruptionReason::MissingRecords { expected } => {
+                write!(f, "log ends before sequence number {expected}")
+            }
+        }
+    }
+}
+
+impl Error {
+    /// What went wrong.
+    #[must_use]
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// Consumes the error, returning its kind.
+    #[must_use]
+    pub fn into_kind(self) -> ErrorKind {
+        *self.kind
+    }
+
+    /// Wraps an I/O error of `op` on `path`, turning `ENOSPC` into [`ErrorKind::DiskFull`].
+    pub(crate) fn io(op: &'static str, path: &Path, source: io::Error) -> Error {
+        if source.raw_os_error() == Some(28) || source.kind() == io::ErrorKind::StorageFull {
+            return ErrorKind::DiskFull { op, path: path.to_path_buf() }.into();
+        }
+        ErrorKind::Io { op, path: path.to_path_buf(), source }.into()
+    }
+
+    pub(crate) fn corruption(
+        segment: Option<SegmentId>,
+        path: &Path,
+        offset: u64,
+        reason: CorruptionReason,
+    ) -> Error {
+        ErrorKind::Corruption { segment, path: path.to_path_buf(), offset, reason }.into()
+    }
+
+    pub(crate) fn invalid_options(reason: impl Into<String>) -> Error {
+        ErrorKind::InvalidOptions { reason: reason.into() }.into()
+    }
+
+    /// True for corruption and unsupported-version errors: the bytes on disk are not what
+    /// this build can trust, as opposed to an operating failure.
+    #[must_use]
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            *self.kind,
+            ErrorKind::Corruption { .. } | ErrorKind::UnsupportedVersion { .. }
+        )
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Error {
+        Error { kind: Box::new(kind) }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.kind, f)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &*self.kind {
+            ErrorKind::Io { op, path, source } => {
+                write!(f, "{op} failed on {}: {source}", path.display())
+            }
+            ErrorKind::DiskFull { op, path } => write!(
+                f,
+                "disk full during {op} on {}: free space and reopen; nothing acknowledged was lost",
+                path.display()
+            ),
+            ErrorKind::Corruption { segment, path, offset, reason } => {
+                write!(f, "corruption in {}", path.display())?;
+                if let Some(segment) = segment {
+                    write!(f, " (segment {segment})")?;
+                }
+                write!(
+                    f,
+                    " at offset {offset}: {reason}; restore the file from a backup or \
+                     inspect it with `factlog verify`"
+                )
+            }
+            ErrorKind::TornTail { segment, path, offset, bytes } => write!(
+                f,
+                "torn tail of {bytes} bytes at offset {offset} of {} (segment {segment}); strict \
+                 recovery refuses to cut it: open with RecoveryMode::TolerateTornTail to cut it",
+                path.display()
+            ),
+            ErrorKind::UnsupportedVersion { path, found, supported } => write!(
+                f,
+                "{} has format version {found}, this build reads up to version {supported}: \
+                 open it with a newer factlog",
+                path.display()
+            ),
+            ErrorKind::Locked { dir } => write!(
+                f,
+                "log directory {} is locked by another writer: close it first, or open read-only",
+                dir.display()
+            ),
+            ErrorKind::Poisoned { cause } => write!(
+                f,
+                "log handle is poisoned by an earlier I/O failure ({cause}): reopen the log to \
+                 recover its durable prefix"
+            ),
+            ErrorKind::LimitExceeded { what, value, limit } => {
+                write!(f, "{what} is {value}, above the limit of {limit}")
+            }
+            ErrorKind::InvalidOptions { reason } => write!(f, "invalid options: {reason}"),
+            ErrorKind::ReadOnly => {
+                f.write_str("log is open read-only: open it with Log::open to append")
+            }
+            ErrorKind::NotALog { dir } => {
+                write!(f, "{} holds no factlog segments", dir.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &*self.kind {
+            ErrorKind::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enospc_becomes_disk_full() {
+        let e = Error::io("write", Path::new("/x"), io::Error::from_raw_os_error(28));
+        assert!(matches!(e.kind(), ErrorKind::DiskFull { op: "write", .. }));
+        assert!(e.to_string().contains("disk full"));
+    }
+
+    #[test]
+    fn corruption_message_names_segment_and_offset() {
+        let e = Error::corruption(
+            Some(SegmentId(3)),
+            Path::new("/d/1.seg"),
+            128,
+            CorruptionReason::BadFrame(FrameFault::BadChecksum),
+        );
+        let text = e.to_string();
+        assert!(text.contains("segment 3") && text.contains("offset 128"), "{text}");
+        assert!(e.is_corruption());
+    }
+}

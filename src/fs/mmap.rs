@@ -1,0 +1,24 @@
+//! The memory map of segment files: the only `unsafe` code of the crate.
+
+use std::fs::File;
+use std::io;
+
+use bytes::Bytes;
+
+/// Maps `file` read-only and hands the map to a [`Bytes`] that unmaps it when the last slice
+/// is dropped. An empty file gives empty bytes (a zero-length map is not allowed).
+pub(super) fn map_read_only(file: &File) -> io::Result<Bytes> {
+    if file.metadata()?.len() == 0 {
+        return Ok(Bytes::new());
+    }
+    #[expect(unsafe_code, reason = "memmap2 cannot prove the file outlives changes to it")]
+    // SAFETY: mapping a file is unsound in Rust's model only if the mapped bytes change or
+    // vanish while borrowed. factlog never truncates a segment file and never rewrites bytes
+    // a reader can reach: sealed segments are immutable, the active segment is only written
+    // past the offset up to which readers are allowed to read, and the zeroing of a torn tail
+    // happens at open, before any reader exists. A truncation by another program would raise
+    // SIGBUS here; the directory is owner-only (0700) and locked by the writer to keep other
+    // programs out, which is the same assumption every memory-mapping database makes.
+    let map = unsafe { memmap2::Mmap::map(file)? };
+    Ok(Bytes::from_owner(map))
+}

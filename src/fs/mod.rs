@@ -1,0 +1,67 @@
+//! The one I/O seam of the engine. Every file-system call the engine makes goes through [`Fs`]
+//! and [`FsFile`], so tests can substitute a file system that loses unsynced writes, tears
+//! sectors, fails `fsync` or runs out of space, without touching the engine.
+//!
+//! The contract mirrors POSIX as the engine relies on it: data written with
+//! [`FsFile::write_at`] is durable only after [`FsFile::sync_data`]; a created, renamed or
+//! removed name is durable only after [`Fs::sync_dir`] on its directory.
+
+mod mmap;
+mod real;
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+use bytes::Bytes;
+
+pub use real::RealFs;
+
+/// How [`Fs::open`] opens a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// An existing file, for reading only.
+    Read,
+    /// An existing file, for reading and writing.
+    ReadWrite,
+    /// A new file for reading and writing, owner-only permissions; fails if it exists.
+    CreateNew,
+}
+
+/// A file system, as the engine uses it.
+pub trait Fs: Send + Sync + fmt::Debug + 'static {
+    /// Creates `path` and its missing parents, owner-only (0700).
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// The names of the entries of directory `path`.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Opens a file.
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>>;
+    /// Renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Makes the entries of directory `path` durable (`fsync` on the directory).
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Takes the exclusive writer lock of directory `dir`, held until the returned guard is
+    /// dropped. `Ok(None)` when another holder has it.
+    fn lock_dir(&self, dir: &Path) -> io::Result<Option<Box<dyn DirLock>>>;
+    /// A read-only view of the whole file as it is now (a memory map on the real file system).
+    fn map(&self, path: &Path) -> io::Result<Bytes>;
+    /// A random number, for segment salts. A simulated file system makes it deterministic.
+    fn random_u64(&self) -> u64;
+}
+
+/// An open file.
+pub trait FsFile: Send + Sync + fmt::Debug {
+    /// Fills `buf` from `offset`; fails if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `buf` at `offset`.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes the data written so far durable (`fdatasync`).
+    fn sync_data(&self) -> io::Result<()>;
+    /// The current length of the file.
+    fn len(&self) -> io::Result<u64>;
+}
+
+/// A held directory lock; dropping it releases the lock.
+pub trait DirLock: Send + Sync + fmt::Debug {}

@@ -1,0 +1,75 @@
+//! Every bound of the engine in one place, each with its value and its reason.
+//!
+//! Format limits (`FRAME_*`, `SEGMENT_HEADER_BYTES`, `BATCH_RECORDS_MAX`) are part of on-disk
+//! format v1 (`format-spec/record.md`, `format-spec/segment.md`) and can only change with a new
+//! format version. The others are defaults and bounds of [`crate::Options`].
+
+/// Bytes of the segment header at offset 0 of every segment file (`format-spec/segment.md`).
+pub const SEGMENT_HEADER_BYTES: usize = 64;
+
+/// Bytes of a frame header (`format-spec/record.md`).
+pub const FRAME_HEADER_BYTES: usize = 24;
+
+/// Frames start at multiples of this many bytes, so a scan for frames after damage only has to
+/// try one offset in eight.
+pub const FRAME_ALIGN_BYTES: usize = 8;
+
+/// The largest payload one frame may carry. A length field above it is invalid, so a damaged
+/// length can never make a reader allocate or map more than this.
+pub const FRAME_PAYLOAD_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// The most records one batch frame may hold: the `count` field is a `u16`.
+pub const BATCH_RECORDS_MAX: usize = u16::MAX as usize;
+
+/// Bytes of the length prefix of each entry inside a batch payload.
+pub const BATCH_ENTRY_HEADER_BYTES: usize = 4;
+
+/// The `durable_lag` value meaning "this frame makes no durability claim".
+pub const DURABLE_LAG_NONE: u32 = u32::MAX;
+
+/// Default capacity of one segment file: large enough that rolls are rare, small enough that
+/// the one segment recovery scans at open is read in milliseconds.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 32 * 1024 * 1024;
+
+/// Smallest segment capacity accepted: a header and a few frames, used by tests that roll often.
+pub const SEGMENT_BYTES_MIN: u64 = 8 * 1024;
+
+/// Largest segment capacity accepted: bounds the preallocation and the scan at open.
+pub const SEGMENT_BYTES_MAX: u64 = 1024 * 1024 * 1024;
+
+/// Segment capacities must be a multiple of this, so that zeroing and preallocation work in
+/// whole file-system blocks.
+pub const SEGMENT_BYTES_ALIGN: u64 = 4096;
+
+/// Default size of the writer's append buffer. A buffered burst up to this size costs one
+/// `write`.
+pub const BUFFER_BYTES_DEFAULT: usize = 1024 * 1024;
+
+/// Smallest append buffer accepted.
+pub const BUFFER_BYTES_MIN: usize = 4096;
+
+/// Largest append buffer accepted: two of them are allocated, up front.
+pub const BUFFER_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// The background flusher is woken early once the buffer holds this fraction (1/N) of its
+/// capacity, so a burst is written while appenders keep filling the other buffer.
+pub const BUFFER_FLUSH_FRACTION: usize = 4;
+
+/// Default longest time a `Buffered` record waits before the flusher writes and syncs it.
+pub const FLUSH_DELAY_US_DEFAULT: u64 = 5_000;
+
+/// Longest accepted flush delay: beyond this, "buffered" would silently mean "rarely durable".
+pub const FLUSH_DELAY_US_MAX: u64 = 10_000_000;
+
+/// Preallocation and zeroing write zeros in chunks of this size.
+pub const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
+
+const _: () = assert!(SEGMENT_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
+const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
+const _: () = assert!(SEGMENT_BYTES_MIN % SEGMENT_BYTES_ALIGN == 0);
+const _: () = assert!(SEGMENT_BYTES_DEFAULT % SEGMENT_BYTES_ALIGN == 0);
+const _: () = assert!(SEGMENT_BYTES_MIN >= (SEGMENT_HEADER_BYTES + 4 * FRAME_HEADER_BYTES) as u64);
+const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
+const _: () = assert!(BUFFER_BYTES_DEFAULT >= BUFFER_BYTES_MIN);
+const _: () = assert!(BUFFER_BYTES_DEFAULT <= BUFFER_BYTES_MAX);
+const _: () = assert!(ZERO_CHUNK_BYTES as u64 % SEGMENT_BYTES_ALIGN == 0);

@@ -1,0 +1,357 @@
+//! [`Log`]: the handle applications hold. Opening runs recovery (`format-spec/recovery.md`);
+//! appends go to the [`crate::writer`]; reads go through a [`Reader`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::{DirLock, Fs, FsFile, OpenMode};
+use crate::options::Options;
+use crate::prealloc::Preallocator;
+use crate::reader::Reader;
+use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
+use crate::segments::{self, SegmentMeta};
+use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
+use crate::writer::{Writer, WriterStart};
+
+/// An open log: a directory of segment files.
+///
+/// A `Log` is `Send + Sync`: share it between threads with an `Arc`, and concurrent
+/// `Synced` appenders share their `fdatasync`. Dropping it flushes and syncs what was
+/// appended, like [`Log::close`], but ignores errors.
+#[derive(Debug)]
+pub struct Log {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    report: RecoveryReport,
+    inner: Inner,
+}
+
+enum Inner {
+    Writer {
+        writer: Arc<Writer>,
+        flusher: Option<JoinHandle<()>>,
+        lock: Option<Box<dyn DirLock>>,
+        closed: bool,
+    },
+    ReadOnly {
+        segments: Vec<SegmentMeta>,
+        last: u64,
+    },
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Inner::Writer { .. } => "Writer",
+            Inner::ReadOnly { .. } => "ReadOnly",
+        })
+    }
+}
+
+/// What a log directory holds, as [`Log::info`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogInfo {
+    /// The log directory.
+    pub dir: PathBuf,
+    /// Its segments, in log order.
+    pub segments: Vec<SegmentInfo>,
+    /// The first record's sequence number.
+    pub first_seq: Option<Seq>,
+    /// The last record's sequence number.
+    pub last_seq: Option<Seq>,
+    /// The last record on stable storage (for a read-only open: the last record found).
+    pub durable_seq: Option<Seq>,
+}
+
+/// One segment, as [`Log::info`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Its id.
+    pub id: SegmentId,
+    /// Its file.
+    pub path: PathBuf,
+    /// Sequence number of its first record.
+    pub first_seq: Seq,
+    /// Size of the file (preallocated capacity).
+    pub file_bytes: u64,
+    /// Whether it is sealed (every segment but the last).
+    pub sealed: bool,
+}
+
+fn some_seq(seq: u64) -> Option<Seq> {
+    (seq > 0).then_some(Seq(seq))
+}
+
+impl Log {
+    /// Opens the log in `dir` for appending, creating the directory and the first segment if
+    /// needed. Takes the directory's exclusive lock ([`ErrorKind::Locked`] if another writer
+    /// holds it) and recovers the active segment as [`Options::recovery_mode`] says; the
+    /// report is in [`Log::recovery_report`].
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Log> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let fs = Arc::clone(&options.fs);
+        ensure_dir(&*fs, &dir)?;
+        let lock = fs
+            .lock_dir(&dir)
+            .map_err(|e| Error::io("lock", &dir, e))?
+            .ok_or_else(|| Error::from(ErrorKind::Locked { dir: dir.clone() }))?;
+        let listing = segments::list(&*fs, &dir)?;
+        let prealloc = Preallocator::new(Arc::clone(&fs), &dir, options.segment_bytes, options.background_threads)?;
+        let mut segs = listing.segments;
+        if segs.is_empty() {
+            let path = prealloc.take()?;
+            let (_file, meta) = segments::install(&*fs, &dir, path, SegmentId(1), Seq(1))?;
+            prealloc.request();
+            segs.push(meta);
+        }
+        let active = segs.last().expect("at least one segment").clone();
+        let file = fs.open(&active.path, OpenMode::ReadWrite).map_err(|e| Error::io("open", &active.path, e))?;
+        let analysis = analyze(&*fs, &active)?;
+        let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, Some(&*file))?;
+        // What the scan found may sit only in the page cache after a process crash: make it
+        // durable before the writer reports it as such.
+        file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
+        let capacity = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
+        let report = RecoveryReport {
+            mode: options.recovery_mode,
+            segments: segs.len(),
+            records_scanned: analysis.records,
+            last_seq: some_seq(analysis.next_seq.0 - 1),
+            tail_cut,
+            stale_prealloc: listing.stale_prealloc,
+        };
+        let writer = Arc::new(Writer::new(WriterStart {
+            dir: dir.clone(),
+            fs: Arc::clone(&fs),
+            segments: segs,
+            active_file: file,
+            active_capacity: capacity,
+            end_offset: analysis.end_offset,
+            next_seq: analysis.next_seq.0,
+            segment_bytes: options.segment_bytes,
+            buffer_bytes: options.buffer_bytes,
+            flush_delay: options.flush_delay,
+            prealloc,
+        }));
+        let flusher = if options.background_threads {
+            let w = Arc::clone(&writer);
+            let spawned = std::thread::Builder::new().name("factlog-flusher".into()).spawn(move || w.run_flusher());
+            Some(spawned.map_err(|e| Error::io("spawn flusher thread", &dir, e))?)
+        } else {
+            None
+        };
+        Ok(Log { fs, dir, report, inner: Inner::Writer { writer, flusher, lock: Some(lock), closed: false } })
+    }
+
+    /// Opens the log in `dir` for reading only: no lock, no write of any kind, so it works
+    /// beside a live writer and on a full disk. A torn tail is reported in
+    /// [`RecoveryReport::tail_cut`] (what a writable open would cut) and not read.
+    pub fn open_read_only(dir: impl AsRef<Path>, options: Options) -> Result<Log> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let fs = Arc::clone(&options.fs);
+        let listing = match segments::list(&*fs, &dir) {
+            Ok(listing) => listing,
+            Err(e) if matches!(e.kind(), ErrorKind::Io { source, .. } if source.kind() == io::ErrorKind::NotFound) => {
+                return Err(ErrorKind::NotALog { dir }.into());
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(active) = listing.segments.last().cloned() else {
+            return Err(ErrorKind::NotALog { dir }.into());
+        };
+        let analysis = analyze(&*fs, &active)?;
+        let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, None)?;
+        let last = analysis.next_seq.0 - 1;
+        let report = RecoveryReport {
+            mode: options.recovery_mode,
+            segments: listing.segments.len(),
+            records_scanned: analysis.records,
+            last_seq: some_seq(last),
+            tail_cut,
+            stale_prealloc: listing.stale_prealloc,
+        };
+        Ok(Log { fs, dir, report, inner: Inner::ReadOnly { segments: listing.segments, last } })
+    }
+
+    fn writer(&self) -> Result<&Writer> {
+        match &self.inner {
+            Inner::Writer { writer, .. } => Ok(writer),
+            Inner::ReadOnly { .. } => Err(ErrorKind::ReadOnly.into()),
+        }
+    }
+
+    /// Appends one record and returns its sequence number once it meets `durability`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LimitExceeded`] if the record does not fit in a segment (or exceeds
+    /// 16 MiB); [`ErrorKind::Poisoned`] after an earlier I/O failure; the I/O error itself
+    /// ([`ErrorKind::Io`], [`ErrorKind::DiskFull`]) when a write or sync fails.
+    pub fn append(&self, payload: &[u8], durability: Durability) -> Result<Seq> {
+        self.writer()?.append(payload, durability)
+    }
+
+    /// Appends `records` as one batch frame: all of them survive a crash or none does. Returns
+    /// the first record's sequence number; the others follow it without a gap.
+    pub fn append_batch<P: AsRef<[u8]>>(&self, records: &[P], durability: Durability) -> Result<Seq> {
+        self.writer()?.append_batch(records, durability)
+    }
+
+    /// Makes every record appended so far meet `durability` (`Buffered` acts as `Flushed`).
+    pub fn flush(&self, durability: Durability) -> Result<()> {
+        self.writer()?.flush(durability)
+    }
+
+    /// The last record on stable storage: every record up to it survives a power loss. For a
+    /// read-only open, the last valid record found.
+    #[must_use]
+    pub fn durable_seq(&self) -> Option<Seq> {
+        match &self.inner {
+            Inner::Writer { writer, .. } => some_seq(writer.durable_seq()),
+            Inner::ReadOnly { last, .. } => some_seq(*last),
+        }
+    }
+
+    /// The last record appended (or, read-only, found).
+    #[must_use]
+    pub fn last_seq(&self) -> Option<Seq> {
+        match &self.inner {
+            Inner::Writer { writer, .. } => some_seq(writer.appended_seq()),
+            Inner::ReadOnly { last, .. } => some_seq(*last),
+        }
+    }
+
+    /// Reads records from `from` on, up to the last record appended before this call (a
+    /// writer first writes its buffer out, so buffered records are included).
+    pub fn read_from(&self, from: Seq) -> Result<Reader> {
+        let (segments, last) = match &self.inner {
+            Inner::Writer { writer, .. } => writer.reader_view()?,
+            Inner::ReadOnly { segments, last } => (segments.clone(), *last),
+        };
+        Ok(Reader::new(Arc::clone(&self.fs), segments, from, last))
+    }
+
+    /// What recovery did when this log was opened.
+    #[must_use]
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The log directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Segments, sizes and sequence range.
+    pub fn info(&self) -> Result<LogInfo> {
+        let segments = match &self.inner {
+            Inner::Writer { writer, .. } => writer.reader_view()?.0,
+            Inner::ReadOnly { segments, .. } => segments.clone(),
+        };
+        let count = segments.len();
+        let mut infos = Vec::with_capacity(count);
+        for (i, meta) in segments.into_iter().enumerate() {
+            let file = self.fs.open(&meta.path, OpenMode::Read).map_err(|e| Error::io("open", &meta.path, e))?;
+            let file_bytes = file.len().map_err(|e| Error::io("stat", &meta.path, e))?;
+            infos.push(SegmentInfo {
+                id: meta.header.id,
+                first_seq: meta.header.first_seq,
+                path: meta.path,
+                file_bytes,
+                sealed: i + 1 < count,
+            });
+        }
+        let last_seq = self.last_seq();
+        Ok(LogInfo {
+            dir: self.dir.clone(),
+            first_seq: last_seq.and(infos.first().map(|s| s.first_seq)),
+            segments: infos,
+            last_seq,
+            durable_seq: self.durable_seq(),
+        })
+    }
+
+    /// Flushes and syncs everything appended, stops the background threads and releases the
+    /// directory lock.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Poisoned`] if an earlier I/O failure left appended records unsynced, or
+    /// the error of the final sync.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Inner::Writer { writer, flusher, lock, closed } = &mut self.inner else {
+            return Ok(());
+        };
+        if std::mem::replace(closed, true) {
+            return Ok(());
+        }
+        writer.stop_flusher();
+        if let Some(thread) = flusher.take() {
+            let _ = thread.join();
+        }
+        let outcome = writer.flush(Durability::Synced);
+        writer.remove_prealloc_file();
+        drop(lock.take());
+        outcome
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+fn ensure_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    match fs.list_dir(dir) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs.create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent).map_err(|e| Error::io("fsync directory", parent, e))?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(Error::io("list directory", dir, e)),
+    }
+}
+
+fn analyze(fs: &dyn Fs, active: &SegmentMeta) -> Result<TailAnalysis> {
+    let map = fs.map(&active.path).map_err(|e| Error::io("map", &active.path, e))?;
+    Ok(recovery::analyze_tail(&map, &active.header))
+}
+
+/// Decides, per the recovery table, what to do about the tail; with `file`, cuts a torn tail.
+fn apply_tail(
+    analysis: &TailAnalysis,
+    active: &SegmentMeta,
+    mode: RecoveryMode,
+    file: Option<&dyn FsFile>,
+) -> Result<Option<TailCut>> {
+    let segment = active.header.id;
+    match analysis.state {
+        TailState::Clean => Ok(None),
+        TailState::Corrupt { offset, ref reason } => {
+            Err(Error::corruption(Some(segment), &active.path, offset, reason.clone()))
+        }
+        TailState::Torn { bytes } => {
+            let offset = analysis.end_offset;
+            if mode == RecoveryMode::Strict {
+                return Err(ErrorKind::TornTail { segment, path: active.path.clone(), offset, bytes }.into());
+            }
+            if let Some(file) = file {
+                segments::write_zeros(file, &active.path, offset, bytes)?;
+                file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
+            }
+            Ok(Some(TailCut { segment, path: active.path.clone(), offset, bytes }))
+        }
+    }
+}

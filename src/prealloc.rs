@@ -1,0 +1,150 @@
+//! The preallocator: keeps the next segment file ready (zero-filled to capacity and synced)
+//! so that a roll does not write megabytes of zeros on the append path. Runs on a background
+//! thread, or inline during the roll when background threads are off.
+//!
+//! Invariant: at most one preallocation file exists, at [`PREALLOC_FILE_NAME`]; it is only
+//! handed out when complete and synced, and only requested again after the previous one has
+//! been renamed into a segment.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::{Error, Result};
+use crate::fs::Fs;
+use crate::segments::{self, PREALLOC_FILE_NAME};
+
+#[derive(Debug, Default)]
+struct State {
+    requested: bool,
+    ready: bool,
+    failure: Option<Error>,
+    shutdown: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    fs: Arc<dyn Fs>,
+    path: PathBuf,
+    segment_bytes: u64,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+/// Hands out preallocated segment files.
+#[derive(Debug)]
+pub struct Preallocator {
+    shared: Arc<Shared>,
+    background: bool,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Preallocator {
+    /// A preallocator for `dir`; with `background`, a thread starts preparing the first file.
+    pub fn new(fs: Arc<dyn Fs>, dir: &Path, segment_bytes: u64, background: bool) -> Result<Self> {
+        let shared = Arc::new(Shared {
+            fs,
+            path: dir.join(PREALLOC_FILE_NAME),
+            segment_bytes,
+            state: Mutex::new(State { requested: true, ..State::default() }),
+            changed: Condvar::new(),
+        });
+        let thread = if background {
+            let worker = Arc::clone(&shared);
+            let spawned = std::thread::Builder::new()
+                .name("factlog-prealloc".into())
+                .spawn(move || worker.run());
+            Some(spawned.map_err(|e| Error::io("spawn preallocator thread", dir, e))?)
+        } else {
+            None
+        };
+        Ok(Preallocator { shared, background, thread: Mutex::new(thread) })
+    }
+
+    /// The path of a complete, synced preallocation file, waiting for it if needed. The caller
+    /// must rename it away and then call [`Preallocator::request`].
+    pub fn take(&self) -> Result<&Path> {
+        if !self.background {
+            let mut state = self.shared.state.lock();
+            if !state.ready {
+                self.shared.prepare()?;
+                state.ready = true;
+            }
+            state.ready = false;
+            return Ok(&self.shared.path);
+        }
+        let mut state = self.shared.state.lock();
+        loop {
+            if let Some(failure) = state.failure.take() {
+                state.requested = true;
+                self.shared.changed.notify_all();
+                return Err(failure);
+            }
+            if state.ready {
+                state.ready = false;
+                return Ok(&self.shared.path);
+            }
+            self.shared.changed.wait(&mut state);
+        }
+    }
+
+    /// Asks for the next file, after the previous one was renamed into a segment.
+    pub fn request(&self) {
+        let mut state = self.shared.state.lock();
+        state.requested = true;
+        self.shared.changed.notify_all();
+    }
+}
+
+impl Shared {
+    fn prepare(&self) -> Result<()> {
+        // A file left by a crash or a failed attempt may be incomplete: always start afresh.
+        match self.fs.remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove", &self.path, e)),
+        }
+        segments::preallocate(&*self.fs, &self.path, self.segment_bytes)
+    }
+
+    fn run(&self) {
+        let mut state = self.state.lock();
+        loop {
+            if state.shutdown {
+                return;
+            }
+            if !state.requested {
+                self.changed.wait(&mut state);
+                continue;
+            }
+            state.requested = false;
+            drop(state);
+            let outcome = self.prepare();
+            state = self.state.lock();
+            match outcome {
+                Ok(()) => state.ready = true,
+                Err(e) => state.failure = Some(e),
+            }
+            self.changed.notify_all();
+        }
+    }
+}
+
+impl Preallocator {
+    /// Stops the background thread, waiting for a preallocation in progress to finish.
+    pub fn stop(&self) {
+        self.shared.state.lock().shutdown = true;
+        self.shared.changed.notify_all();
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Preallocator {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,204 @@
+//! Open-time recovery of the active segment: find where its valid frames end, tell a torn
+//! tail from damage a later frame proves was durable, and decide what open does
+//! (`format-spec/recovery.md`, the decision table). [`analyze_tail`] is pure, so it can be
+//! fuzzed on arbitrary bytes.
+
+use std::path::PathBuf;
+
+use crate::error::{CorruptionReason, FrameFault};
+use crate::frame::{self, Decoded};
+use crate::limits::FRAME_ALIGN_BYTES;
+use crate::segment::{self, ScanEnd, SegmentHeader};
+use crate::types::{RecoveryMode, SegmentId, Seq};
+
+/// What the tail of the active segment holds after its last valid frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TailState {
+    /// Only zeros: the log ends cleanly.
+    Clean,
+    /// Non-zero bytes that no valid later frame claims were durable: a torn or partial write.
+    Torn {
+        /// Bytes from the end of the last valid frame up to the last non-zero byte.
+        bytes: u64,
+    },
+    /// Damage a crash cannot explain.
+    Corrupt {
+        /// Where the damage is.
+        offset: u64,
+        /// What it is.
+        reason: CorruptionReason,
+    },
+}
+
+/// The analysis of an active segment (`bytes` is its whole file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailAnalysis {
+    /// Offset after the last valid frame.
+    pub end_offset: u64,
+    /// The sequence number after the last valid record.
+    pub next_seq: Seq,
+    /// Valid records in the segment.
+    pub records: u64,
+    /// What follows them.
+    pub state: TailState,
+}
+
+/// Analyzes the active segment whose header is `header` and whose contents are `bytes`.
+#[must_use]
+pub fn analyze_tail(bytes: &[u8], header: &SegmentHeader) -> TailAnalysis {
+    let scan = segment::scan(bytes, header, None, |_, _| {});
+    let end = scan.end_offset;
+    let state = match scan.end {
+        ScanEnd::WrongSeq(found) => TailState::Corrupt {
+            offset: end as u64,
+            reason: CorruptionReason::SequenceMismatch { expected: scan.next_seq.0, found },
+        },
+        ScanEnd::Clean | ScanEnd::Invalid(_) | ScanEnd::Bound => {
+            let fault = match scan.end {
+                ScanEnd::Invalid(fault) => fault,
+                _ => FrameFault::Truncated,
+            };
+            classify_rest(bytes, header, end, scan.next_seq.0, fault)
+        }
+    };
+    TailAnalysis { end_offset: end as u64, next_seq: scan.next_seq, records: scan.records, state }
+}
+
+/// Looks at everything after the valid frames: zeros, a torn tail, or a witness frame whose
+/// durable claim covers the first missing record.
+fn classify_rest(bytes: &[u8], header: &SegmentHeader, end: usize, next: u64, fault: FrameFault) -> TailState {
+    let rest = bytes.get(end..).unwrap_or_default();
+    let Some(last_nonzero) = rest.iter().rposition(|&b| b != 0) else {
+        return TailState::Clean;
+    };
+    let salt_crc = header.salt_crc();
+    let mut offset = end + FRAME_ALIGN_BYTES;
+    while offset <= end + last_nonzero {
+        if let Decoded::Frame(witness) = frame::decode(bytes, offset, salt_crc) {
+            if witness.seq < next {
+                return TailState::Corrupt {
+                    offset: offset as u64,
+                    reason: CorruptionReason::SequenceMismatch { expected: next, found: witness.seq },
+                };
+            }
+            if witness.durable_claim.is_some_and(|claim| claim >= next) {
+                return TailState::Corrupt {
+                    offset: end as u64,
+                    reason: CorruptionReason::DurableRecordDamaged(fault),
+                };
+            }
+        }
+        offset += FRAME_ALIGN_BYTES;
+    }
+    TailState::Torn { bytes: last_nonzero as u64 + 1 }
+}
+
+/// What open did about the tail, or in a read-only open, what it would do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailCut {
+    /// The active segment.
+    pub segment: SegmentId,
+    /// Its file.
+    pub path: PathBuf,
+    /// Offset of the first byte cut: the end of the last valid frame.
+    pub offset: u64,
+    /// Bytes cut (zeroed), up to the last non-zero one.
+    pub bytes: u64,
+}
+
+/// What recovery did at open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The mode it ran in.
+    pub mode: RecoveryMode,
+    /// Segments found.
+    pub segments: usize,
+    /// Records scanned in the active segment (the only one open reads).
+    pub records_scanned: u64,
+    /// The last record of the log after recovery.
+    pub last_seq: Option<Seq>,
+    /// The torn tail cut off (in a read-only open: the one an open would cut), if any.
+    pub tail_cut: Option<TailCut>,
+    /// Whether a leftover preallocation file was found (and, unless read-only, removed).
+    pub stale_prealloc: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::SEGMENT_HEADER_BYTES;
+
+    fn header() -> SegmentHeader {
+        SegmentHeader { id: SegmentId(1), first_seq: Seq(1), salt: 99 }
+    }
+
+    /// A segment of `n` records of 40 bytes each, each written after the previous was synced
+    /// when `synced`, then zeros up to 4096 bytes. Returns the bytes and each frame's offset.
+    fn segment(n: u64, synced: bool) -> (Vec<u8>, Vec<usize>) {
+        let h = header();
+        let mut bytes = h.encode().to_vec();
+        let mut offsets = Vec::new();
+        for seq in 1..=n {
+            offsets.push(bytes.len());
+            let durable = if synced { seq - 1 } else { 0 };
+            frame::encode_single(&mut bytes, h.salt_crc(), seq, durable, &[seq as u8; 40]);
+        }
+        bytes.resize(4096, 0);
+        (bytes, offsets)
+    }
+
+    #[test]
+    fn clean_segment() {
+        let (bytes, offsets) = segment(5, true);
+        let a = analyze_tail(&bytes, &header());
+        assert_eq!((a.next_seq, a.records, a.state), (Seq(6), 5, TailState::Clean));
+        assert_eq!(a.end_offset as usize, offsets[4] + frame::frame_bytes(40));
+        let empty = analyze_tail(&header().encode(), &header());
+        assert_eq!((empty.next_seq, empty.state), (Seq(1), TailState::Clean));
+    }
+
+    #[test]
+    fn damaged_last_frame_is_a_torn_tail() {
+        let (mut bytes, offsets) = segment(5, true);
+        bytes[offsets[4] + 30] ^= 0x40;
+        let a = analyze_tail(&bytes, &header());
+        assert_eq!(a.next_seq, Seq(5));
+        assert_eq!(a.state, TailState::Torn { bytes: frame::frame_bytes(40) as u64 });
+    }
+
+    #[test]
+    fn damage_witnessed_by_a_later_synced_frame_is_corruption() {
+        let (mut bytes, offsets) = segment(5, true);
+        bytes[offsets[2] + 30] ^= 0x40;
+        let a = analyze_tail(&bytes, &header());
+        assert_eq!(a.next_seq, Seq(3));
+        assert!(matches!(
+            a.state,
+            TailState::Corrupt { reason: CorruptionReason::DurableRecordDamaged(FrameFault::BadChecksum), .. }
+        ));
+    }
+
+    #[test]
+    fn unsynced_frames_after_a_hole_are_a_torn_tail() {
+        // Sectors of one unsynced write may persist in any order: a hole followed by valid
+        // frames that never claimed the hole durable is still a torn tail.
+        let (mut bytes, offsets) = segment(5, false);
+        bytes[offsets[1]..offsets[2]].fill(0);
+        let a = analyze_tail(&bytes, &header());
+        assert_eq!(a.next_seq, Seq(2));
+        let expected = (offsets[4] + frame::frame_bytes(40) - offsets[1]) as u64;
+        // The last frame ends in padding zeros; the torn extent ends at its last non-zero byte.
+        assert!(matches!(a.state, TailState::Torn { bytes } if bytes <= expected && bytes > expected - 8));
+    }
+
+    #[test]
+    fn wrong_sequence_is_corruption() {
+        let h = header();
+        let mut bytes = h.encode().to_vec();
+        frame::encode_single(&mut bytes, h.salt_crc(), 1, 0, b"a");
+        frame::encode_single(&mut bytes, h.salt_crc(), 3, 0, b"b");
+        let a = analyze_tail(&bytes, &h);
+        assert!(matches!(a.state, TailState::Corrupt { reason: CorruptionReason::SequenceMismatch { expected: 2, found: 3 }, .. }));
+        assert!(a.end_offset as usize > SEGMENT_HEADER_BYTES);
+    }
+}

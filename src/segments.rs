@@ -1,0 +1,148 @@
+//! The set of segments in a log directory: listing and checking their headers at open,
+//! preallocating the next file, and creating a segment from it (`format-spec/segment.md`,
+//! "Preallocation and roll").
+//!
+//! Invariant: the segments returned by [`list`] have consecutive ids and strictly increasing
+//! first sequence numbers, and each file's name matches its header.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{CorruptionReason, Error, Result};
+use crate::fs::{Fs, FsFile, OpenMode};
+use crate::limits::{SEGMENT_HEADER_BYTES, ZERO_CHUNK_BYTES};
+use crate::segment::{self, SegmentHeader};
+use crate::types::{SegmentId, Seq};
+
+/// Name of the file that holds the next segment while it is being preallocated.
+pub const PREALLOC_FILE_NAME: &str = "prealloc.tmp";
+
+/// A segment known to the log: its header and where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// The decoded header.
+    pub header: SegmentHeader,
+    /// The file.
+    pub path: PathBuf,
+}
+
+/// What a directory holds.
+#[derive(Debug)]
+pub struct Listing {
+    /// The segments in log order.
+    pub segments: Vec<SegmentMeta>,
+    /// Whether a preallocation file was left behind.
+    pub stale_prealloc: bool,
+}
+
+/// Lists the segments of `dir` and checks their headers and order; reads one header per
+/// segment and nothing else.
+pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
+    let names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
+    let stale_prealloc = names.iter().any(|n| n == PREALLOC_FILE_NAME);
+    let mut named: Vec<(Seq, String)> = names
+        .into_iter()
+        .filter_map(|n| segment::parse_file_name(&n).map(|seq| (seq, n)))
+        .collect();
+    named.sort();
+    let mut segments: Vec<SegmentMeta> = Vec::with_capacity(named.len());
+    for (seq, name) in named {
+        let path = dir.join(name);
+        let header = read_header(fs, &path)?;
+        if header.first_seq != seq {
+            return Err(Error::corruption(Some(header.id), &path, 24, CorruptionReason::NameMismatch));
+        }
+        if let Some(prev) = segments.last() {
+            let in_order = header.id.0 == prev.header.id.0 + 1 && header.first_seq > prev.header.first_seq;
+            if !in_order {
+                return Err(Error::corruption(Some(header.id), &path, 16, CorruptionReason::SegmentOrder));
+            }
+        }
+        segments.push(SegmentMeta { header, path });
+    }
+    Ok(Listing { segments, stale_prealloc })
+}
+
+/// Reads and checks the header of the segment file at `path`.
+pub fn read_header(fs: &dyn Fs, path: &Path) -> Result<SegmentHeader> {
+    let file = fs.open(path, OpenMode::Read).map_err(|e| Error::io("open", path, e))?;
+    let len = file.len().map_err(|e| Error::io("stat", path, e))?;
+    let mut bytes = [0u8; SEGMENT_HEADER_BYTES];
+    let have = usize::try_from(len).unwrap_or(usize::MAX).min(SEGMENT_HEADER_BYTES);
+    file.read_exact_at(&mut bytes[..have], 0).map_err(|e| Error::io("read", path, e))?;
+    segment::decode_header(&bytes[..have], path)
+}
+
+/// Creates `path` as a new file of `bytes` real zeros and syncs it, so that later writes into
+/// it and their `fdatasync` need no change of file size or block allocation.
+pub fn preallocate(fs: &dyn Fs, path: &Path, bytes: u64) -> Result<()> {
+    let file = fs.open(path, OpenMode::CreateNew).map_err(|e| Error::io("create", path, e))?;
+    write_zeros(&*file, path, 0, bytes)?;
+    file.sync_data().map_err(|e| Error::io("fdatasync", path, e))
+}
+
+/// Writes zeros over `[from, from + bytes)` of `file`, in bounded chunks.
+pub fn write_zeros(file: &dyn FsFile, path: &Path, from: u64, bytes: u64) -> Result<()> {
+    let zeros = vec![0u8; ZERO_CHUNK_BYTES.min(usize::try_from(bytes).unwrap_or(usize::MAX))];
+    let mut at = from;
+    let end = from + bytes;
+    while at < end {
+        let n = (end - at).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], at).map_err(|e| Error::io("write zeros", path, e))?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Turns the preallocated file at `prealloc` into segment `id` starting at `first_seq`:
+/// header written and synced, renamed to its segment name, directory synced. Returns the open
+/// file and its metadata.
+pub fn install(
+    fs: &dyn Fs,
+    dir: &Path,
+    prealloc: &Path,
+    id: SegmentId,
+    first_seq: Seq,
+) -> Result<(Box<dyn FsFile>, SegmentMeta)> {
+    let header = SegmentHeader { id, first_seq, salt: fs.random_u64() };
+    let file = fs.open(prealloc, OpenMode::ReadWrite).map_err(|e| Error::io("open", prealloc, e))?;
+    file.write_all_at(&header.encode(), 0).map_err(|e| Error::io("write header", prealloc, e))?;
+    file.sync_data().map_err(|e| Error::io("fdatasync", prealloc, e))?;
+    let path = dir.join(segment::file_name(first_seq));
+    fs.rename(prealloc, &path).map_err(|e| Error::io("rename", &path, e))?;
+    fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;
+    Ok((file, SegmentMeta { header, path }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::RealFs;
+
+    #[test]
+    fn install_then_list() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let pre = dir.join(PREALLOC_FILE_NAME);
+        preallocate(&RealFs, &pre, 8192).unwrap();
+        let (_file, one) = install(&RealFs, dir, &pre, SegmentId(1), Seq(1)).unwrap();
+        preallocate(&RealFs, &pre, 8192).unwrap();
+        let (_file, two) = install(&RealFs, dir, &pre, SegmentId(2), Seq(40)).unwrap();
+        let listing = list(&RealFs, dir).unwrap();
+        assert_eq!(listing.segments, vec![one, two]);
+        assert!(!listing.stale_prealloc);
+        assert_eq!(std::fs::metadata(&listing.segments[1].path).unwrap().len(), 8192);
+    }
+
+    #[test]
+    fn out_of_order_ids_are_corruption() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let pre = dir.join(PREALLOC_FILE_NAME);
+        preallocate(&RealFs, &pre, 8192).unwrap();
+        install(&RealFs, dir, &pre, SegmentId(1), Seq(1)).unwrap();
+        preallocate(&RealFs, &pre, 8192).unwrap();
+        install(&RealFs, dir, &pre, SegmentId(3), Seq(5)).unwrap();
+        let err = list(&RealFs, dir).unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+    }
+}

@@ -1,0 +1,456 @@
+//! The append path: the buffer, the durability tiers, group commit, segment rolls and the
+//! background flusher.
+//!
+//! Locks, always taken in this order: `state` (the buffer and sequence numbers; the one lock
+//! of the hot path), then `io` (the active file and its write offset; serialises writes in
+//! log order). `sync` only guards which thread leads a group commit and is never held while
+//! the other two are taken. No lock is held during `fdatasync`.
+//!
+//! Invariants: `durable_seq <= written_seq <= appended_seq`; bytes reach the file in sequence
+//! order, at consecutive offsets; a sealed segment was fully synced before the next one got
+//! its name; a failed `write` or `fdatasync` poisons the writer and nothing is retried on the
+//! same data.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::frame;
+use crate::fs::{Fs, FsFile};
+use crate::limits::{
+    BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
+    SEGMENT_HEADER_BYTES,
+};
+use crate::prealloc::Preallocator;
+use crate::segment::SegmentHeader;
+use crate::segments::{self, SegmentMeta};
+use crate::types::{Durability, SegmentId, Seq};
+
+/// Where the writer starts: the recovered end of the active segment.
+pub(crate) struct WriterStart {
+    pub dir: PathBuf,
+    pub fs: Arc<dyn Fs>,
+    pub segments: Vec<SegmentMeta>,
+    pub active_file: Box<dyn FsFile>,
+    pub active_capacity: u64,
+    pub end_offset: u64,
+    pub next_seq: u64,
+    pub segment_bytes: u64,
+    pub buffer_bytes: usize,
+    pub flush_delay: Duration,
+    pub prealloc: Preallocator,
+}
+
+struct State {
+    buf: Vec<u8>,
+    next_seq: u64,
+    end_offset: u64,
+    capacity: u64,
+    active: SegmentHeader,
+    salt_crc: u32,
+    flush_requested: bool,
+}
+
+struct Io {
+    spare: Vec<u8>,
+    file: Arc<dyn FsFile>,
+    path: Arc<Path>,
+    offset: u64,
+}
+
+#[derive(Default)]
+struct FlusherSignal {
+    wake: bool,
+    shutdown: bool,
+}
+
+/// The shared writer of one log.
+pub(crate) struct Writer {
+    dir: PathBuf,
+    fs: Arc<dyn Fs>,
+    segment_bytes: u64,
+    buffer_bytes: usize,
+    flush_bytes: usize,
+    pub(crate) flush_delay: Duration,
+    state: Mutex<State>,
+    io: Mutex<Io>,
+    syncing: Mutex<bool>,
+    synced: Condvar,
+    appended_seq: AtomicU64,
+    written_seq: AtomicU64,
+    durable_seq: AtomicU64,
+    poisoned: AtomicBool,
+    poison_cause: Mutex<Option<String>>,
+    flusher: Mutex<FlusherSignal>,
+    flusher_wake: Condvar,
+    segments: Mutex<Vec<SegmentMeta>>,
+    prealloc: Preallocator,
+}
+
+impl Writer {
+    /// A writer continuing the log at `start`. Everything before `start.next_seq` must be
+    /// durable already.
+    pub(crate) fn new(start: WriterStart) -> Writer {
+        let active = start.segments.last().expect("a writer has an active segment").clone();
+        let last = start.next_seq - 1;
+        Writer {
+            dir: start.dir,
+            fs: start.fs,
+            segment_bytes: start.segment_bytes,
+            buffer_bytes: start.buffer_bytes,
+            flush_bytes: start.buffer_bytes / BUFFER_FLUSH_FRACTION,
+            flush_delay: start.flush_delay,
+            state: Mutex::new(State {
+                buf: Vec::with_capacity(start.buffer_bytes),
+                next_seq: start.next_seq,
+                end_offset: start.end_offset,
+                capacity: start.active_capacity,
+                salt_crc: active.header.salt_crc(),
+                active: active.header,
+                flush_requested: false,
+            }),
+            io: Mutex::new(Io {
+                spare: Vec::with_capacity(start.buffer_bytes),
+                file: Arc::from(start.active_file),
+                path: Arc::from(active.path.as_path()),
+                offset: start.end_offset,
+            }),
+            syncing: Mutex::new(false),
+            synced: Condvar::new(),
+            appended_seq: AtomicU64::new(last),
+            written_seq: AtomicU64::new(last),
+            durable_seq: AtomicU64::new(last),
+            poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(None),
+            flusher: Mutex::new(FlusherSignal::default()),
+            flusher_wake: Condvar::new(),
+            segments: Mutex::new(start.segments),
+            prealloc: start.prealloc,
+        }
+    }
+
+    /// The largest record (or batch payload) that fits in a new segment.
+    fn payload_bytes_max(&self) -> usize {
+        let room = self.segment_bytes as usize - SEGMENT_HEADER_BYTES - FRAME_HEADER_BYTES;
+        FRAME_PAYLOAD_BYTES_MAX.min(room - room % 8)
+    }
+
+    fn check_payload(&self, what: &'static str, bytes: usize) -> Result<()> {
+        let limit = self.payload_bytes_max();
+        if bytes > limit {
+            return Err(ErrorKind::LimitExceeded { what, value: bytes as u64, limit: limit as u64 }.into());
+        }
+        Ok(())
+    }
+
+    /// Appends one record.
+    pub(crate) fn append(&self, payload: &[u8], durability: Durability) -> Result<Seq> {
+        self.check_payload("record bytes", payload.len())?;
+        let frame_len = frame::frame_bytes(payload.len());
+        let (state, seq) = self.reserve(frame_len, 1, |out, salt_crc, seq, durable| {
+            frame::encode_single(out, salt_crc, seq, durable, payload);
+        })?;
+        self.complete(state, seq, durability)?;
+        Ok(Seq(seq))
+    }
+
+    /// Appends several records as one all-or-nothing frame; returns the first one's seq.
+    pub(crate) fn append_batch<P: AsRef<[u8]>>(&self, records: &[P], durability: Durability) -> Result<Seq> {
+        if records.is_empty() || records.len() > BATCH_RECORDS_MAX {
+            return Err(ErrorKind::LimitExceeded {
+                what: "batch records (at least 1)",
+                value: records.len() as u64,
+                limit: BATCH_RECORDS_MAX as u64,
+            }
+            .into());
+        }
+        let payload = frame::batch_payload_bytes(records);
+        self.check_payload("batch payload bytes", payload)?;
+        let frame_len = frame::frame_bytes(payload);
+        let count = records.len() as u64;
+        let (state, first) = self.reserve(frame_len, count, |out, salt_crc, seq, durable| {
+            frame::encode_batch(out, salt_crc, seq, durable, records);
+        })?;
+        self.complete(state, first + count - 1, durability)?;
+        Ok(Seq(first))
+    }
+
+    /// Encodes a frame of `frame_len` bytes holding `count` records into the buffer, rolling
+    /// the segment or writing the buffer out first when needed. Returns the locked state and
+    /// the frame's first sequence number.
+    fn reserve(
+        &self,
+        frame_len: usize,
+        count: u64,
+        encode: impl FnOnce(&mut Vec<u8>, u32, u64, u64),
+    ) -> Result<(MutexGuard<'_, State>, u64)> {
+        let mut encode = Some(encode);
+        loop {
+            let mut state = self.state.lock();
+            self.check_poison()?;
+            if state.end_offset + frame_len as u64 > state.capacity {
+                self.roll(&mut state, frame_len)?;
+            }
+            let fits = state.buf.len() + frame_len <= self.buffer_bytes;
+            if !fits && frame_len <= self.buffer_bytes {
+                // A flush is due: write the full buffer, then try again.
+                self.write_out(state)?;
+                continue;
+            }
+            let seq = state.next_seq;
+            let durable = self.durable_seq.load(Ordering::Acquire);
+            let salt_crc = state.salt_crc;
+            let encode = encode.take().expect("a frame is encoded once");
+            if fits {
+                let before = state.buf.len();
+                encode(&mut state.buf, salt_crc, seq, durable);
+                assert_eq!(state.buf.len() - before, frame_len);
+            } else {
+                // Rare: one frame larger than the whole buffer. Bounded by the payload limit.
+                let mut big = Vec::with_capacity(frame_len);
+                encode(&mut big, salt_crc, seq, durable);
+                assert_eq!(big.len(), frame_len);
+                let mut io = self.io.lock();
+                self.swap_into(&mut state, &mut io);
+                self.write_spare(&mut io, seq - 1)?;
+                io.spare.extend_from_slice(&big);
+                self.write_spare(&mut io, seq + count - 1)?;
+            }
+            state.next_seq += count;
+            state.end_offset += frame_len as u64;
+            self.appended_seq.store(state.next_seq - 1, Ordering::Release);
+            return Ok((state, seq));
+        }
+    }
+
+    /// Meets `durability` for everything through `last`, the record just reserved.
+    fn complete(&self, state: MutexGuard<'_, State>, last: u64, durability: Durability) -> Result<()> {
+        match durability {
+            Durability::Buffered => {
+                let due = !state.flush_requested && state.buf.len() >= self.flush_bytes;
+                if due {
+                    let mut state = state;
+                    state.flush_requested = true;
+                    drop(state);
+                    self.wake_flusher();
+                }
+                Ok(())
+            }
+            Durability::Flushed => self.write_out(state).map(|_| ()),
+            Durability::Synced => {
+                drop(state);
+                self.sync_through(last)
+            }
+        }
+    }
+
+    /// Makes everything appended so far meet `durability`.
+    pub(crate) fn flush(&self, durability: Durability) -> Result<()> {
+        let state = self.state.lock();
+        self.check_poison()?;
+        let last = state.next_seq - 1;
+        self.complete(state, last, durability.max(Durability::Flushed))
+    }
+
+    fn swap_into(&self, state: &mut State, io: &mut Io) {
+        assert!(io.spare.is_empty(), "the spare buffer is empty between writes");
+        if !state.buf.is_empty() {
+            std::mem::swap(&mut state.buf, &mut io.spare);
+            state.flush_requested = false;
+        }
+    }
+
+    /// Writes the buffer to the file, releasing the state lock before the `write` so that
+    /// appenders go on filling the other buffer. Returns the seq written through.
+    fn write_out(&self, mut state: MutexGuard<'_, State>) -> Result<u64> {
+        let mut io = self.io.lock();
+        self.check_poison()?;
+        let through = state.next_seq - 1;
+        self.swap_into(&mut state, &mut io);
+        drop(state);
+        self.write_spare(&mut io, through)
+    }
+
+    fn write_spare(&self, io: &mut Io, through: u64) -> Result<u64> {
+        if !io.spare.is_empty() {
+            if let Err(e) = io.file.write_all_at(&io.spare, io.offset) {
+                return Err(self.poison(Error::io("write", &io.path, e)));
+            }
+            io.offset += io.spare.len() as u64;
+            io.spare.clear();
+        }
+        self.written_seq.fetch_max(through, Ordering::AcqRel);
+        Ok(through)
+    }
+
+    /// Group commit: returns once `target` is durable. One thread at a time leads: it writes
+    /// out everything buffered and syncs once for every record written before it.
+    pub(crate) fn sync_through(&self, target: u64) -> Result<()> {
+        let mut syncing = self.syncing.lock();
+        loop {
+            if self.durable_seq.load(Ordering::Acquire) >= target {
+                return Ok(());
+            }
+            self.check_poison()?;
+            if *syncing {
+                self.synced.wait(&mut syncing);
+                continue;
+            }
+            *syncing = true;
+            drop(syncing);
+            let outcome = self.lead_sync();
+            syncing = self.syncing.lock();
+            *syncing = false;
+            self.synced.notify_all();
+            outcome?;
+        }
+    }
+
+    fn lead_sync(&self) -> Result<()> {
+        let state = self.state.lock();
+        let mut io = self.io.lock();
+        self.check_poison()?;
+        let through = state.next_seq - 1;
+        let mut state = state;
+        self.swap_into(&mut state, &mut io);
+        drop(state);
+        self.write_spare(&mut io, through)?;
+        let file = Arc::clone(&io.file);
+        let path = Arc::clone(&io.path);
+        drop(io);
+        // Records before `through` that are not in `file` are in sealed segments, which were
+        // synced when they were sealed.
+        if let Err(e) = file.sync_data() {
+            return Err(self.poison(Error::io("fdatasync", &path, e)));
+        }
+        self.durable_seq.fetch_max(through, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Seals the active segment (written out and synced) and switches to a new one.
+    fn roll(&self, state: &mut State, frame_len: usize) -> Result<()> {
+        if state.next_seq == state.active.first_seq.0 {
+            // An empty segment cannot be sealed: its successor would have the same name.
+            let room = state.capacity.saturating_sub(state.end_offset);
+            return Err(ErrorKind::LimitExceeded { what: "frame bytes in the active segment", value: frame_len as u64, limit: room }.into());
+        }
+        let through = state.next_seq - 1;
+        {
+            let mut io = self.io.lock();
+            self.check_poison()?;
+            self.swap_into(state, &mut io);
+            self.write_spare(&mut io, through)?;
+            if self.durable_seq.load(Ordering::Acquire) < through {
+                if let Err(e) = io.file.sync_data() {
+                    return Err(self.poison(Error::io("fdatasync", &io.path, e)));
+                }
+                self.durable_seq.fetch_max(through, Ordering::AcqRel);
+            }
+        }
+        // Nothing is lost if no file can be prepared: the append fails and a later one retries.
+        let prealloc = self.prealloc.take()?;
+        let next_id = SegmentId(state.active.id.0 + 1);
+        let (file, meta) = segments::install(&*self.fs, &self.dir, prealloc, next_id, Seq(state.next_seq))
+            .map_err(|e| self.poison(e))?;
+        self.prealloc.request();
+        {
+            let mut io = self.io.lock();
+            io.file = Arc::from(file);
+            io.path = Arc::from(meta.path.as_path());
+            io.offset = SEGMENT_HEADER_BYTES as u64;
+        }
+        state.active = meta.header;
+        state.salt_crc = meta.header.salt_crc();
+        state.end_offset = SEGMENT_HEADER_BYTES as u64;
+        state.capacity = self.segment_bytes;
+        self.segments.lock().push(meta);
+        Ok(())
+    }
+
+    fn poison(&self, error: Error) -> Error {
+        let mut cause = self.poison_cause.lock();
+        if cause.is_none() {
+            *cause = Some(error.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+        error
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let cause = self.poison_cause.lock().clone().unwrap_or_default();
+        Err(ErrorKind::Poisoned { cause }.into())
+    }
+
+    /// Whether an I/O failure poisoned the writer.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    fn wake_flusher(&self) {
+        self.flusher.lock().wake = true;
+        self.flusher_wake.notify_one();
+    }
+
+    /// The body of the background flusher thread: every flush delay, or when woken by a
+    /// buffer filling up, group-commits whatever is not yet durable.
+    pub(crate) fn run_flusher(&self) {
+        let mut signal = self.flusher.lock();
+        loop {
+            if !signal.wake && !signal.shutdown {
+                self.flusher_wake.wait_for(&mut signal, self.flush_delay);
+            }
+            if signal.shutdown {
+                return;
+            }
+            signal.wake = false;
+            drop(signal);
+            let appended = self.appended_seq.load(Ordering::Acquire);
+            if appended > self.durable_seq.load(Ordering::Acquire) && !self.is_poisoned() {
+                // A failure poisons the writer; the appenders report it.
+                let _ = self.sync_through(appended);
+            }
+            signal = self.flusher.lock();
+        }
+    }
+
+    /// Asks the flusher thread to stop.
+    pub(crate) fn stop_flusher(&self) {
+        self.flusher.lock().shutdown = true;
+        self.flusher_wake.notify_all();
+    }
+
+    /// The highest seq on stable storage (0 for none).
+    pub(crate) fn durable_seq(&self) -> u64 {
+        self.durable_seq.load(Ordering::Acquire)
+    }
+
+    /// The highest seq appended (0 for none).
+    pub(crate) fn appended_seq(&self) -> u64 {
+        self.appended_seq.load(Ordering::Acquire)
+    }
+
+    /// Writes the buffer out and returns the segments and the last seq a reader may read.
+    pub(crate) fn reader_view(&self) -> Result<(Vec<SegmentMeta>, u64)> {
+        let state = self.state.lock();
+        let through = if state.buf.is_empty() {
+            self.written_seq.load(Ordering::Acquire)
+        } else {
+            self.write_out(state)?
+        };
+        Ok((self.segments.lock().clone(), through))
+    }
+
+    /// The preallocation file left on disk, to remove at close.
+    pub(crate) fn remove_prealloc_file(&self) {
+        self.prealloc.stop();
+        let path = self.dir.join(segments::PREALLOC_FILE_NAME);
+        let _ = self.fs.remove_file(&path);
+    }
+}
