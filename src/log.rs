@@ -122,7 +122,6 @@ impl Log {
             records_scanned: analysis.records,
             last_seq: some_seq(analysis.next_seq.0 - 1),
             tail_cut,
-            stale_prealloc: listing.stale_prealloc,
         };
         let writer = Arc::new(Writer::new(WriterStart {
             dir: dir.clone(),
@@ -173,7 +172,6 @@ impl Log {
             records_scanned: analysis.records,
             last_seq: some_seq(last),
             tail_cut,
-            stale_prealloc: listing.stale_prealloc,
         };
         Ok(Log { fs, dir, report, inner: Inner::ReadOnly { segments: listing.segments, last } })
     }
@@ -298,7 +296,7 @@ impl Log {
             let _ = thread.join();
         }
         let outcome = writer.flush(Durability::Synced);
-        writer.remove_prealloc_file();
+        writer.stop_preallocator();
         drop(lock.take());
         outcome
     }

@@ -3,8 +3,10 @@
 //! thread, or inline during the roll when background threads are off.
 //!
 //! Invariant: at most one preallocation file exists, at [`PREALLOC_FILE_NAME`]; it is only
-//! handed out when complete and synced, and only requested again after the previous one has
-//! been renamed into a segment.
+//! handed out when it has its full length, and only requested again after the previous one
+//! has been renamed into a segment. A file of full length left by an earlier run is reused:
+//! its contents are never trusted, because open scans everything after the valid frames of
+//! the active segment and cuts what is not zero (`format-spec/segment.md`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::fs::Fs;
+use crate::fs::{Fs, OpenMode};
 use crate::segments::{self, PREALLOC_FILE_NAME};
 
 #[derive(Debug, Default)]
@@ -44,11 +46,16 @@ pub struct Preallocator {
 impl Preallocator {
     /// A preallocator for `dir`; with `background`, a thread starts preparing the first file.
     pub fn new(fs: Arc<dyn Fs>, dir: &Path, segment_bytes: u64, background: bool) -> Result<Self> {
+        let path = dir.join(PREALLOC_FILE_NAME);
+        let reusable = fs
+            .open(&path, OpenMode::Read)
+            .and_then(|file| file.len())
+            .is_ok_and(|len| len == segment_bytes);
         let shared = Arc::new(Shared {
             fs,
-            path: dir.join(PREALLOC_FILE_NAME),
+            path,
             segment_bytes,
-            state: Mutex::new(State { requested: true, ..State::default() }),
+            state: Mutex::new(State { requested: !reusable, ready: reusable, ..State::default() }),
             changed: Condvar::new(),
         });
         let thread = if background {

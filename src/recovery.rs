@@ -119,8 +119,6 @@ pub struct RecoveryReport {
     pub last_seq: Option<Seq>,
     /// The torn tail cut off (in a read-only open: the one an open would cut), if any.
     pub tail_cut: Option<TailCut>,
-    /// Whether a leftover preallocation file was found (and, unless read-only, removed).
-    pub stale_prealloc: bool,
 }
 
 #[cfg(test)]

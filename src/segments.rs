@@ -30,15 +30,12 @@ pub struct SegmentMeta {
 pub struct Listing {
     /// The segments in log order.
     pub segments: Vec<SegmentMeta>,
-    /// Whether a preallocation file was left behind.
-    pub stale_prealloc: bool,
 }
 
 /// Lists the segments of `dir` and checks their headers and order; reads one header per
 /// segment and nothing else.
 pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
     let names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
-    let stale_prealloc = names.iter().any(|n| n == PREALLOC_FILE_NAME);
     let mut named: Vec<(Seq, String)> = names
         .into_iter()
         .filter_map(|n| segment::parse_file_name(&n).map(|seq| (seq, n)))
@@ -59,7 +56,7 @@ pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
         }
         segments.push(SegmentMeta { header, path });
     }
-    Ok(Listing { segments, stale_prealloc })
+    Ok(Listing { segments })
 }
 
 /// Reads and checks the header of the segment file at `path`.
@@ -129,7 +126,6 @@ mod tests {
         let (_file, two) = install(&RealFs, dir, &pre, SegmentId(2), Seq(40)).unwrap();
         let listing = list(&RealFs, dir).unwrap();
         assert_eq!(listing.segments, vec![one, two]);
-        assert!(!listing.stale_prealloc);
         assert_eq!(std::fs::metadata(&listing.segments[1].path).unwrap().len(), 8192);
     }
 

@@ -447,10 +447,8 @@ impl Writer {
         Ok((self.segments.lock().clone(), through))
     }
 
-    /// The preallocation file left on disk, to remove at close.
-    pub(crate) fn remove_prealloc_file(&self) {
+    /// Stops the preallocator thread; a preallocated file stays for the next open to reuse.
+    pub(crate) fn stop_preallocator(&self) {
         self.prealloc.stop();
-        let path = self.dir.join(segments::PREALLOC_FILE_NAME);
-        let _ = self.fs.remove_file(&path);
     }
 }
