@@ -158,7 +158,9 @@ pub enum FrameFault {
     BadFlags,
     /// The count field is zero, or not 1 for a single record.
     BadCount,
-    /// The durable lag is zero.
+    /// The sequence number is zero, or the frame's records would run past `u64::MAX`.
+    BadSeq,
+    /// The durable lag is zero or larger than the sequence number.
     BadDurableLag,
     /// The batch entries do not fill the payload exactly.
     BadBatch,
@@ -173,7 +175,8 @@ impl fmt::Display for FrameFault {
             FrameFault::UnknownKind => "unknown frame kind",
             FrameFault::BadFlags => "non-zero flags",
             FrameFault::BadCount => "bad record count",
-            FrameFault::BadDurableLag => "durable lag of zero",
+            FrameFault::BadSeq => "sequence number zero or overflowing",
+            FrameFault::BadDurableLag => "durable lag of zero or beyond the sequence number",
             FrameFault::BadBatch => "batch entries do not fill the payload",
         })
     }
@@ -250,10 +253,7 @@ impl Error {
     /// this build can trust, as opposed to an operating failure.
     #[must_use]
     pub fn is_corruption(&self) -> bool {
-        matches!(
-            *self.kind,
-            ErrorKind::Corruption { .. } | ErrorKind::UnsupportedVersion { .. }
-        )
+        matches!(*self.kind, ErrorKind::Corruption { .. } | ErrorKind::UnsupportedVersion { .. })
     }
 }
 
@@ -320,9 +320,12 @@ impl fmt::Display for Error {
             ErrorKind::ReadOnly => {
                 f.write_str("log is open read-only: open it with Log::open to append")
             }
-            ErrorKind::NotALog { dir } => {
-                write!(f, "{} holds no factlog segments", dir.display())
-            }
+            ErrorKind::NotALog { dir } => write!(
+                f,
+                "{} holds no factlog segments (and a new log is only created in an empty or \
+                 missing directory): check the path",
+                dir.display()
+            ),
         }
     }
 }

@@ -38,7 +38,7 @@ pub fn batch_payload_bytes<P: AsRef<[u8]>>(records: &[P]) -> usize {
 #[must_use]
 pub fn durable_lag(seq: u64, durable: u64) -> u32 {
     assert!(durable < seq, "a frame is encoded after everything durable");
-    u32::try_from(seq - durable).map_or(DURABLE_LAG_NONE, |lag| lag.min(DURABLE_LAG_NONE))
+    u32::try_from(seq - durable).unwrap_or(DURABLE_LAG_NONE)
 }
 
 /// Appends one single-record frame to `out`. The caller has checked the payload limit.
@@ -217,7 +217,10 @@ pub fn decode(bytes: &[u8], offset: usize, salt_crc: u32) -> Decoded<'_> {
     if !count_ok {
         return Decoded::Invalid(FrameFault::BadCount);
     }
-    if lag == 0 || (lag != DURABLE_LAG_NONE && u64::from(lag) > seq) || seq == 0 {
+    if seq == 0 || seq.checked_add(u64::from(count)).is_none() {
+        return Decoded::Invalid(FrameFault::BadSeq);
+    }
+    if lag == 0 || (lag != DURABLE_LAG_NONE && u64::from(lag) > seq) {
         return Decoded::Invalid(FrameFault::BadDurableLag);
     }
     if kind == KIND_BATCH && !batch_fills(payload, count) {
@@ -302,7 +305,10 @@ mod tests {
     #[test]
     fn a_different_salt_rejects_the_frame() {
         let bytes = single(1, b"payload");
-        assert_eq!(decode(&bytes, 0, salt_crc(SALT + 1)), Decoded::Invalid(FrameFault::BadChecksum));
+        assert_eq!(
+            decode(&bytes, 0, salt_crc(SALT + 1)),
+            Decoded::Invalid(FrameFault::BadChecksum)
+        );
     }
 
     #[test]
@@ -325,7 +331,10 @@ mod tests {
     fn oversized_length_is_refused_before_reading() {
         let mut bytes = single(1, b"x");
         bytes[4..8].copy_from_slice(&(FRAME_PAYLOAD_BYTES_MAX as u32 + 1).to_le_bytes());
-        assert_eq!(decode(&bytes, 0, salt_crc(SALT)), Decoded::Invalid(FrameFault::OversizedLength));
+        assert_eq!(
+            decode(&bytes, 0, salt_crc(SALT)),
+            Decoded::Invalid(FrameFault::OversizedLength)
+        );
     }
 
     #[test]

@@ -64,12 +64,12 @@ pub const FLUSH_DELAY_US_MAX: u64 = 10_000_000;
 /// Preallocation and zeroing write zeros in chunks of this size.
 pub const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
 
-const _: () = assert!(SEGMENT_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
-const _: () = assert!(FRAME_HEADER_BYTES % FRAME_ALIGN_BYTES == 0);
-const _: () = assert!(SEGMENT_BYTES_MIN % SEGMENT_BYTES_ALIGN == 0);
-const _: () = assert!(SEGMENT_BYTES_DEFAULT % SEGMENT_BYTES_ALIGN == 0);
+const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
+const _: () = assert!(FRAME_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
+const _: () = assert!(SEGMENT_BYTES_MIN.is_multiple_of(SEGMENT_BYTES_ALIGN));
+const _: () = assert!(SEGMENT_BYTES_DEFAULT.is_multiple_of(SEGMENT_BYTES_ALIGN));
 const _: () = assert!(SEGMENT_BYTES_MIN >= (SEGMENT_HEADER_BYTES + 4 * FRAME_HEADER_BYTES) as u64);
 const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!(BUFFER_BYTES_DEFAULT >= BUFFER_BYTES_MIN);
 const _: () = assert!(BUFFER_BYTES_DEFAULT <= BUFFER_BYTES_MAX);
-const _: () = assert!(ZERO_CHUNK_BYTES as u64 % SEGMENT_BYTES_ALIGN == 0);
+const _: () = assert!((ZERO_CHUNK_BYTES as u64).is_multiple_of(SEGMENT_BYTES_ALIGN));

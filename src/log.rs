@@ -100,8 +100,17 @@ impl Log {
             .map_err(|e| Error::io("lock", &dir, e))?
             .ok_or_else(|| Error::from(ErrorKind::Locked { dir: dir.clone() }))?;
         let listing = segments::list(&*fs, &dir)?;
-        let prealloc = Preallocator::new(Arc::clone(&fs), &dir, options.segment_bytes, options.background_threads)?;
+        let prealloc = Preallocator::new(
+            Arc::clone(&fs),
+            &dir,
+            options.segment_bytes,
+            options.background_threads,
+        )?;
         let mut segs = listing.segments;
+        if segs.is_empty() && listing.foreign_files {
+            // Refuse to scatter a log among someone else's files.
+            return Err(ErrorKind::NotALog { dir }.into());
+        }
         if segs.is_empty() {
             let path = prealloc.take()?;
             let (_file, meta) = segments::install(&*fs, &dir, path, SegmentId(1), Seq(1))?;
@@ -109,12 +118,15 @@ impl Log {
             segs.push(meta);
         }
         let active = segs.last().expect("at least one segment").clone();
-        let file = fs.open(&active.path, OpenMode::ReadWrite).map_err(|e| Error::io("open", &active.path, e))?;
+        let file = fs
+            .open(&active.path, OpenMode::ReadWrite)
+            .map_err(|e| Error::io("open", &active.path, e))?;
         let analysis = analyze(&*fs, &active)?;
         let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, Some(&*file))?;
         // What the scan found may sit only in the page cache after a process crash: make it
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
+        fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
         let capacity = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
         let report = RecoveryReport {
             mode: options.recovery_mode,
@@ -138,12 +150,19 @@ impl Log {
         }));
         let flusher = if options.background_threads {
             let w = Arc::clone(&writer);
-            let spawned = std::thread::Builder::new().name("factlog-flusher".into()).spawn(move || w.run_flusher());
+            let spawned = std::thread::Builder::new()
+                .name("factlog-flusher".into())
+                .spawn(move || w.run_flusher());
             Some(spawned.map_err(|e| Error::io("spawn flusher thread", &dir, e))?)
         } else {
             None
         };
-        Ok(Log { fs, dir, report, inner: Inner::Writer { writer, flusher, lock: Some(lock), closed: false } })
+        Ok(Log {
+            fs,
+            dir,
+            report,
+            inner: Inner::Writer { writer, flusher, lock: Some(lock), closed: false },
+        })
     }
 
     /// Opens the log in `dir` for reading only: no lock, no write of any kind, so it works
@@ -155,7 +174,8 @@ impl Log {
         let fs = Arc::clone(&options.fs);
         let listing = match segments::list(&*fs, &dir) {
             Ok(listing) => listing,
-            Err(e) if matches!(e.kind(), ErrorKind::Io { source, .. } if source.kind() == io::ErrorKind::NotFound) => {
+            Err(e) if matches!(e.kind(), ErrorKind::Io { source, .. } if source.kind() == io::ErrorKind::NotFound) =>
+            {
                 return Err(ErrorKind::NotALog { dir }.into());
             }
             Err(e) => return Err(e),
@@ -195,7 +215,11 @@ impl Log {
 
     /// Appends `records` as one batch frame: all of them survive a crash or none does. Returns
     /// the first record's sequence number; the others follow it without a gap.
-    pub fn append_batch<P: AsRef<[u8]>>(&self, records: &[P], durability: Durability) -> Result<Seq> {
+    pub fn append_batch<P: AsRef<[u8]>>(
+        &self,
+        records: &[P],
+        durability: Durability,
+    ) -> Result<Seq> {
         self.writer()?.append_batch(records, durability)
     }
 
@@ -254,7 +278,10 @@ impl Log {
         let count = segments.len();
         let mut infos = Vec::with_capacity(count);
         for (i, meta) in segments.into_iter().enumerate() {
-            let file = self.fs.open(&meta.path, OpenMode::Read).map_err(|e| Error::io("open", &meta.path, e))?;
+            let file = self
+                .fs
+                .open(&meta.path, OpenMode::Read)
+                .map_err(|e| Error::io("open", &meta.path, e))?;
             let file_bytes = file.len().map_err(|e| Error::io("stat", &meta.path, e))?;
             infos.push(SegmentInfo {
                 id: meta.header.id,
@@ -343,7 +370,13 @@ fn apply_tail(
         TailState::Torn { bytes } => {
             let offset = analysis.end_offset;
             if mode == RecoveryMode::Strict {
-                return Err(ErrorKind::TornTail { segment, path: active.path.clone(), offset, bytes }.into());
+                return Err(ErrorKind::TornTail {
+                    segment,
+                    path: active.path.clone(),
+                    offset,
+                    bytes,
+                }
+                .into());
             }
             if let Some(file) = file {
                 segments::write_zeros(file, &active.path, offset, bytes)?;

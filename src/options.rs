@@ -92,7 +92,9 @@ impl Options {
     /// Checks every option against its bounds.
     pub fn validate(&self) -> Result<()> {
         let s = self.segment_bytes;
-        if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&s) || s % SEGMENT_BYTES_ALIGN != 0 {
+        if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&s)
+            || !s.is_multiple_of(SEGMENT_BYTES_ALIGN)
+        {
             return Err(Error::invalid_options(format!(
                 "segment_bytes is {s}: it must be a multiple of {SEGMENT_BYTES_ALIGN} between \
                  {SEGMENT_BYTES_MIN} and {SEGMENT_BYTES_MAX}"
@@ -104,7 +106,9 @@ impl Options {
                 "buffer_bytes is {b}: it must be between {BUFFER_BYTES_MIN} and {BUFFER_BYTES_MAX}"
             )));
         }
-        if self.flush_delay > Duration::from_micros(FLUSH_DELAY_US_MAX) || self.flush_delay.is_zero() {
+        if self.flush_delay > Duration::from_micros(FLUSH_DELAY_US_MAX)
+            || self.flush_delay.is_zero()
+        {
             return Err(Error::invalid_options(format!(
                 "flush_delay is {:?}: it must be above zero and at most {FLUSH_DELAY_US_MAX} us",
                 self.flush_delay

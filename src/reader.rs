@@ -72,7 +72,12 @@ impl Reader {
         let map = self.fs.map(&meta.path).map_err(|e| Error::io("map", &meta.path, e))?;
         let header = segment::decode_header(&map, &meta.path)?;
         if header != meta.header {
-            return Err(Error::corruption(Some(meta.header.id), &meta.path, 0, CorruptionReason::BadHeaderChecksum));
+            return Err(Error::corruption(
+                Some(meta.header.id),
+                &meta.path,
+                0,
+                CorruptionReason::BadHeaderChecksum,
+            ));
         }
         self.salt_crc = header.salt_crc();
         self.offset = SEGMENT_HEADER_BYTES;
@@ -97,7 +102,8 @@ impl Reader {
             }
             if let Some(batch) = &mut self.batch {
                 let at = batch.at;
-                let len_bytes: [u8; 4] = self.map[at..at + BATCH_ENTRY_HEADER_BYTES].try_into().unwrap_or_default();
+                let len_bytes: [u8; 4] =
+                    self.map[at..at + BATCH_ENTRY_HEADER_BYTES].try_into().unwrap_or_default();
                 let len = u32::from_le_bytes(len_bytes) as usize;
                 let start = at + BATCH_ENTRY_HEADER_BYTES;
                 batch.at = start + len;
@@ -108,13 +114,19 @@ impl Reader {
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 if seq >= self.from {
-                    return Ok(Some(Record { seq: Seq(seq), payload: self.map.slice(start..start + len) }));
+                    return Ok(Some(Record {
+                        seq: Seq(seq),
+                        payload: self.map.slice(start..start + len),
+                    }));
                 }
                 continue;
             }
             match frame::decode(&self.map, self.offset, self.salt_crc) {
                 Decoded::Frame(f) if f.seq != self.next_seq => {
-                    return Err(self.corrupt(CorruptionReason::SequenceMismatch { expected: self.next_seq, found: f.seq }));
+                    return Err(self.corrupt(CorruptionReason::SequenceMismatch {
+                        expected: self.next_seq,
+                        found: f.seq,
+                    }));
                 }
                 Decoded::Frame(f) => {
                     let payload_at = self.offset + FRAME_HEADER_BYTES;
@@ -129,12 +141,19 @@ impl Reader {
                     }
                     let seq = self.next_seq;
                     self.next_seq += 1;
-                    return Ok(Some(Record { seq: Seq(seq), payload: self.map.slice(payload_at..payload_at + f.payload.len()) }));
+                    return Ok(Some(Record {
+                        seq: Seq(seq),
+                        payload: self.map.slice(payload_at..payload_at + f.payload.len()),
+                    }));
                 }
-                Decoded::Invalid(fault) => return Err(self.corrupt(CorruptionReason::BadFrame(fault))),
+                Decoded::Invalid(fault) => {
+                    return Err(self.corrupt(CorruptionReason::BadFrame(fault)));
+                }
                 Decoded::End => {
                     let Some(next) = self.segments.get(self.index + 1) else {
-                        return Err(self.corrupt(CorruptionReason::MissingRecords { expected: self.next_seq }));
+                        return Err(self.corrupt(CorruptionReason::MissingRecords {
+                            expected: self.next_seq,
+                        }));
                     };
                     if next.header.first_seq.0 != self.next_seq {
                         return Err(self.corrupt(CorruptionReason::SequenceGap {

@@ -66,7 +66,13 @@ pub fn analyze_tail(bytes: &[u8], header: &SegmentHeader) -> TailAnalysis {
 
 /// Looks at everything after the valid frames: zeros, a torn tail, or a witness frame whose
 /// durable claim covers the first missing record.
-fn classify_rest(bytes: &[u8], header: &SegmentHeader, end: usize, next: u64, fault: FrameFault) -> TailState {
+fn classify_rest(
+    bytes: &[u8],
+    header: &SegmentHeader,
+    end: usize,
+    next: u64,
+    fault: FrameFault,
+) -> TailState {
     let rest = bytes.get(end..).unwrap_or_default();
     let Some(last_nonzero) = rest.iter().rposition(|&b| b != 0) else {
         return TailState::Clean;
@@ -78,7 +84,10 @@ fn classify_rest(bytes: &[u8], header: &SegmentHeader, end: usize, next: u64, fa
             if witness.seq < next {
                 return TailState::Corrupt {
                     offset: offset as u64,
-                    reason: CorruptionReason::SequenceMismatch { expected: next, found: witness.seq },
+                    reason: CorruptionReason::SequenceMismatch {
+                        expected: next,
+                        found: witness.seq,
+                    },
                 };
             }
             if witness.durable_claim.is_some_and(|claim| claim >= next) {
@@ -172,7 +181,10 @@ mod tests {
         assert_eq!(a.next_seq, Seq(3));
         assert!(matches!(
             a.state,
-            TailState::Corrupt { reason: CorruptionReason::DurableRecordDamaged(FrameFault::BadChecksum), .. }
+            TailState::Corrupt {
+                reason: CorruptionReason::DurableRecordDamaged(FrameFault::BadChecksum),
+                ..
+            }
         ));
     }
 
@@ -186,7 +198,9 @@ mod tests {
         assert_eq!(a.next_seq, Seq(2));
         let expected = (offsets[4] + frame::frame_bytes(40) - offsets[1]) as u64;
         // The last frame ends in padding zeros; the torn extent ends at its last non-zero byte.
-        assert!(matches!(a.state, TailState::Torn { bytes } if bytes <= expected && bytes > expected - 8));
+        assert!(
+            matches!(a.state, TailState::Torn { bytes } if bytes <= expected && bytes > expected - 8)
+        );
     }
 
     #[test]
@@ -196,7 +210,13 @@ mod tests {
         frame::encode_single(&mut bytes, h.salt_crc(), 1, 0, b"a");
         frame::encode_single(&mut bytes, h.salt_crc(), 3, 0, b"b");
         let a = analyze_tail(&bytes, &h);
-        assert!(matches!(a.state, TailState::Corrupt { reason: CorruptionReason::SequenceMismatch { expected: 2, found: 3 }, .. }));
+        assert!(matches!(
+            a.state,
+            TailState::Corrupt {
+                reason: CorruptionReason::SequenceMismatch { expected: 2, found: 3 },
+                ..
+            }
+        ));
         assert!(a.end_offset as usize > SEGMENT_HEADER_BYTES);
     }
 }

@@ -106,7 +106,8 @@ pub fn decode_header(bytes: &[u8], path: &Path) -> Result<SegmentHeader> {
     if header[40..60].iter().any(|&b| b != 0) {
         return Err(bad(CorruptionReason::BadHeaderField("reserved")));
     }
-    let parsed = SegmentHeader { id: SegmentId(u64_at(16)), first_seq: Seq(u64_at(24)), salt: u64_at(32) };
+    let parsed =
+        SegmentHeader { id: SegmentId(u64_at(16)), first_seq: Seq(u64_at(24)), salt: u64_at(32) };
     if parsed.id.0 == 0 {
         return Err(bad(CorruptionReason::BadHeaderField("segment_id")));
     }
@@ -227,7 +228,10 @@ mod tests {
         let used = bytes.len();
         bytes.resize(used + 100, 0);
         let s = scan(&bytes, &h, None, |_, _| {});
-        assert_eq!((s.end_offset, s.next_seq, s.records, s.end), (used, Seq(20), 3, ScanEnd::Clean));
+        assert_eq!(
+            (s.end_offset, s.next_seq, s.records, s.end),
+            (used, Seq(20), 3, ScanEnd::Clean)
+        );
         let s = scan(&bytes, &h, Some(Seq(18)), |_, _| {});
         assert_eq!((s.next_seq, s.end), (Seq(19), ScanEnd::Bound));
     }

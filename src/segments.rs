@@ -15,6 +15,8 @@ use crate::types::{SegmentId, Seq};
 
 /// Name of the file that holds the next segment while it is being preallocated.
 pub const PREALLOC_FILE_NAME: &str = "prealloc.tmp";
+/// Name of the file the writer holds its exclusive lock on.
+pub const LOCK_FILE_NAME: &str = "LOCK";
 
 /// A segment known to the log: its header and where it lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,33 +32,55 @@ pub struct SegmentMeta {
 pub struct Listing {
     /// The segments in log order.
     pub segments: Vec<SegmentMeta>,
+    /// Whether the directory holds files that are not part of a log.
+    pub foreign_files: bool,
 }
 
 /// Lists the segments of `dir` and checks their headers and order; reads one header per
 /// segment and nothing else.
 pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
     let names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
-    let mut named: Vec<(Seq, String)> = names
-        .into_iter()
-        .filter_map(|n| segment::parse_file_name(&n).map(|seq| (seq, n)))
-        .collect();
+    let mut named: Vec<(Seq, String)> = Vec::with_capacity(names.len());
+    let mut foreign_files = false;
+    for name in names {
+        if let Some(seq) = segment::parse_file_name(&name) {
+            named.push((seq, name));
+        } else if name.ends_with(segment::SEGMENT_SUFFIX) {
+            // A renamed segment must not be skipped: it may hold acknowledged records.
+            let path = dir.join(&name);
+            return Err(Error::corruption(None, &path, 0, CorruptionReason::NameMismatch));
+        } else if name != PREALLOC_FILE_NAME && name != LOCK_FILE_NAME {
+            foreign_files = true;
+        }
+    }
     named.sort();
     let mut segments: Vec<SegmentMeta> = Vec::with_capacity(named.len());
     for (seq, name) in named {
         let path = dir.join(name);
         let header = read_header(fs, &path)?;
         if header.first_seq != seq {
-            return Err(Error::corruption(Some(header.id), &path, 24, CorruptionReason::NameMismatch));
+            return Err(Error::corruption(
+                Some(header.id),
+                &path,
+                24,
+                CorruptionReason::NameMismatch,
+            ));
         }
         if let Some(prev) = segments.last() {
-            let in_order = header.id.0 == prev.header.id.0 + 1 && header.first_seq > prev.header.first_seq;
+            let in_order =
+                header.id.0 == prev.header.id.0 + 1 && header.first_seq > prev.header.first_seq;
             if !in_order {
-                return Err(Error::corruption(Some(header.id), &path, 16, CorruptionReason::SegmentOrder));
+                return Err(Error::corruption(
+                    Some(header.id),
+                    &path,
+                    16,
+                    CorruptionReason::SegmentOrder,
+                ));
             }
         }
         segments.push(SegmentMeta { header, path });
     }
-    Ok(Listing { segments })
+    Ok(Listing { segments, foreign_files })
 }
 
 /// Reads and checks the header of the segment file at `path`.
@@ -101,7 +125,8 @@ pub fn install(
     first_seq: Seq,
 ) -> Result<(Box<dyn FsFile>, SegmentMeta)> {
     let header = SegmentHeader { id, first_seq, salt: fs.random_u64() };
-    let file = fs.open(prealloc, OpenMode::ReadWrite).map_err(|e| Error::io("open", prealloc, e))?;
+    let file =
+        fs.open(prealloc, OpenMode::ReadWrite).map_err(|e| Error::io("open", prealloc, e))?;
     file.write_all_at(&header.encode(), 0).map_err(|e| Error::io("write header", prealloc, e))?;
     file.sync_data().map_err(|e| Error::io("fdatasync", prealloc, e))?;
     let path = dir.join(segment::file_name(first_seq));

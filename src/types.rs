@@ -76,9 +76,9 @@ impl FromStr for Durability {
             "buffered" => Ok(Durability::Buffered),
             "flushed" => Ok(Durability::Flushed),
             "synced" => Ok(Durability::Synced),
-            other => Err(format!(
-                "unknown durability {other:?}: expected buffered, flushed or synced"
-            )),
+            other => {
+                Err(format!("unknown durability {other:?}: expected buffered, flushed or synced"))
+            }
         }
     }
 }

@@ -59,7 +59,12 @@ pub enum VerifyOutcome {
 pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
     let dir = dir.as_ref();
     let fs = options.fs;
-    let mut report = VerifyReport { segments: Vec::new(), records: 0, last_seq: None, outcome: VerifyOutcome::Clean };
+    let mut report = VerifyReport {
+        segments: Vec::new(),
+        records: 0,
+        last_seq: None,
+        outcome: VerifyOutcome::Clean,
+    };
     let listing = match segments::list(&*fs, dir) {
         Ok(listing) => listing,
         Err(e) if e.is_corruption() => {
@@ -75,12 +80,16 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
     for (i, meta) in listing.segments.iter().enumerate() {
         let map = fs.map(&meta.path).map_err(|e| Error::io("map", &meta.path, e))?;
         let header = &meta.header;
-        let corrupt = |offset: usize, reason| Error::corruption(Some(header.id), &meta.path, offset as u64, reason);
+        let corrupt = |offset: usize, reason| {
+            Error::corruption(Some(header.id), &meta.path, offset as u64, reason)
+        };
         let (end_offset, next_seq, records, problem) = if i + 1 < count {
             let scan = segment::scan(&map, header, None, |_, _| {});
             let next = listing.segments[i + 1].header.first_seq.0;
             let problem = match scan.end {
-                ScanEnd::Invalid(fault) => Some(corrupt(scan.end_offset, CorruptionReason::BadFrame(fault))),
+                ScanEnd::Invalid(fault) => {
+                    Some(corrupt(scan.end_offset, CorruptionReason::BadFrame(fault)))
+                }
                 ScanEnd::WrongSeq(found) => Some(corrupt(
                     scan.end_offset,
                     CorruptionReason::SequenceMismatch { expected: scan.next_seq.0, found },
@@ -91,7 +100,12 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
                 )),
                 ScanEnd::Clean | ScanEnd::Bound => None,
             };
-            (scan.end_offset as u64, scan.next_seq, scan.records, problem.map(VerifyOutcome::Corrupt))
+            (
+                scan.end_offset as u64,
+                scan.next_seq,
+                scan.records,
+                problem.map(VerifyOutcome::Corrupt),
+            )
         } else {
             let analysis = recovery::analyze_tail(&map, header);
             let problem = match analysis.state {
@@ -102,7 +116,9 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
                     offset: analysis.end_offset,
                     bytes,
                 })),
-                TailState::Corrupt { offset, reason } => Some(VerifyOutcome::Corrupt(corrupt(offset as usize, reason))),
+                TailState::Corrupt { offset, reason } => {
+                    Some(VerifyOutcome::Corrupt(corrupt(offset as usize, reason)))
+                }
             };
             (analysis.end_offset, analysis.next_seq, analysis.records, problem)
         };

@@ -142,7 +142,12 @@ impl Writer {
     fn check_payload(&self, what: &'static str, bytes: usize) -> Result<()> {
         let limit = self.payload_bytes_max();
         if bytes > limit {
-            return Err(ErrorKind::LimitExceeded { what, value: bytes as u64, limit: limit as u64 }.into());
+            return Err(ErrorKind::LimitExceeded {
+                what,
+                value: bytes as u64,
+                limit: limit as u64,
+            }
+            .into());
         }
         Ok(())
     }
@@ -159,7 +164,11 @@ impl Writer {
     }
 
     /// Appends several records as one all-or-nothing frame; returns the first one's seq.
-    pub(crate) fn append_batch<P: AsRef<[u8]>>(&self, records: &[P], durability: Durability) -> Result<Seq> {
+    pub(crate) fn append_batch<P: AsRef<[u8]>>(
+        &self,
+        records: &[P],
+        durability: Durability,
+    ) -> Result<Seq> {
         if records.is_empty() || records.len() > BATCH_RECORDS_MAX {
             return Err(ErrorKind::LimitExceeded {
                 what: "batch records (at least 1)",
@@ -228,7 +237,12 @@ impl Writer {
     }
 
     /// Meets `durability` for everything through `last`, the record just reserved.
-    fn complete(&self, state: MutexGuard<'_, State>, last: u64, durability: Durability) -> Result<()> {
+    fn complete(
+        &self,
+        state: MutexGuard<'_, State>,
+        last: u64,
+        durability: Durability,
+    ) -> Result<()> {
         match durability {
             Durability::Buffered => {
                 let due = !state.flush_requested && state.buf.len() >= self.flush_bytes;
@@ -336,7 +350,12 @@ impl Writer {
         if state.next_seq == state.active.first_seq.0 {
             // An empty segment cannot be sealed: its successor would have the same name.
             let room = state.capacity.saturating_sub(state.end_offset);
-            return Err(ErrorKind::LimitExceeded { what: "frame bytes in the active segment", value: frame_len as u64, limit: room }.into());
+            return Err(ErrorKind::LimitExceeded {
+                what: "frame bytes in the active segment",
+                value: frame_len as u64,
+                limit: room,
+            }
+            .into());
         }
         let through = state.next_seq - 1;
         {
@@ -354,8 +373,9 @@ impl Writer {
         // Nothing is lost if no file can be prepared: the append fails and a later one retries.
         let prealloc = self.prealloc.take()?;
         let next_id = SegmentId(state.active.id.0 + 1);
-        let (file, meta) = segments::install(&*self.fs, &self.dir, prealloc, next_id, Seq(state.next_seq))
-            .map_err(|e| self.poison(e))?;
+        let (file, meta) =
+            segments::install(&*self.fs, &self.dir, prealloc, next_id, Seq(state.next_seq))
+                .map_err(|e| self.poison(e))?;
         self.prealloc.request();
         {
             let mut io = self.io.lock();

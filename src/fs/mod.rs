@@ -52,6 +52,7 @@ pub trait Fs: Send + Sync + fmt::Debug + 'static {
 }
 
 /// An open file.
+#[expect(clippy::len_without_is_empty, reason = "a file length is an I/O result")]
 pub trait FsFile: Send + Sync + fmt::Debug {
     /// Fills `buf` from `offset`; fails if the file ends first.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;

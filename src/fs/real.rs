@@ -9,6 +9,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 use super::{DirLock, Fs, FsFile, OpenMode};
+use crate::segments::LOCK_FILE_NAME;
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -16,7 +17,6 @@ pub struct RealFs;
 
 const FILE_MODE: u32 = 0o600;
 const DIR_MODE: u32 = 0o700;
-const LOCK_FILE_NAME: &str = "LOCK";
 
 impl Fs for RealFs {
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {

@@ -1,0 +1,106 @@
+//! A file system for tests that forwards to the real one and injects failures on command:
+//! `fdatasync` failing with EIO, and writes failing with ENOSPC, optionally only for files
+//! whose name contains a given text. It exercises the engine's I/O seam; the full simulated
+//! file system with crash images is a separate piece.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use bytes::Bytes;
+use factlog::fs::{DirLock, Fs, FsFile, OpenMode, RealFs};
+use parking_lot::Mutex;
+
+/// The failures to inject; shared between the test and the file system.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Fail every `sync_data` while set.
+    pub fail_sync: AtomicBool,
+    /// Fail every write with ENOSPC while set, to files whose name contains `write_filter`.
+    pub disk_full: AtomicBool,
+    /// Empty: every file.
+    pub write_filter: Mutex<String>,
+    /// `sync_data` calls that reached the real file system.
+    pub syncs: AtomicU64,
+}
+
+/// The fault-injecting file system.
+#[derive(Debug, Clone)]
+pub struct FaultyFs {
+    /// What to inject.
+    pub faults: Arc<Faults>,
+}
+
+impl FaultyFs {
+    /// A file system injecting nothing yet.
+    pub fn new() -> FaultyFs {
+        FaultyFs { faults: Arc::new(Faults::default()) }
+    }
+}
+
+#[derive(Debug)]
+struct FaultyFile {
+    name: String,
+    inner: Box<dyn FsFile>,
+    faults: Arc<Faults>,
+}
+
+impl Fs for FaultyFs {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        RealFs.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        RealFs.list_dir(path)
+    }
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Box::new(FaultyFile {
+            name,
+            inner: RealFs.open(path, mode)?,
+            faults: Arc::clone(&self.faults),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.sync_dir(path)
+    }
+    fn lock_dir(&self, dir: &Path) -> io::Result<Option<Box<dyn DirLock>>> {
+        RealFs.lock_dir(dir)
+    }
+    fn map(&self, path: &Path) -> io::Result<Bytes> {
+        RealFs.map(path)
+    }
+    fn random_u64(&self) -> u64 {
+        RealFs.random_u64()
+    }
+}
+
+impl FsFile for FaultyFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.faults.disk_full.load(Ordering::SeqCst)
+            && self.name.contains(self.faults.write_filter.lock().as_str())
+        {
+            return Err(io::Error::from_raw_os_error(28));
+        }
+        self.inner.write_all_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        if self.faults.fail_sync.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(5));
+        }
+        self.faults.syncs.fetch_add(1, Ordering::SeqCst);
+        self.inner.sync_data()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+}
