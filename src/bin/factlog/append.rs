@@ -1,0 +1,67 @@
+//! `factlog append`: one record per line of standard input, each acknowledged on standard
+//! output once it meets the requested durability.
+//!
+//! The printed sequence number is the acknowledgement: it is written and flushed only after
+//! `Log::append` returned, so a reader of standard output may rely on it the way a library
+//! caller relies on the returned `Seq` (a `synced` one survives a power loss, a `flushed` one
+//! a process crash).
+
+use std::io::{self, BufRead, Read, Write};
+use std::process::ExitCode;
+
+use factlog::limits::FRAME_PAYLOAD_BYTES_MAX;
+use factlog::{Durability, Log, Options};
+
+use crate::{AppendArgs, Failure, Outcome};
+
+/// Exit code for every runtime failure of `append`.
+const EXIT_FAILURE: u8 = 1;
+
+/// Longest line read into memory, newline included. A line one byte longer than the record
+/// limit is enough for the library to reject it, and the cap keeps an input without newlines
+/// from growing the line buffer without bound.
+const LINE_BYTES_MAX: u64 = FRAME_PAYLOAD_BYTES_MAX as u64 + 1;
+
+pub fn run(args: &AppendArgs) -> Outcome {
+    let log = Log::open(&args.dir, Options::new()).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+    })?;
+    if let Err(failure) = append_lines(&log, Durability::from(args.durability)) {
+        // Records acknowledged before the failure keep their promise either way; closing
+        // also writes and syncs the buffered ones. The first failure is the one to report.
+        let _ = log.close();
+        return Err(failure);
+    }
+    log.close().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Appends every line of standard input, printing each seq once its append returned.
+fn append_lines(log: &Log, durability: Durability) -> Result<(), Failure> {
+    let stdin = io::stdin();
+    let mut input = stdin.lock();
+    let stdout = io::stdout();
+    let mut output = stdout.lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut input)
+            .take(LINE_BYTES_MAX)
+            .read_until(b'\n', &mut line)
+            .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("reading stdin: {error}")))?;
+        if read == 0 {
+            return Ok(());
+        }
+        // Without a newline the line either ends the input or hit the length cap; in the
+        // second case the append below reports the limit.
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        let seq = log
+            .append(&line, durability)
+            .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("append: {error}")))?;
+        writeln!(output, "{}", seq.0)
+            .and_then(|()| output.flush())
+            .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("writing stdout: {error}")))?;
+    }
+}

@@ -1,0 +1,148 @@
+//! `factlog dump`: prints records from a sequence number on, one line per record, without
+//! changing the log (a read-only open takes no lock and writes nothing).
+//!
+//! Both formats are lossless: `text` escapes every byte that is not printable UTF-8, `json`
+//! adds the exact bytes in base64 whenever the payload is not valid UTF-8.
+
+use std::fmt::Write as _;
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+use factlog::{Log, Options, Seq};
+
+use crate::{DumpArgs, DumpFormat, Failure, Outcome, base64, is_broken_pipe};
+
+/// Exit code for every runtime failure of `dump`.
+const EXIT_FAILURE: u8 = 1;
+
+pub fn run(args: &DumpArgs) -> Outcome {
+    let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+    })?;
+    let reader = log
+        .read_from(Seq(args.from))
+        .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("read: {error}")))?;
+
+    let stdout = io::stdout();
+    let mut output = BufWriter::new(stdout.lock());
+    let mut line = String::new();
+    for record in reader {
+        let record =
+            record.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("read: {error}")))?;
+        line.clear();
+        match args.format {
+            DumpFormat::Text => text_line(&mut line, record.seq.0, &record.payload),
+            DumpFormat::Json => json_line(&mut line, record.seq.0, &record.payload),
+        }
+        if let Err(error) = output.write_all(line.as_bytes()) {
+            return write_failed(&error);
+        }
+    }
+    if let Err(error) = output.flush() {
+        return write_failed(&error);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A closed pipe means the reader has seen enough (`factlog dump DIR | head`): not a failure.
+fn write_failed(error: &io::Error) -> Outcome {
+    if is_broken_pipe(error) {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(Failure::new(EXIT_FAILURE, format_args!("writing stdout: {error}")))
+    }
+}
+
+/// Appends `SEQ<TAB>escaped payload\n`.
+fn text_line(out: &mut String, seq: u64, payload: &[u8]) {
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{seq}\t");
+    escape_text(out, payload);
+    out.push('\n');
+}
+
+/// Escapes a payload so that the text line is unambiguous and holds no control characters:
+/// `\\`, `\t`, `\n`, `\r`, `\xNN` for other ASCII controls and for bytes that are not UTF-8,
+/// `\u{NN}` for the other Unicode control characters (C1).
+fn escape_text(out: &mut String, payload: &[u8]) {
+    for chunk in payload.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\t' => out.push_str("\\t"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                c if c.is_ascii_control() => {
+                    let _ = write!(out, "\\x{:02x}", u32::from(c));
+                }
+                c if c.is_control() => {
+                    let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+                }
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            let _ = write!(out, "\\x{byte:02x}");
+        }
+    }
+}
+
+/// Appends `{"seq":N,"payload":"..."}` (plus `"payload_b64"` when not UTF-8) and a newline.
+fn json_line(out: &mut String, seq: u64, payload: &[u8]) {
+    let _ = write!(out, "{{\"seq\":{seq},\"payload\":");
+    if let Ok(text) = std::str::from_utf8(payload) {
+        push_json_string(out, text);
+    } else {
+        push_json_string(out, &String::from_utf8_lossy(payload));
+        out.push_str(",\"payload_b64\":\"");
+        out.push_str(&base64::encode(payload));
+        out.push('"');
+    }
+    out.push_str("}\n");
+}
+
+fn push_json_string(out: &mut String, text: &str) {
+    // serde_json escapes quotes, backslashes and control characters; serializing a str to a
+    // String cannot fail.
+    out.push_str(&serde_json::Value::from(text).to_string());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(payload: &[u8]) -> String {
+        let mut out = String::new();
+        text_line(&mut out, 7, payload);
+        out
+    }
+
+    fn json(payload: &[u8]) -> String {
+        let mut out = String::new();
+        json_line(&mut out, 7, payload);
+        out
+    }
+
+    #[test]
+    fn text_escapes_controls_backslashes_and_invalid_bytes() {
+        assert_eq!(text(b"hello world"), "7\thello world\n");
+        assert_eq!(text(b"a\tb\\c\r\n"), "7\ta\\tb\\\\c\\r\\n\n");
+        assert_eq!(text(b"\x00\x1f\x7f"), "7\t\\x00\\x1f\\x7f\n");
+        assert_eq!(text(b"\xff\xfeok"), "7\t\\xff\\xfeok\n");
+        assert_eq!(text("caf\u{e9} \u{85}".as_bytes()), "7\tcaf\u{e9} \\u{85}\n");
+        assert_eq!(text(b""), "7\t\n");
+    }
+
+    #[test]
+    fn json_is_exact_for_utf8_and_adds_base64_otherwise() {
+        assert_eq!(json(b"hi \"there\"\n"), "{\"seq\":7,\"payload\":\"hi \\\"there\\\"\\n\"}\n");
+        assert_eq!(
+            json(b"\xffa"),
+            "{\"seq\":7,\"payload\":\"\u{fffd}a\",\"payload_b64\":\"/2E=\"}\n"
+        );
+        let parsed: serde_json::Value =
+            serde_json::from_str(json(b"\x00\x01").trim_end()).expect("valid json");
+        assert_eq!(parsed["payload"], "\u{0}\u{1}");
+        assert!(parsed.get("payload_b64").is_none());
+    }
+}

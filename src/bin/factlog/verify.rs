@@ -1,0 +1,239 @@
+//! `factlog verify`: a read-only full scan of every segment, with an exit code that says what
+//! was found (0 clean, 1 only a torn tail, 2 corruption or anything else that stops the scan).
+//!
+//! Finding damage is the command's answer, not its failure: the report goes to standard output
+//! (text, or one JSON object with `--json`). Only a log that cannot be read at all (a missing
+//! directory, an I/O error) also gets the one-line `factlog: ...` message on standard error.
+
+use std::process::ExitCode;
+
+use factlog::{Error, ErrorKind, Options, SegmentVerify, TailCut, VerifyOutcome, VerifyReport};
+use serde_json::{Value, json};
+
+use crate::{Failure, Outcome, VerifyArgs};
+
+const EXIT_CLEAN: u8 = 0;
+const EXIT_TORN_TAIL: u8 = 1;
+const EXIT_CORRUPT: u8 = 2;
+
+/// What the scan concluded, in the order of the exit codes.
+enum Finding<'a> {
+    Clean,
+    TornTail { segment: u64, path: String, offset: u64, bytes: u64 },
+    Corrupt(&'a Error),
+}
+
+pub fn run(args: &VerifyArgs) -> Outcome {
+    match factlog::verify(&args.dir, Options::new()) {
+        Ok(report) => {
+            let finding = match &report.outcome {
+                VerifyOutcome::Clean => Finding::Clean,
+                VerifyOutcome::TornTail(cut) => torn_tail(cut),
+                VerifyOutcome::Corrupt(error) => Finding::Corrupt(error),
+            };
+            Ok(print(args, Some(&report), &finding))
+        }
+        // Damage found before a report could be built is still a finding, not a failure.
+        Err(error) => match error.kind() {
+            ErrorKind::Corruption { .. } | ErrorKind::UnsupportedVersion { .. } => {
+                Ok(print(args, None, &Finding::Corrupt(&error)))
+            }
+            ErrorKind::TornTail { segment, path, offset, bytes } => {
+                let finding = Finding::TornTail {
+                    segment: segment.0,
+                    path: path.display().to_string(),
+                    offset: *offset,
+                    bytes: *bytes,
+                };
+                Ok(print(args, None, &finding))
+            }
+            _ => {
+                if args.json {
+                    let object = json!({
+                        "outcome": "error",
+                        "exit_code": EXIT_CORRUPT,
+                        "error": error_json(&error),
+                    });
+                    println!("{object}");
+                }
+                Err(Failure::new(
+                    EXIT_CORRUPT,
+                    format_args!("cannot verify {}: {error}", args.dir.display()),
+                ))
+            }
+        },
+    }
+}
+
+fn torn_tail(cut: &TailCut) -> Finding<'static> {
+    Finding::TornTail {
+        segment: cut.segment.0,
+        path: cut.path.display().to_string(),
+        offset: cut.offset,
+        bytes: cut.bytes,
+    }
+}
+
+/// Prints the report and returns the exit code that goes with the finding.
+fn print(args: &VerifyArgs, report: Option<&VerifyReport>, finding: &Finding<'_>) -> ExitCode {
+    let exit_code = match finding {
+        Finding::Clean => EXIT_CLEAN,
+        Finding::TornTail { .. } => EXIT_TORN_TAIL,
+        Finding::Corrupt(_) => EXIT_CORRUPT,
+    };
+    if args.json {
+        println!("{}", report_json(args, report, finding, exit_code));
+    } else {
+        print_text(report, finding);
+    }
+    ExitCode::from(exit_code)
+}
+
+fn print_text(report: Option<&VerifyReport>, finding: &Finding<'_>) {
+    if let Some(report) = report {
+        for segment in &report.segments {
+            println!("{}", segment_text(segment));
+        }
+    }
+    match finding {
+        Finding::Clean => {
+            let (segments, records, last_seq) = report.map_or((0, 0, None), |report| {
+                (report.segments.len(), report.records, report.last_seq)
+            });
+            let last = last_seq.map_or_else(|| "none".to_owned(), |seq| seq.0.to_string());
+            let plural = if segments == 1 { "" } else { "s" };
+            println!("clean: {segments} segment{plural}, {records} records, last seq {last}");
+        }
+        Finding::TornTail { segment, path, offset, bytes } => {
+            println!(
+                "torn tail: segment {segment} ({path}) at offset {offset}: {bytes} bytes after \
+                 the last valid record, which an open would cut"
+            );
+        }
+        Finding::Corrupt(error) => println!("{}", corrupt_text(error)),
+    }
+}
+
+/// One line naming where the damage is and why, without the library's advice to run verify.
+fn corrupt_text(error: &Error) -> String {
+    match error.kind() {
+        ErrorKind::Corruption { segment: Some(segment), path, offset, reason } => format!(
+            "corrupt: segment {} ({}) at offset {offset}: {reason}",
+            segment.0,
+            path.display()
+        ),
+        ErrorKind::Corruption { segment: None, path, offset, reason } => {
+            format!("corrupt: {} at offset {offset}: {reason}", path.display())
+        }
+        ErrorKind::UnsupportedVersion { path, found, supported } => format!(
+            "unsupported version: {} has format version {found}, this build reads up to \
+             version {supported}",
+            path.display()
+        ),
+        _ => format!("corrupt: {error}"),
+    }
+}
+
+fn segment_text(segment: &SegmentVerify) -> String {
+    let seqs = match segment.last_seq {
+        Some(last) => format!("seqs {}..={}", segment.first_seq.0, last.0),
+        None => format!("no records (first seq {})", segment.first_seq.0),
+    };
+    format!(
+        "segment {} {}: {seqs}, {} records, {} of {} bytes used",
+        segment.id.0,
+        segment.path.display(),
+        segment.records,
+        segment.used_bytes,
+        segment.file_bytes
+    )
+}
+
+fn report_json(
+    args: &VerifyArgs,
+    report: Option<&VerifyReport>,
+    finding: &Finding<'_>,
+    exit_code: u8,
+) -> Value {
+    let outcome = match finding {
+        Finding::Clean => "clean",
+        Finding::TornTail { .. } => "torn_tail",
+        Finding::Corrupt(_) => "corrupt",
+    };
+    let torn_tail = match finding {
+        Finding::TornTail { segment, path, offset, bytes } => {
+            json!({ "segment": segment, "path": path, "offset": offset, "bytes": bytes })
+        }
+        _ => Value::Null,
+    };
+    let corruption = match finding {
+        Finding::Corrupt(error) => error_json(error),
+        _ => Value::Null,
+    };
+    let segments: Vec<Value> =
+        report.map(|report| report.segments.iter().map(segment_json).collect()).unwrap_or_default();
+    json!({
+        "dir": args.dir.display().to_string(),
+        "outcome": outcome,
+        "exit_code": exit_code,
+        "records": report.map(|report| report.records),
+        "last_seq": report.and_then(|report| report.last_seq).map(|seq| seq.0),
+        "segments": segments,
+        "torn_tail": torn_tail,
+        "corruption": corruption,
+    })
+}
+
+fn segment_json(segment: &SegmentVerify) -> Value {
+    json!({
+        "id": segment.id.0,
+        "path": segment.path.display().to_string(),
+        "first_seq": segment.first_seq.0,
+        "last_seq": segment.last_seq.map(|seq| seq.0),
+        "records": segment.records,
+        "used_bytes": segment.used_bytes,
+        "file_bytes": segment.file_bytes,
+    })
+}
+
+/// The structured fields of an error, for JSON output. `message` is always present.
+fn error_json(error: &Error) -> Value {
+    let message = error.to_string();
+    match error.kind() {
+        ErrorKind::Corruption { segment, path, offset, reason } => json!({
+            "kind": "corruption",
+            "segment": segment.map(|id| id.0),
+            "path": path.display().to_string(),
+            "offset": offset,
+            "reason": reason.to_string(),
+            "message": message,
+        }),
+        ErrorKind::UnsupportedVersion { path, found, supported } => json!({
+            "kind": "unsupported_version",
+            "path": path.display().to_string(),
+            "found": found,
+            "supported": supported,
+            "message": message,
+        }),
+        ErrorKind::TornTail { segment, path, offset, bytes } => json!({
+            "kind": "torn_tail",
+            "segment": segment.0,
+            "path": path.display().to_string(),
+            "offset": offset,
+            "bytes": bytes,
+            "message": message,
+        }),
+        ErrorKind::NotALog { dir } => json!({
+            "kind": "not_a_log",
+            "dir": dir.display().to_string(),
+            "message": message,
+        }),
+        ErrorKind::Io { op, path, .. } => json!({
+            "kind": "io",
+            "op": op,
+            "path": path.display().to_string(),
+            "message": message,
+        }),
+        _ => json!({ "kind": "other", "message": message }),
+    }
+}
