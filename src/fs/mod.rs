@@ -8,6 +8,7 @@
 
 mod mmap;
 mod real;
+pub mod sim;
 
 use std::fmt;
 use std::io;
