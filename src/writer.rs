@@ -226,8 +226,11 @@ impl Writer {
                 let mut io = self.io.lock();
                 self.swap_into(&mut state, &mut io);
                 self.write_spare(&mut io, seq - 1)?;
-                io.spare.extend_from_slice(&big);
-                self.write_spare(&mut io, seq + count - 1)?;
+                if let Err(e) = io.file.write_all_at(&big, io.offset) {
+                    return Err(self.poison(Error::io("write", &io.path, e)));
+                }
+                io.offset += big.len() as u64;
+                self.written_seq.fetch_max(seq + count - 1, Ordering::AcqRel);
             }
             state.next_seq += count;
             state.end_offset += frame_len as u64;

@@ -67,6 +67,22 @@ struct Inode {
     dirty_sectors: BTreeSet<usize>,
 }
 
+/// One atomic directory-entry change: each path now names the inode, or nothing. A rename
+/// is one change of two edits.
+#[derive(Debug, Clone)]
+struct NameChange {
+    edits: Vec<(PathBuf, Option<u64>)>,
+}
+
+fn apply(names: &mut BTreeMap<PathBuf, u64>, change: &NameChange) {
+    for (path, inode) in &change.edits {
+        match inode {
+            Some(inode) => names.insert(path.clone(), *inode),
+            None => names.remove(path),
+        };
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     rng: u64,
@@ -74,6 +90,9 @@ struct State {
     inodes: HashMap<u64, Inode>,
     names: BTreeMap<PathBuf, u64>,
     durable_names: BTreeMap<PathBuf, u64>,
+    /// Directory-entry changes not yet durable, in the order they were made: a journaling
+    /// file system commits them in order, so a crash keeps a prefix of them.
+    name_log: Vec<NameChange>,
     dirs: BTreeSet<PathBuf>,
     durable_dirs: BTreeSet<PathBuf>,
     locks: BTreeSet<PathBuf>,
@@ -114,6 +133,12 @@ impl State {
             return Err(io::Error::other("simulated crash: the machine is down"));
         }
         Ok(())
+    }
+
+    fn change_names(&mut self, edits: Vec<(PathBuf, Option<u64>)>) {
+        let change = NameChange { edits };
+        apply(&mut self.names, &change);
+        self.name_log.push(change);
     }
 
     fn inode_of(&self, path: &Path) -> io::Result<u64> {
@@ -194,17 +219,13 @@ impl SimFs {
             CrashModel::ProcessCrash => (old.names.clone(), old.dirs.clone()),
             CrashModel::LoseUnsynced => (old.durable_names.clone(), old.durable_dirs.clone()),
             CrashModel::TornSectors => {
-                // Each unsynced directory change survives or not, independently.
+                // The journal keeps a prefix of the unsynced directory changes; a rename is
+                // atomic, so a file never ends up under both its old and its new name.
                 let mut names = old.durable_names.clone();
-                for (path, inode) in &old.names {
-                    if old.durable_names.get(path) != Some(inode) && rng.random().is_multiple_of(2)
-                    {
-                        names.insert(path.clone(), *inode);
-                    }
+                let kept = (rng.random() % (old.name_log.len() as u64 + 1)) as usize;
+                for change in &old.name_log[..kept] {
+                    apply(&mut names, change);
                 }
-                names.retain(|path, inode| {
-                    old.names.get(path) == Some(inode) || rng.random().is_multiple_of(2)
-                });
                 (names, old.durable_dirs.union(&old.dirs).cloned().collect())
             }
         };
@@ -404,7 +425,7 @@ impl Fs for SimFs {
             state.next_inode += 1;
             let inode = state.next_inode;
             state.inodes.insert(inode, Inode::default());
-            state.names.insert(path.to_path_buf(), inode);
+            state.change_names(vec![(path.to_path_buf(), Some(inode))]);
             inode
         } else {
             state.check_alive()?;
@@ -419,8 +440,7 @@ impl Fs for SimFs {
             return Err(fault_error(fault));
         }
         let inode = state.inode_of(from)?;
-        state.names.remove(from);
-        state.names.insert(to.to_path_buf(), inode);
+        state.change_names(vec![(from.to_path_buf(), None), (to.to_path_buf(), Some(inode))]);
         Ok(())
     }
 
@@ -430,7 +450,7 @@ impl Fs for SimFs {
             return Err(fault_error(fault));
         }
         state.inode_of(path)?;
-        state.names.remove(path);
+        state.change_names(vec![(path.to_path_buf(), None)]);
         Ok(())
     }
 
@@ -440,10 +460,13 @@ impl Fs for SimFs {
             return Err(fault_error(fault));
         }
         let in_dir = |p: &Path| p.parent() == Some(path);
-        let current: Vec<(PathBuf, u64)> =
-            state.names.iter().filter(|(p, _)| in_dir(p)).map(|(p, i)| (p.clone(), *i)).collect();
-        state.durable_names.retain(|p, _| !in_dir(p));
-        state.durable_names.extend(current);
+        let log = std::mem::take(&mut state.name_log);
+        let (synced, pending): (Vec<_>, Vec<_>) =
+            log.into_iter().partition(|c| c.edits.iter().any(|(p, _)| in_dir(p)));
+        for change in &synced {
+            apply(&mut state.durable_names, change);
+        }
+        state.name_log = pending;
         let subdirs: Vec<PathBuf> = state.dirs.iter().filter(|d| in_dir(d)).cloned().collect();
         state.durable_dirs.extend(subdirs);
         Ok(())
