@@ -95,26 +95,18 @@ impl Log {
         let dir = dir.as_ref().to_path_buf();
         let fs = Arc::clone(&options.fs);
         ensure_dir(&*fs, &dir)?;
+        // Refuse someone else's directory before leaving anything in it, not even a lock file.
+        refuse_foreign(&segments::list(&*fs, &dir)?, &dir)?;
         let lock = fs
             .lock_dir(&dir)
             .map_err(|e| Error::io("lock", &dir, e))?
             .ok_or_else(|| Error::from(ErrorKind::Locked { dir: dir.clone() }))?;
         let listing = segments::list(&*fs, &dir)?;
-        let prealloc = Preallocator::new(
-            Arc::clone(&fs),
-            &dir,
-            options.segment_bytes,
-            options.background_threads,
-        )?;
+        refuse_foreign(&listing, &dir)?;
         let mut segs = listing.segments;
-        if segs.is_empty() && listing.foreign_files {
-            // Refuse to scatter a log among someone else's files.
-            return Err(ErrorKind::NotALog { dir }.into());
-        }
         if segs.is_empty() {
-            let path = prealloc.take()?;
-            let (_file, meta) = segments::install(&*fs, &dir, path, SegmentId(1), Seq(1))?;
-            prealloc.request();
+            let first = Preallocator::new(Arc::clone(&fs), &dir, options.segment_bytes, false)?;
+            let (_file, meta) = segments::install(&*fs, &dir, first.take()?, SegmentId(1), Seq(1))?;
             segs.push(meta);
         }
         let active = segs.last().expect("at least one segment").clone();
@@ -128,6 +120,13 @@ impl Log {
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
         let capacity = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
+        // Started only once open is sure to succeed, so a refused open leaves no file behind.
+        let prealloc = Preallocator::new(
+            Arc::clone(&fs),
+            &dir,
+            options.segment_bytes,
+            options.background_threads,
+        )?;
         let report = RecoveryReport {
             mode: options.recovery_mode,
             segments: segs.len(),
@@ -172,14 +171,7 @@ impl Log {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let fs = Arc::clone(&options.fs);
-        let listing = match segments::list(&*fs, &dir) {
-            Ok(listing) => listing,
-            Err(e) if matches!(e.kind(), ErrorKind::Io { source, .. } if source.kind() == io::ErrorKind::NotFound) =>
-            {
-                return Err(ErrorKind::NotALog { dir }.into());
-            }
-            Err(e) => return Err(e),
-        };
+        let listing = list_existing(&*fs, &dir)?;
         let Some(active) = listing.segments.last().cloned() else {
             return Err(ErrorKind::NotALog { dir }.into());
         };
@@ -332,6 +324,23 @@ impl Log {
 impl Drop for Log {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+fn refuse_foreign(listing: &segments::Listing, dir: &Path) -> Result<()> {
+    if listing.segments.is_empty() && listing.foreign_files {
+        return Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into());
+    }
+    Ok(())
+}
+
+/// Lists the log in `dir` for a read-only user: a missing directory is not a log.
+pub(crate) fn list_existing(fs: &dyn Fs, dir: &Path) -> Result<segments::Listing> {
+    match fs.list_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into())
+        }
+        _ => segments::list(fs, dir),
     }
 }
 

@@ -4,9 +4,8 @@
 //!
 //! Invariant: at most one preallocation file exists, at [`PREALLOC_FILE_NAME`]; it is only
 //! handed out when it has its full length, and only requested again after the previous one
-//! has been renamed into a segment. A file of full length left by an earlier run is reused:
-//! its contents are never trusted, because open scans everything after the valid frames of
-//! the active segment and cuts what is not zero (`format-spec/segment.md`).
+//! has been renamed into a segment. A file left by an earlier run is reused only if it has
+//! its full length and holds nothing but zeros; otherwise it is written again.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,16 +45,11 @@ pub struct Preallocator {
 impl Preallocator {
     /// A preallocator for `dir`; with `background`, a thread starts preparing the first file.
     pub fn new(fs: Arc<dyn Fs>, dir: &Path, segment_bytes: u64, background: bool) -> Result<Self> {
-        let path = dir.join(PREALLOC_FILE_NAME);
-        let reusable = fs
-            .open(&path, OpenMode::Read)
-            .and_then(|file| file.len())
-            .is_ok_and(|len| len == segment_bytes);
         let shared = Arc::new(Shared {
             fs,
-            path,
+            path: dir.join(PREALLOC_FILE_NAME),
             segment_bytes,
-            state: Mutex::new(State { requested: !reusable, ready: reusable, ..State::default() }),
+            state: Mutex::new(State { requested: true, ..State::default() }),
             changed: Condvar::new(),
         });
         let thread = if background {
@@ -107,13 +101,23 @@ impl Preallocator {
 
 impl Shared {
     fn prepare(&self) -> Result<()> {
-        // A file left by a crash or a failed attempt may be incomplete: always start afresh.
+        if self.reusable() {
+            return Ok(());
+        }
         match self.fs.remove_file(&self.path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove", &self.path, e)),
         }
         segments::preallocate(&*self.fs, &self.path, self.segment_bytes)
+    }
+
+    /// Whether a file left by an earlier run is complete: full length and all zeros. Reading
+    /// it back costs less than writing it again, and happens off the append path.
+    fn reusable(&self) -> bool {
+        let full = self.fs.open(&self.path, OpenMode::Read).and_then(|f| f.len());
+        full.is_ok_and(|len| len == self.segment_bytes)
+            && self.fs.map(&self.path).is_ok_and(|bytes| bytes.iter().all(|&b| b == 0))
     }
 
     fn run(&self) {

@@ -68,7 +68,7 @@ pub fn parse_file_name(name: &str) -> Option<Seq> {
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok().map(Seq)
+    digits.parse().ok().filter(|&seq| seq > 0).map(Seq)
 }
 
 /// Decodes and checks the header at the start of `bytes`, the contents of the file at `path`,
@@ -214,6 +214,7 @@ mod tests {
         assert_eq!(file_name(Seq(1)), "00000000000000000001.seg");
         assert_eq!(parse_file_name(&file_name(Seq(u64::MAX))), Some(Seq(u64::MAX)));
         assert_eq!(parse_file_name("1.seg"), None);
+        assert_eq!(parse_file_name("00000000000000000000.seg"), None);
         assert_eq!(parse_file_name("prealloc.tmp"), None);
         assert!(file_name(Seq(9)) < file_name(Seq(10)));
     }

@@ -39,7 +39,8 @@ pub struct Listing {
 /// Lists the segments of `dir` and checks their headers and order; reads one header per
 /// segment and nothing else.
 pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
-    let names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
+    let mut names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
+    names.sort();
     let mut named: Vec<(Seq, String)> = Vec::with_capacity(names.len());
     let mut foreign_files = false;
     for name in names {

@@ -7,7 +7,6 @@ use crate::error::{CorruptionReason, Error, ErrorKind, Result};
 use crate::options::Options;
 use crate::recovery::{self, TailCut, TailState};
 use crate::segment::{self, ScanEnd};
-use crate::segments;
 use crate::types::{SegmentId, Seq};
 
 /// The result of [`verify`].
@@ -65,7 +64,7 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
         last_seq: None,
         outcome: VerifyOutcome::Clean,
     };
-    let listing = match segments::list(&*fs, dir) {
+    let listing = match crate::log::list_existing(&*fs, dir) {
         Ok(listing) => listing,
         Err(e) if e.is_corruption() => {
             report.outcome = VerifyOutcome::Corrupt(e);

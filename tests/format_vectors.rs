@@ -1023,7 +1023,18 @@ fn check_writer(vector: &Vector, bytes: &[u8], mode: RecoveryMode) {
     }
     let file = fs::read(&placed.segment).expect("read segment");
     assert_same_bytes(&file, &expected_file, &format!("{what}: the segment afterwards"));
-    assert_eq!(names(&placed.dir), [SEGMENT_NAME, LOCK_NAME], "{what}: only LOCK created");
+    let header_refused = matches!(
+        vector.outcome,
+        Outcome::Refused(
+            Refusal::UnsupportedVersion { .. } | Refusal::Corruption { segment: None, .. }
+        )
+    );
+    if header_refused {
+        // A refused header is found before the lock is taken: nothing is created.
+        assert_eq!(names(&placed.dir), [SEGMENT_NAME], "{what}: nothing created");
+    } else {
+        assert_eq!(names(&placed.dir), [SEGMENT_NAME, LOCK_NAME], "{what}: only LOCK created");
+    }
     if matches!(vector.outcome, Outcome::TornTail { .. }) && mode == RecoveryMode::TolerateTornTail
     {
         // The cut is durable and complete: every later open finds a clean log.
