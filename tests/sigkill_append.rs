@@ -66,7 +66,7 @@ impl Rng {
 /// many offsets, and an occasional byte that is not UTF-8.
 fn payload(round: u64, index: u64) -> Vec<u8> {
     let mut bytes = format!("round {round} line {index:08} ").into_bytes();
-    let padding = usize::try_from((index * 37 + round * 11) % 301).expect("small");
+    let padding = usize::try_from((index * 37 + round * 11) % 151).expect("small");
     bytes.extend(std::iter::repeat_n(b'a' + u8::try_from(index % 26).expect("small"), padding));
     if index % 7 == 3 {
         bytes.push(0xfe);
@@ -91,7 +91,7 @@ fn plan(rng: &mut Rng, durability: &str) -> Plan {
         "synced" => (40, 4_000),
         // Buffered records reach the file only when the flusher runs, every few ms.
         "buffered" => (200, 6_000),
-        _ => (300, 2_000),
+        _ => (150, 1_000),
     };
     Plan { acks: 1 + rng.below(acks_max), delay: Duration::from_micros(rng.below(delay_us_max)) }
 }
@@ -250,10 +250,11 @@ fn kill_rounds(durability: &str, tier_seed: u64) {
     // A writer open runs recovery (cutting what the last kill left) and keeps every record.
     let log = Log::open(&dir, Options::new()).expect("the log opens after the last SIGKILL");
     assert!(records_of(&log) == kept, "{durability}: recovery changed the records");
+    let segments = log.info().expect("info").segments.len();
     log.close().expect("close");
     println!(
-        "{durability}: {} rounds in {:.1?}, {acked_total} acks, {} records kept, {before_any_ack} \
-         kills before any ack",
+        "{durability}: {} rounds in {:.1?}, {acked_total} acks, {} records kept in {segments} \
+         segments, {before_any_ack} kills before any ack",
         rounds(),
         started.elapsed(),
         kept.len()
