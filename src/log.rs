@@ -344,18 +344,43 @@ pub(crate) fn list_existing(fs: &dyn Fs, dir: &Path) -> Result<segments::Listing
     }
 }
 
+/// The directory holding `path`; `.` for a relative name without one.
+fn parent_dir(path: &Path) -> Option<&Path> {
+    path.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+}
+
+/// Creates `dir` and its missing ancestors one level at a time, syncing the directory that
+/// holds each new entry, so that a power loss cannot take the log's directory away after a
+/// record was acknowledged. The parent of `dir` is synced on every open, because an earlier
+/// open may have created `dir` and failed before its sync; a parent that cannot be opened for
+/// that (no read permission) was not created by us, and its entry is as durable as the
+/// system made it.
 fn ensure_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
-    match fs.list_dir(dir) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs.create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                fs.sync_dir(parent).map_err(|e| Error::io("fsync directory", parent, e))?;
-            }
-            Ok(())
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(level) = at {
+        match fs.list_dir(level) {
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(level),
+            Err(e) => return Err(Error::io("list directory", level, e)),
         }
-        Err(e) => Err(Error::io("list directory", dir, e)),
+        at = parent_dir(level);
     }
+    let sync_parent = |level: &Path, tolerate_denied: bool| -> Result<()> {
+        let Some(parent) = parent_dir(level) else { return Ok(()) };
+        match fs.sync_dir(parent) {
+            Err(e) if tolerate_denied && e.kind() == io::ErrorKind::PermissionDenied => Ok(()),
+            outcome => outcome.map_err(|e| Error::io("fsync directory", parent, e)),
+        }
+    };
+    for level in missing.iter().rev() {
+        fs.create_dir_all(level).map_err(|e| Error::io("create directory", level, e))?;
+        sync_parent(level, false)?;
+    }
+    if missing.is_empty() {
+        sync_parent(dir, true)?;
+    }
+    Ok(())
 }
 
 fn analyze(fs: &dyn Fs, active: &SegmentMeta) -> Result<TailAnalysis> {

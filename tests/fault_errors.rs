@@ -480,9 +480,6 @@ fn every_failed_operation_is_reported_and_loses_nothing_acknowledged() {
 }
 
 #[test]
-#[ignore = "engine bug: an open whose parent-directory fsync failed (op 1, EIO) is retried by \
-            the application; the retry finds the directory and never syncs its parent, so every \
-            record it acknowledges as Synced is lost with the directory entry on power loss"]
 fn the_log_directory_survives_a_power_loss_after_any_failed_operation() {
     let steps = workload();
     let calls = calls(&steps);
@@ -499,9 +496,6 @@ fn the_log_directory_survives_a_power_loss_after_any_failed_operation() {
 }
 
 #[test]
-#[ignore = "engine bug: Log::open creates missing ancestors of the log directory but syncs only \
-            the immediate parent, so the new ancestors' entries are not durable and a power loss \
-            loses the whole log with its Synced records"]
 fn a_log_in_new_nested_directories_survives_a_power_loss() {
     let fs = SimFs::new(SEED);
     let dir = Path::new("/data/app/log");

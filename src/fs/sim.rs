@@ -229,6 +229,13 @@ impl SimFs {
                 (names, old.durable_dirs.union(&old.dirs).cloned().collect())
             }
         };
+        // A directory whose entry was lost takes everything below it along.
+        let reachable = |path: &Path| {
+            path.ancestors().skip(1).all(|a| a.as_os_str().is_empty() || dirs.contains(a))
+        };
+        let dirs: BTreeSet<PathBuf> = dirs.iter().filter(|d| reachable(d)).cloned().collect();
+        let names: BTreeMap<PathBuf, u64> =
+            names.into_iter().filter(|(path, _)| reachable(path)).collect();
         let mut inodes = HashMap::new();
         for inode in names.values() {
             if inodes.contains_key(inode) {
