@@ -170,6 +170,7 @@ pub enum Decoded<'a> {
 
 /// Decodes the frame at `offset` of `bytes`, in a segment whose salt gives `salt_crc`.
 #[must_use]
+#[inline]
 pub fn decode(bytes: &[u8], offset: usize, salt_crc: u32) -> Decoded<'_> {
     let Some(rest) = bytes.get(offset..) else {
         return Decoded::End;
@@ -181,19 +182,17 @@ pub fn decode(bytes: &[u8], offset: usize, salt_crc: u32) -> Decoded<'_> {
             Decoded::Invalid(FrameFault::Truncated)
         };
     };
-    if header.iter().all(|&b| b == 0) {
+    let word = |at: usize| u64::from_le_bytes(*header[at..].first_chunk::<8>().unwrap_or(&[0; 8]));
+    let (first, seq, third) = (word(0), word(8), word(16));
+    if first | seq | third == 0 {
         return Decoded::End;
     }
-    let field = |at: usize, n: usize| -> u64 {
-        header[at..at + n].iter().rev().fold(0, |acc, &b| (acc << 8) | u64::from(b))
-    };
-    let stored_crc = field(0, 4) as u32;
-    let len = field(4, 4) as usize;
-    let seq = field(8, 8);
-    let count = field(16, 2) as u16;
-    let kind = header[18];
-    let flags = header[19];
-    let lag = field(20, 4) as u32;
+    let stored_crc = first as u32;
+    let len = (first >> 32) as usize;
+    let count = third as u16;
+    let kind = (third >> 16) as u8;
+    let flags = (third >> 24) as u8;
+    let lag = (third >> 32) as u32;
     if len > FRAME_PAYLOAD_BYTES_MAX {
         return Decoded::Invalid(FrameFault::OversizedLength);
     }

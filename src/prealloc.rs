@@ -117,7 +117,10 @@ impl Shared {
     fn reusable(&self) -> bool {
         let full = self.fs.open(&self.path, OpenMode::Read).and_then(|f| f.len());
         full.is_ok_and(|len| len == self.segment_bytes)
-            && self.fs.map(&self.path).is_ok_and(|bytes| bytes.iter().all(|&b| b == 0))
+            && self
+                .fs
+                .map(&self.path)
+                .is_ok_and(|bytes| crate::recovery::last_nonzero(&bytes).is_none())
     }
 
     fn run(&self) {

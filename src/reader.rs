@@ -91,7 +91,8 @@ impl Reader {
         Error::corruption(Some(meta.header.id), &meta.path, self.offset as u64, reason)
     }
 
-    fn next_record(&mut self) -> Result<Option<Record>> {
+    /// Moves to the next record: its seq and where its bytes lie in the current map.
+    fn advance(&mut self) -> Result<Option<(u64, usize, usize)>> {
         loop {
             if self.next_seq > self.last || self.segments.is_empty() {
                 return Ok(None);
@@ -114,10 +115,7 @@ impl Reader {
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 if seq >= self.from {
-                    return Ok(Some(Record {
-                        seq: Seq(seq),
-                        payload: self.map.slice(start..start + len),
-                    }));
+                    return Ok(Some((seq, start, start + len)));
                 }
                 continue;
             }
@@ -141,10 +139,7 @@ impl Reader {
                     }
                     let seq = self.next_seq;
                     self.next_seq += 1;
-                    return Ok(Some(Record {
-                        seq: Seq(seq),
-                        payload: self.map.slice(payload_at..payload_at + f.payload.len()),
-                    }));
+                    return Ok(Some((seq, payload_at, payload_at + f.payload.len())));
                 }
                 Decoded::Invalid(fault) => {
                     return Err(self.corrupt(CorruptionReason::BadFrame(fault)));
@@ -169,6 +164,24 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// The next record, borrowed from the segment's memory map instead of sharing it: the
+    /// fastest way to scan a log. `None` at the end; after an error, `None` too.
+    pub fn next_ref(&mut self) -> Option<Result<(Seq, &[u8])>> {
+        if self.failed {
+            return None;
+        }
+        match self.advance() {
+            Ok(Some((seq, start, end))) => Some(Ok((Seq(seq), &self.map[start..end]))),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
 impl Iterator for Reader {
     type Item = Result<Record>;
 
@@ -176,8 +189,11 @@ impl Iterator for Reader {
         if self.failed {
             return None;
         }
-        match self.next_record() {
-            Ok(record) => record.map(Ok),
+        match self.advance() {
+            Ok(Some((seq, start, end))) => {
+                Some(Ok(Record { seq: Seq(seq), payload: self.map.slice(start..end) }))
+            }
+            Ok(None) => None,
             Err(e) => {
                 self.failed = true;
                 Some(Err(e))

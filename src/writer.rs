@@ -13,8 +13,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -23,7 +24,7 @@ use crate::frame;
 use crate::fs::{Fs, FsFile};
 use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
-    SEGMENT_HEADER_BYTES,
+    GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
 };
 use crate::prealloc::Preallocator;
 use crate::segment::SegmentHeader;
@@ -80,6 +81,10 @@ pub(crate) struct Writer {
     io: Mutex<Io>,
     syncing: Mutex<bool>,
     synced: Condvar,
+    /// Threads inside a `Synced` append, and those of them whose record is already encoded:
+    /// a group-commit leader waits, briefly, until every such thread has encoded its record.
+    synced_active: AtomicUsize,
+    synced_encoded: AtomicUsize,
     appended_seq: AtomicU64,
     written_seq: AtomicU64,
     durable_seq: AtomicU64,
@@ -121,6 +126,8 @@ impl Writer {
             }),
             syncing: Mutex::new(false),
             synced: Condvar::new(),
+            synced_active: AtomicUsize::new(0),
+            synced_encoded: AtomicUsize::new(0),
             appended_seq: AtomicU64::new(last),
             written_seq: AtomicU64::new(last),
             durable_seq: AtomicU64::new(last),
@@ -155,6 +162,7 @@ impl Writer {
     /// Appends one record.
     pub(crate) fn append(&self, payload: &[u8], durability: Durability) -> Result<Seq> {
         self.check_payload("record bytes", payload.len())?;
+        let _active = Counted::enter(&self.synced_active, durability == Durability::Synced);
         let frame_len = frame::frame_bytes(payload.len());
         let (state, seq) = self.reserve(frame_len, 1, |out, salt_crc, seq, durable| {
             frame::encode_single(out, salt_crc, seq, durable, payload);
@@ -179,6 +187,7 @@ impl Writer {
         }
         let payload = frame::batch_payload_bytes(records);
         self.check_payload("batch payload bytes", payload)?;
+        let _active = Counted::enter(&self.synced_active, durability == Durability::Synced);
         let frame_len = frame::frame_bytes(payload);
         let count = records.len() as u64;
         let (state, first) = self.reserve(frame_len, count, |out, salt_crc, seq, durable| {
@@ -260,6 +269,7 @@ impl Writer {
             Durability::Flushed => self.write_out(state).map(|_| ()),
             Durability::Synced => {
                 drop(state);
+                let _encoded = Counted::enter(&self.synced_encoded, true);
                 self.sync_through(last)
             }
         }
@@ -319,11 +329,29 @@ impl Writer {
             }
             *syncing = true;
             drop(syncing);
+            self.gather_group();
             let outcome = self.lead_sync();
             syncing = self.syncing.lock();
             *syncing = false;
             self.synced.notify_all();
             outcome?;
+        }
+    }
+
+    /// Before a leader writes out, gives the other threads inside a `Synced` append (for
+    /// instance those just released by the previous sync) a moment to encode their records, so
+    /// that one `fdatasync` covers all of them instead of every other one. Returns at once when
+    /// no other synced append is in flight, and after `GROUP_COMMIT_WAIT_US_MAX` at most.
+    fn gather_group(&self) {
+        let pending = || {
+            self.synced_encoded.load(Ordering::Acquire) < self.synced_active.load(Ordering::Acquire)
+        };
+        if !pending() {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_micros(GROUP_COMMIT_WAIT_US_MAX);
+        while pending() && Instant::now() < deadline {
+            std::thread::yield_now();
         }
     }
 
@@ -473,5 +501,25 @@ impl Writer {
     /// Stops the preallocator thread; a preallocated file stays for the next open to reuse.
     pub(crate) fn stop_preallocator(&self) {
         self.prealloc.stop();
+    }
+}
+
+/// Counts a thread in a phase for as long as the guard lives.
+struct Counted<'a>(Option<&'a AtomicUsize>);
+
+impl<'a> Counted<'a> {
+    fn enter(counter: &'a AtomicUsize, counted: bool) -> Counted<'a> {
+        if counted {
+            counter.fetch_add(1, Ordering::AcqRel);
+        }
+        Counted(counted.then_some(counter))
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if let Some(counter) = self.0 {
+            counter.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }

@@ -152,3 +152,22 @@ fn a_log_is_not_created_among_foreign_files_and_renamed_segments_are_refused() {
     let err = Log::open(dir.path(), small()).unwrap_err();
     assert!(err.is_corruption(), "{err}");
 }
+
+#[test]
+fn borrowed_reads_match_owned_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), small()).unwrap();
+    for i in 1..=300u64 {
+        log.append(&payload(i), Durability::Buffered).unwrap();
+    }
+    log.append_batch(&[b"x".as_slice(), b"yz"], Durability::Buffered).unwrap();
+    let owned = read_all(&log, 5);
+    let mut reader = log.read_from(Seq(5)).unwrap();
+    let mut borrowed = Vec::new();
+    while let Some(record) = reader.next_ref() {
+        let (seq, bytes) = record.unwrap();
+        borrowed.push((seq.0, bytes.to_vec()));
+    }
+    assert_eq!(borrowed, owned);
+    assert_eq!(borrowed.len(), 298);
+}
