@@ -134,6 +134,14 @@ pub enum CorruptionReason {
         /// The first sequence number of the next segment.
         found: u64,
     },
+    /// A sealed segment holds records at or beyond the first sequence number of the next
+    /// segment.
+    SegmentOverlap {
+        /// The next segment's first sequence number.
+        next_first_seq: u64,
+        /// The first sequence number of the overlapping frame.
+        found: u64,
+    },
     /// A frame that a later frame proves was on stable storage is damaged.
     DurableRecordDamaged(FrameFault),
     /// A record's sequence number was promised but the log ends before it.
@@ -203,6 +211,11 @@ impl fmt::Display for CorruptionReason {
             CorruptionReason::SequenceGap { expected, found } => write!(
                 f,
                 "segment ends before sequence number {expected}, but the next segment starts at {found}"
+            ),
+            CorruptionReason::SegmentOverlap { next_first_seq, found } => write!(
+                f,
+                "a frame starting at sequence number {found} reaches the next segment, which \
+                 starts at {next_first_seq}"
             ),
             CorruptionReason::DurableRecordDamaged(fault) => write!(
                 f,

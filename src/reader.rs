@@ -127,6 +127,14 @@ impl Reader {
                     }));
                 }
                 Decoded::Frame(f) => {
+                    if let Some(next) = self.segments.get(self.index + 1)
+                        && f.end_seq() > next.header.first_seq.0
+                    {
+                        return Err(self.corrupt(CorruptionReason::SegmentOverlap {
+                            next_first_seq: next.header.first_seq.0,
+                            found: f.seq,
+                        }));
+                    }
                     let payload_at = self.offset + FRAME_HEADER_BYTES;
                     self.offset += f.frame_bytes;
                     if f.end_seq() <= self.from {

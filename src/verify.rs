@@ -83,8 +83,13 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
             Error::corruption(Some(header.id), &meta.path, offset as u64, reason)
         };
         let (end_offset, next_seq, records, problem) = if i + 1 < count {
-            let scan = segment::scan(&map, header, None, |_, _| {});
             let next = listing.segments[i + 1].header.first_seq.0;
+            let mut overlap = None;
+            let scan = segment::scan(&map, header, None, |offset, frame| {
+                if overlap.is_none() && frame.end_seq() > next {
+                    overlap = Some((offset, frame.seq));
+                }
+            });
             let problem = match scan.end {
                 ScanEnd::Invalid(fault) => {
                     Some(corrupt(scan.end_offset, CorruptionReason::BadFrame(fault)))
@@ -93,10 +98,17 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
                     scan.end_offset,
                     CorruptionReason::SequenceMismatch { expected: scan.next_seq.0, found },
                 )),
-                ScanEnd::Clean | ScanEnd::Bound if scan.next_seq.0 != next => Some(corrupt(
+                ScanEnd::Clean | ScanEnd::Bound if scan.next_seq.0 < next => Some(corrupt(
                     scan.end_offset,
                     CorruptionReason::SequenceGap { expected: scan.next_seq.0, found: next },
                 )),
+                ScanEnd::Clean | ScanEnd::Bound if scan.next_seq.0 > next => {
+                    let (offset, found) = overlap.unwrap_or((scan.end_offset, next));
+                    Some(corrupt(
+                        offset,
+                        CorruptionReason::SegmentOverlap { next_first_seq: next, found },
+                    ))
+                }
                 ScanEnd::Clean | ScanEnd::Bound => None,
             };
             (

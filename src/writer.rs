@@ -210,6 +210,15 @@ impl Writer {
         loop {
             let mut state = self.state.lock();
             self.check_poison()?;
+            if state.next_seq.checked_add(count).is_none() {
+                // A frame's `seq + count` must fit in a u64 (`format-spec/record.md`).
+                return Err(ErrorKind::LimitExceeded {
+                    what: "sequence number",
+                    value: state.next_seq,
+                    limit: u64::MAX - count,
+                }
+                .into());
+            }
             if state.end_offset + frame_len as u64 > state.capacity {
                 self.roll(&mut state, frame_len)?;
             }
