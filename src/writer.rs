@@ -79,12 +79,17 @@ pub(crate) struct Writer {
     pub(crate) flush_delay: Duration,
     state: Mutex<State>,
     io: Mutex<Io>,
-    syncing: Mutex<bool>,
-    synced: Condvar,
-    /// Threads inside a `Synced` append, and those of them whose record is already encoded:
-    /// a group-commit leader waits, briefly, until every such thread has encoded its record.
+    /// Whether a group commit is running. A `std` mutex and condvar, not `parking_lot`'s:
+    /// `notify_all` must wake every follower at once (a futex wake of all waiters) instead of
+    /// requeueing them onto the mutex to be released one by one, which serialises the wakeup
+    /// of a whole group behind as many context switches as it has members.
+    syncing: std::sync::Mutex<bool>,
+    synced: std::sync::Condvar,
+    /// Threads inside a `Synced` append, and `Synced` records encoded since the last
+    /// group commit wrote the buffer out (both changed under the `state` lock): a leader waits,
+    /// briefly, until every such thread has a record in the next group.
     synced_active: AtomicUsize,
-    synced_encoded: AtomicUsize,
+    synced_fresh: AtomicUsize,
     appended_seq: AtomicU64,
     written_seq: AtomicU64,
     durable_seq: AtomicU64,
@@ -124,10 +129,10 @@ impl Writer {
                 path: Arc::from(active.path.as_path()),
                 offset: start.end_offset,
             }),
-            syncing: Mutex::new(false),
-            synced: Condvar::new(),
+            syncing: std::sync::Mutex::new(false),
+            synced: std::sync::Condvar::new(),
             synced_active: AtomicUsize::new(0),
-            synced_encoded: AtomicUsize::new(0),
+            synced_fresh: AtomicUsize::new(0),
             appended_seq: AtomicU64::new(last),
             written_seq: AtomicU64::new(last),
             durable_seq: AtomicU64::new(last),
@@ -277,8 +282,8 @@ impl Writer {
             }
             Durability::Flushed => self.write_out(state).map(|_| ()),
             Durability::Synced => {
+                self.synced_fresh.fetch_add(1, Ordering::AcqRel);
                 drop(state);
-                let _encoded = Counted::enter(&self.synced_encoded, true);
                 self.sync_through(last)
             }
         }
@@ -326,21 +331,24 @@ impl Writer {
     /// Group commit: returns once `target` is durable. One thread at a time leads: it writes
     /// out everything buffered and syncs once for every record written before it.
     pub(crate) fn sync_through(&self, target: u64) -> Result<()> {
-        let mut syncing = self.syncing.lock();
+        // The guarded flag stays consistent even if a thread panicked while holding the lock.
+        let lock = || self.syncing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut syncing = lock();
         loop {
             if self.durable_seq.load(Ordering::Acquire) >= target {
                 return Ok(());
             }
             self.check_poison()?;
             if *syncing {
-                self.synced.wait(&mut syncing);
+                syncing =
+                    self.synced.wait(syncing).unwrap_or_else(std::sync::PoisonError::into_inner);
                 continue;
             }
             *syncing = true;
             drop(syncing);
             self.gather_group();
             let outcome = self.lead_sync();
-            syncing = self.syncing.lock();
+            syncing = lock();
             *syncing = false;
             self.synced.notify_all();
             outcome?;
@@ -352,8 +360,10 @@ impl Writer {
     /// that one `fdatasync` covers all of them instead of every other one. Returns at once when
     /// no other synced append is in flight, and after `GROUP_COMMIT_WAIT_US_MAX` at most.
     fn gather_group(&self) {
+        // Threads just released by the previous sync are still counted as active until they
+        // return; they stop holding the group back as soon as they leave or append again.
         let pending = || {
-            self.synced_encoded.load(Ordering::Acquire) < self.synced_active.load(Ordering::Acquire)
+            self.synced_fresh.load(Ordering::Acquire) < self.synced_active.load(Ordering::Acquire)
         };
         if !pending() {
             return;
@@ -370,6 +380,7 @@ impl Writer {
         self.check_poison()?;
         let through = state.next_seq - 1;
         let mut state = state;
+        self.synced_fresh.store(0, Ordering::Release);
         self.swap_into(&mut state, &mut io);
         drop(state);
         self.write_spare(&mut io, through)?;
@@ -401,6 +412,7 @@ impl Writer {
         {
             let mut io = self.io.lock();
             self.check_poison()?;
+            self.synced_fresh.store(0, Ordering::Release);
             self.swap_into(state, &mut io);
             self.write_spare(&mut io, through)?;
             if self.durable_seq.load(Ordering::Acquire) < through {
