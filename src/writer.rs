@@ -247,6 +247,8 @@ impl Writer {
                 encode(&mut big, salt_crc, seq, durable);
                 assert_eq!(big.len(), frame_len);
                 let mut io = self.io.lock();
+                // Another thread's write may have failed since the check above.
+                self.check_poison()?;
                 self.swap_into(&mut state, &mut io);
                 self.write_spare(&mut io, seq - 1)?;
                 if let Err(e) = io.file.write_all_at(&big, io.offset) {
@@ -294,7 +296,11 @@ impl Writer {
         let state = self.state.lock();
         self.check_poison()?;
         let last = state.next_seq - 1;
-        self.complete(state, last, durability.max(Durability::Flushed))
+        if durability == Durability::Synced {
+            drop(state);
+            return self.sync_through(last);
+        }
+        self.write_out(state).map(|_| ())
     }
 
     fn swap_into(&self, state: &mut State, io: &mut Io) {
