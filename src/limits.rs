@@ -66,6 +66,11 @@ pub const FLUSH_DELAY_US_MAX: u64 = 10_000_000;
 /// on the machines we measure), so it adds little latency and lets one sync cover them all.
 pub const GROUP_COMMIT_WAIT_US_MAX: u64 = 100;
 
+/// Longest a `Synced` appender waiting for a running group commit polls the durable sequence
+/// number (yielding the CPU between polls) before it blocks on the condition variable: about
+/// two `fdatasync`s here. Single-threaded appenders lead their own syncs and never poll.
+pub const GROUP_COMMIT_SPIN_US_MAX: u64 = 400;
+
 /// Preallocation and zeroing write zeros in chunks of this size.
 pub const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
 

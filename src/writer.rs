@@ -24,7 +24,7 @@ use crate::frame;
 use crate::fs::{Fs, FsFile};
 use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
-    GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
+    GROUP_COMMIT_SPIN_US_MAX, GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
 };
 use crate::prealloc::Preallocator;
 use crate::segment::SegmentHeader;
@@ -346,8 +346,25 @@ impl Writer {
             }
             self.check_poison()?;
             if *syncing {
-                syncing =
-                    self.synced.wait(syncing).unwrap_or_else(std::sync::PoisonError::into_inner);
+                // Wait for the running sync by polling the durable seq first, yielding the CPU:
+                // a woken group returns at once instead of queueing for futex wake-ups, which on
+                // a small machine cost a large part of an fdatasync. Bounded; then block.
+                drop(syncing);
+                let deadline = Instant::now() + Duration::from_micros(GROUP_COMMIT_SPIN_US_MAX);
+                while self.durable_seq.load(Ordering::Acquire) < target
+                    && !self.is_poisoned()
+                    && Instant::now() < deadline
+                {
+                    std::thread::yield_now();
+                }
+                syncing = lock();
+                if *syncing && self.durable_seq.load(Ordering::Acquire) < target {
+                    // The leader clears the flag and notifies under this lock: no lost wake-up.
+                    syncing = self
+                        .synced
+                        .wait(syncing)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
                 continue;
             }
             *syncing = true;
