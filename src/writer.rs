@@ -76,7 +76,7 @@ pub(crate) struct Writer {
     segment_bytes: u64,
     buffer_bytes: usize,
     flush_bytes: usize,
-    pub(crate) flush_delay: Duration,
+    flush_delay: Duration,
     state: Mutex<State>,
     io: Mutex<Io>,
     /// Whether a group commit is running. A `std` mutex and condvar, not `parking_lot`'s:

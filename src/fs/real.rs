@@ -104,7 +104,7 @@ impl FsFile for RealFile {
 }
 
 #[derive(Debug)]
-struct RealLock(#[allow(dead_code, reason = "held for its flock")] File);
+struct RealLock(#[expect(dead_code, reason = "held for its flock, never read")] File);
 
 impl DirLock for RealLock {}
 
