@@ -14,9 +14,10 @@ use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use bodies::{frame_decode, ops_crash, seeds, segment_header, tail_recovery};
+use bodies::{frame_decode, ops_crash, seeds, segment_header, snapshot_decode, tail_recovery};
 
-const TARGETS: [&str; 4] = ["frame_decode", "segment_header", "tail_recovery", "ops_crash"];
+const TARGETS: [&str; 5] =
+    ["frame_decode", "segment_header", "tail_recovery", "ops_crash", "snapshot_decode"];
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
@@ -124,12 +125,19 @@ fn ops_crash_corpus_replays_and_crashes_mid_workload() {
 }
 
 #[test]
+fn snapshot_decode_corpus_replays_and_holds_valid_and_invalid_files() {
+    let valid = corpus("snapshot_decode", snapshot_decode::run);
+    assert!(valid.contains(&true) && valid.contains(&false), "{valid:?}");
+}
+
+#[test]
 fn regressions_stay_fixed() {
     let mut replayed = 0;
     replayed += replay(&inputs("regressions", "frame_decode"), frame_decode::run).len();
     replayed += replay(&inputs("regressions", "segment_header"), segment_header::run).len();
     replayed += replay(&inputs("regressions", "tail_recovery"), tail_recovery::run).len();
     replayed += replay(&inputs("regressions", "ops_crash"), ops_crash::run).len();
+    replayed += replay(&inputs("regressions", "snapshot_decode"), snapshot_decode::run).len();
     println!("{replayed} regression inputs replayed");
 }
 
@@ -171,12 +179,19 @@ fn committed_seeds_are_what_the_generator_makes() {
     }
 }
 
-/// The format vectors are real segment files: each goes whole through the header and recovery
-/// bodies, and through the frame decoder from offset 64 under its own salt.
+/// The segment vectors are real segment files: each goes whole through the header and recovery
+/// bodies, and through the frame decoder from offset 64 under its own salt. The snapshot
+/// vectors go whole through the snapshot decoder.
 #[test]
 fn format_vectors_pass_through_the_fuzz_bodies() {
     let vectors = vectors();
     for (stem, bytes) in &vectors {
+        if seeds::is_snapshot_vector(stem) {
+            let valid = catch_unwind(|| snapshot_decode::run(bytes));
+            let valid = valid.unwrap_or_else(|_| panic!("vector {stem} fails snapshot_decode"));
+            assert_eq!(valid, stem.ends_with("-valid"), "vector {stem}");
+            continue;
+        }
         let mut whole = vec![0u8]; // tail_recovery, raw mode, one segment
         whole.extend_from_slice(bytes);
         let mut frames = bytes.get(32..40).unwrap_or_default().to_vec();

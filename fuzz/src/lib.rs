@@ -14,6 +14,7 @@ pub mod input;
 pub mod ops_crash;
 pub mod seeds;
 pub mod segment_header;
+pub mod snapshot_decode;
 pub mod tail_recovery;
 
 #[path = "../../tests/common/crash_workload.rs"]

@@ -3,13 +3,15 @@
 //! and corrupt tail, a crash in the middle of segment rolls). They are generated here from the
 //! library's own encoders and committed under `fuzz/corpus/TARGET/seed-NAME`; the replay test
 //! in the main crate checks that the committed files are what [`all`] generates and rewrites
-//! them on request (`cargo test --test fuzz_corpus -- --ignored write_seed_corpus`).
+//! them on request (`cargo test --test fuzz_corpus -- --ignored write_seed_corpus`). The
+//! `snapshot_decode` seeds hold zstd output, which may change with the zstd library locked in
+//! `Cargo.lock`: after an update that changes it, rewrite them the same way.
 
 use factlog::frame;
 use factlog::segment::SegmentHeader;
 use factlog::{SegmentId, Seq};
 
-use super::frame_decode;
+use super::{frame_decode, snapshot_decode};
 
 /// The salt of the format spec's examples.
 pub const SALT: u64 = 0x0123_4567_89AB_CDEF;
@@ -43,6 +45,9 @@ pub fn all() -> Vec<Seed> {
     }
     for (name, bytes) in ops_seeds() {
         add("ops_crash", name, bytes);
+    }
+    for (name, bytes) in snapshot_decode::seeds() {
+        add("snapshot_decode", name, bytes);
     }
     seeds
 }
@@ -304,12 +309,17 @@ fn ops_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// The inputs a format vector (`format-spec/vectors/NNN-name.bin`, a whole segment file) gives
-/// each target, named `vector-NNN-name`. The file is cut after its last non-zero byte (rounded
-/// up to 8, at least the header) so the inputs stay small; the replay test also feeds every
-/// vector whole.
+/// The inputs a format vector (`format-spec/vectors/NNN-name.bin`) gives each target, named
+/// `vector-NNN-name`. A snapshot vector (`NNN-snapshot-*`) feeds `snapshot_decode` whole. A
+/// segment vector feeds the segment targets, cut after its last non-zero byte (rounded up to 8,
+/// at least the header) so the inputs stay small; the replay test also feeds every vector
+/// whole.
 #[must_use]
 pub fn from_vector(stem: &str, file: &[u8]) -> Vec<Seed> {
+    if is_snapshot_vector(stem) {
+        let name = format!("vector-{stem}");
+        return vec![Seed { target: "snapshot_decode", name, bytes: file.to_vec() }];
+    }
     let used = file.iter().rposition(|&b| b != 0).map_or(0, |at| at + 1);
     let kept = &file[..used.next_multiple_of(8).max(64).min(file.len())];
     let salt = kept.get(32..40).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
@@ -325,4 +335,10 @@ pub fn from_vector(stem: &str, file: &[u8]) -> Vec<Seed> {
         Seed { target: "segment_header", name: name.clone(), bytes: kept.to_vec() },
         Seed { target: "tail_recovery", name, bytes: raw },
     ]
+}
+
+/// Whether a vector's stem names a snapshot file (`NNN-snapshot-*`) rather than a segment.
+#[must_use]
+pub fn is_snapshot_vector(stem: &str) -> bool {
+    stem.get(3..).is_some_and(|rest| rest.starts_with("-snapshot-"))
 }
