@@ -98,6 +98,96 @@ pub enum ErrorKind {
         /// The directory.
         dir: PathBuf,
     },
+    /// A compare-and-set append was based on a revision of the task that is no longer
+    /// current; nothing was written.
+    StaleRevision {
+        /// The task.
+        task: String,
+        /// The revision the caller based its update on.
+        expected: u64,
+        /// The task's current revision.
+        actual: u64,
+    },
+    /// An event given by the caller is not valid (a missing or mistyped field, an unknown
+    /// effect class, a body too large); nothing was written.
+    InvalidEvent {
+        /// The event type, as given.
+        event_type: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A stored record is not a valid event: its envelope or body cannot be decoded.
+    CorruptEvent {
+        /// The record's sequence number.
+        seq: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A snapshot file is damaged or truncated. Open falls back to an older snapshot or to
+    /// full replay; this error surfaces only where a caller asked for that one file.
+    CorruptSnapshot {
+        /// The snapshot file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: SnapshotFault,
+    },
+    /// The task was restored after a restart with a high-risk contract: a side-effecting call
+    /// needs a recorded resume confirmation (`control/resume`) first.
+    NeedsConfirmation {
+        /// The task.
+        task: String,
+    },
+    /// A tool call named an approval that does not authorise it (unknown, denied, consumed,
+    /// expired by a restart, or past its expiry); nothing was written.
+    ApprovalRefused {
+        /// The task.
+        task: String,
+        /// The approval named by the call.
+        approval_id: String,
+        /// Why it does not authorise the call.
+        reason: &'static str,
+    },
+}
+
+/// What is wrong with a snapshot file (`format-spec/snapshot.md`, validity rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SnapshotFault {
+    /// The file is shorter than the snapshot header.
+    ShortHeader,
+    /// The file does not start with the snapshot magic.
+    BadMagic,
+    /// The header checksum does not match.
+    BadHeaderChecksum,
+    /// A header field is out of range (named).
+    BadHeaderField(&'static str),
+    /// The file is shorter or longer than its header says.
+    LengthMismatch,
+    /// The checksum over the compressed body does not match.
+    BadBodyChecksum,
+    /// The body does not decompress, or decompresses to another length than recorded.
+    BadCompression,
+    /// The decompressed body is not a valid state (what is wrong).
+    BadBody(String),
+}
+
+impl fmt::Display for SnapshotFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotFault::ShortHeader => f.write_str("file is shorter than a snapshot header"),
+            SnapshotFault::BadMagic => f.write_str("not a factlog snapshot (bad magic)"),
+            SnapshotFault::BadHeaderChecksum => f.write_str("snapshot header checksum mismatch"),
+            SnapshotFault::BadHeaderField(name) => write!(f, "bad snapshot header field {name}"),
+            SnapshotFault::LengthMismatch => {
+                f.write_str("file length differs from the length in its header")
+            }
+            SnapshotFault::BadBodyChecksum => f.write_str("snapshot body checksum mismatch"),
+            SnapshotFault::BadCompression => {
+                f.write_str("snapshot body does not decompress to its recorded length")
+            }
+            SnapshotFault::BadBody(what) => write!(f, "snapshot body is not a valid state: {what}"),
+        }
+    }
 }
 
 /// Why bytes on disk were judged corrupt.
@@ -266,7 +356,13 @@ impl Error {
     /// this build can trust, as opposed to an operating failure.
     #[must_use]
     pub fn is_corruption(&self) -> bool {
-        matches!(*self.kind, ErrorKind::Corruption { .. } | ErrorKind::UnsupportedVersion { .. })
+        matches!(
+            *self.kind,
+            ErrorKind::Corruption { .. }
+                | ErrorKind::UnsupportedVersion { .. }
+                | ErrorKind::CorruptEvent { .. }
+                | ErrorKind::CorruptSnapshot { .. }
+        )
     }
 }
 
@@ -338,6 +434,37 @@ impl fmt::Display for Error {
                 "{} holds no factlog segments (and a new log is only created in an empty or \
                  missing directory): check the path",
                 dir.display()
+            ),
+            ErrorKind::StaleRevision { task, expected, actual } => write!(
+                f,
+                "stale revision for task {task:?}: the update was based on revision {expected} but \
+                 the task is at revision {actual}; nothing was written: re-read the task and decide"
+            ),
+            ErrorKind::InvalidEvent { event_type, reason } => write!(
+                f,
+                "invalid {event_type:?} event: {reason}; nothing was written (see \
+                 format-spec/events.md for the fields of each type)"
+            ),
+            ErrorKind::CorruptEvent { seq, reason } => write!(
+                f,
+                "record {seq} is not a valid event: {reason}; the store refuses to guess: inspect \
+                 it with `factlog dump --raw` and `factlog verify`"
+            ),
+            ErrorKind::CorruptSnapshot { path, reason } => write!(
+                f,
+                "snapshot {} is damaged: {reason}; it is only an accelerator: remove it and the \
+                 state is rebuilt from the events",
+                path.display()
+            ),
+            ErrorKind::NeedsConfirmation { task } => write!(
+                f,
+                "task {task:?} was restored after a restart with a high-risk contract: record a \
+                 control/resume confirmation before dispatching a side-effecting call"
+            ),
+            ErrorKind::ApprovalRefused { task, approval_id, reason } => write!(
+                f,
+                "approval {approval_id:?} of task {task:?} does not authorise this call: {reason}; \
+                 request a new approval; nothing was written"
             ),
         }
     }

@@ -50,6 +50,29 @@ pub fn encode_single(out: &mut Vec<u8>, salt_crc: u32, seq: u64, durable: u64, p
     finish(out, start, salt_crc);
 }
 
+/// Appends a single-record frame whose `payload_len`-byte payload `fill` writes in place, so
+/// the caller needs no buffer of its own. If `fill` fails, `out` is left as it was.
+pub fn encode_single_with<E>(
+    out: &mut Vec<u8>,
+    salt_crc: u32,
+    seq: u64,
+    durable: u64,
+    payload_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    assert!(payload_len <= FRAME_PAYLOAD_BYTES_MAX);
+    let start = out.len();
+    push_header(out, seq, payload_len, 1, KIND_SINGLE, durable_lag(seq, durable));
+    let payload_at = out.len();
+    out.resize(payload_at + payload_len, 0);
+    if let Err(e) = fill(&mut out[payload_at..]) {
+        out.truncate(start);
+        return Err(e);
+    }
+    finish(out, start, salt_crc);
+    Ok(())
+}
+
 /// Appends one batch frame holding `records` to `out`. The caller has checked the limits.
 pub fn encode_batch<P: AsRef<[u8]>>(
     out: &mut Vec<u8>,

@@ -34,6 +34,7 @@
 pub mod error;
 pub mod frame;
 pub mod fs;
+pub mod harness;
 pub mod limits;
 mod log;
 mod options;
@@ -46,7 +47,8 @@ mod types;
 mod verify;
 mod writer;
 
-pub use crate::error::{CorruptionReason, Error, ErrorKind, FrameFault, Result};
+pub use crate::error::{CorruptionReason, Error, ErrorKind, FrameFault, Result, SnapshotFault};
+pub use crate::harness::{AppendOptions, Appended, Store, StoreOptions, Task};
 pub use crate::log::{Log, LogInfo, SegmentInfo};
 pub use crate::options::Options;
 pub use crate::reader::{Reader, Record};

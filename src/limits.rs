@@ -74,6 +74,41 @@ pub const GROUP_COMMIT_SPIN_US_MAX: u64 = 400;
 /// Preallocation and zeroing write zeros in chunks of this size.
 pub const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
 
+/// Bytes of the event envelope before the task id (`format-spec/events.md`, "Envelope").
+pub const EVENT_ENVELOPE_BYTES: usize = 24;
+
+/// Longest task id, in bytes of UTF-8. Task ids are repeated in every event envelope, so they
+/// are meant to be short handles, not descriptions.
+pub const TASK_ID_BYTES_MAX: usize = 128;
+
+/// Longest text of one `assistant/delta`: a streamed fragment is a few tokens; the bound keeps
+/// one runaway fragment out of the hot path.
+pub const DELTA_TEXT_BYTES_MAX: usize = 64 * 1024;
+
+/// Largest JSON body of one event. Larger payloads (whole documents, tool outputs of many
+/// megabytes) belong in the tool's own storage, referenced from the receipt.
+pub const EVENT_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Most events in one typed batch.
+pub const EVENT_BATCH_MAX: usize = 1024;
+
+/// Bytes of the snapshot file header (`format-spec/snapshot.md`).
+pub const SNAPSHOT_HEADER_BYTES: usize = 64;
+
+/// Largest decompressed snapshot body accepted: a damaged length field can never make open
+/// allocate more than this.
+pub const SNAPSHOT_BODY_BYTES_MAX: u64 = 1024 * 1024 * 1024;
+
+/// Snapshot files kept after a new one is written, the newest included, so that a damaged
+/// newest snapshot can fall back to an older one before full replay.
+pub const SNAPSHOTS_KEPT: usize = 3;
+
+/// Default policy: a snapshot once this many bytes of events were appended since the last one.
+pub const SNAPSHOT_EVERY_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+
+/// Default policy: a snapshot once this many events were appended since the last one.
+pub const SNAPSHOT_EVERY_EVENTS_DEFAULT: u64 = 1_000_000;
+
 const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(FRAME_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(SEGMENT_BYTES_MIN.is_multiple_of(SEGMENT_BYTES_ALIGN));
@@ -83,3 +118,8 @@ const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!(BUFFER_BYTES_DEFAULT >= BUFFER_BYTES_MIN);
 const _: () = assert!(BUFFER_BYTES_DEFAULT <= BUFFER_BYTES_MAX);
 const _: () = assert!((ZERO_CHUNK_BYTES as u64).is_multiple_of(SEGMENT_BYTES_ALIGN));
+const _: () = assert!(
+    EVENT_ENVELOPE_BYTES + TASK_ID_BYTES_MAX + DELTA_TEXT_BYTES_MAX < FRAME_PAYLOAD_BYTES_MAX
+);
+const _: () = assert!(EVENT_BODY_BYTES_MAX < FRAME_PAYLOAD_BYTES_MAX);
+const _: () = assert!(EVENT_BATCH_MAX <= BATCH_RECORDS_MAX);

@@ -215,6 +215,31 @@ impl Log {
         self.writer()?.append_batch(records, durability)
     }
 
+    /// Appends one record of `payload_len` bytes that `fill` writes in place, given the
+    /// record's sequence number. `fill` runs under the writer's lock, so records it numbers
+    /// (a per-task revision, say) are numbered in log order; it must be short and must not
+    /// call back into this log. If it fails, nothing is appended and its error is returned.
+    pub fn append_with(
+        &self,
+        payload_len: usize,
+        durability: Durability,
+        fill: impl FnOnce(Seq, &mut [u8]) -> Result<()>,
+    ) -> Result<Seq> {
+        self.writer()?.append_with(payload_len, durability, fill)
+    }
+
+    /// Appends `records` as one batch frame, like [`Log::append_batch`], after `gate` has
+    /// seen the first sequence number under the writer's lock. `gate` may patch the records
+    /// in place without changing their lengths, or refuse: then nothing is appended.
+    pub fn append_batch_with(
+        &self,
+        records: &mut [Vec<u8>],
+        durability: Durability,
+        gate: impl FnOnce(Seq, &mut [Vec<u8>]) -> Result<()>,
+    ) -> Result<Seq> {
+        self.writer()?.append_batch_with(records, durability, gate)
+    }
+
     /// Makes every record appended so far meet `durability` (`Buffered` acts as `Flushed`).
     pub fn flush(&self, durability: Durability) -> Result<()> {
         self.writer()?.flush(durability)
@@ -247,6 +272,12 @@ impl Log {
             Inner::ReadOnly { segments, last } => (segments.clone(), *last),
         };
         Ok(Reader::new(Arc::clone(&self.fs), segments, from, last))
+    }
+
+    /// True if the log was opened with [`Log::open_read_only`].
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        matches!(self.inner, Inner::ReadOnly { .. })
     }
 
     /// What recovery did when this log was opened.

@@ -171,6 +171,27 @@ impl Writer {
         let frame_len = frame::frame_bytes(payload.len());
         let (state, seq) = self.reserve(frame_len, 1, |out, salt_crc, seq, durable| {
             frame::encode_single(out, salt_crc, seq, durable, payload);
+            Ok(())
+        })?;
+        self.complete(state, seq, durability)?;
+        Ok(Seq(seq))
+    }
+
+    /// Appends one record of `payload_len` bytes that `fill` writes in place, under the state
+    /// lock, given the record's sequence number. If `fill` fails, nothing is appended.
+    pub(crate) fn append_with(
+        &self,
+        payload_len: usize,
+        durability: Durability,
+        fill: impl FnOnce(Seq, &mut [u8]) -> Result<()>,
+    ) -> Result<Seq> {
+        self.check_payload("record bytes", payload_len)?;
+        let _active = Counted::enter(&self.synced_active, durability == Durability::Synced);
+        let frame_len = frame::frame_bytes(payload_len);
+        let (state, seq) = self.reserve(frame_len, 1, |out, salt_crc, seq, durable| {
+            frame::encode_single_with(out, salt_crc, seq, durable, payload_len, |p| {
+                fill(Seq(seq), p)
+            })
         })?;
         self.complete(state, seq, durability)?;
         Ok(Seq(seq))
@@ -197,6 +218,39 @@ impl Writer {
         let count = records.len() as u64;
         let (state, first) = self.reserve(frame_len, count, |out, salt_crc, seq, durable| {
             frame::encode_batch(out, salt_crc, seq, durable, records);
+            Ok(())
+        })?;
+        self.complete(state, first + count - 1, durability)?;
+        Ok(Seq(first))
+    }
+
+    /// Appends `records` as one batch frame after `gate` has seen the first sequence number
+    /// under the state lock. `gate` may patch the records in place (their lengths must not
+    /// change) or refuse, in which case nothing is appended.
+    pub(crate) fn append_batch_with(
+        &self,
+        records: &mut [Vec<u8>],
+        durability: Durability,
+        gate: impl FnOnce(Seq, &mut [Vec<u8>]) -> Result<()>,
+    ) -> Result<Seq> {
+        if records.is_empty() || records.len() > BATCH_RECORDS_MAX {
+            return Err(ErrorKind::LimitExceeded {
+                what: "batch records (at least 1)",
+                value: records.len() as u64,
+                limit: BATCH_RECORDS_MAX as u64,
+            }
+            .into());
+        }
+        let payload = frame::batch_payload_bytes(records);
+        self.check_payload("batch payload bytes", payload)?;
+        let _active = Counted::enter(&self.synced_active, durability == Durability::Synced);
+        let frame_len = frame::frame_bytes(payload);
+        let count = records.len() as u64;
+        let (state, first) = self.reserve(frame_len, count, |out, salt_crc, seq, durable| {
+            gate(Seq(seq), records)?;
+            assert_eq!(frame::batch_payload_bytes(records), payload, "a gate keeps lengths");
+            frame::encode_batch(out, salt_crc, seq, durable, records);
+            Ok(())
         })?;
         self.complete(state, first + count - 1, durability)?;
         Ok(Seq(first))
@@ -209,7 +263,7 @@ impl Writer {
         &self,
         frame_len: usize,
         count: u64,
-        encode: impl FnOnce(&mut Vec<u8>, u32, u64, u64),
+        encode: impl FnOnce(&mut Vec<u8>, u32, u64, u64) -> Result<()>,
     ) -> Result<(MutexGuard<'_, State>, u64)> {
         let mut encode = Some(encode);
         loop {
@@ -239,12 +293,15 @@ impl Writer {
             let encode = encode.take().expect("a frame is encoded once");
             if fits {
                 let before = state.buf.len();
-                encode(&mut state.buf, salt_crc, seq, durable);
+                if let Err(e) = encode(&mut state.buf, salt_crc, seq, durable) {
+                    state.buf.truncate(before);
+                    return Err(e);
+                }
                 assert_eq!(state.buf.len() - before, frame_len);
             } else {
                 // Rare: one frame larger than the whole buffer. Bounded by the payload limit.
                 let mut big = Vec::with_capacity(frame_len);
-                encode(&mut big, salt_crc, seq, durable);
+                encode(&mut big, salt_crc, seq, durable)?;
                 assert_eq!(big.len(), frame_len);
                 let mut io = self.io.lock();
                 // Another thread's write may have failed since the check above.

@@ -3,7 +3,7 @@
 //! sectors, fails `fsync` or runs out of space, without touching the engine.
 //!
 //! The contract mirrors POSIX as the engine relies on it: data written with
-//! [`FsFile::write_at`] is durable only after [`FsFile::sync_data`]; a created, renamed or
+//! [`FsFile::write_all_at`] is durable only after [`FsFile::sync_data`]; a created, renamed or
 //! removed name is durable only after [`Fs::sync_dir`] on its directory.
 
 mod mmap;

@@ -1,0 +1,169 @@
+//! The rules a new event must meet before the store writes it (`format-spec/events.md`,
+//! "What the store refuses"). Pure: the store calls [`check`] under the task's lock with the
+//! task's folded state and the append time.
+
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::harness::event::{Body, Effect, EventType, Scope};
+use crate::harness::ids::{CallId, TaskId};
+use crate::harness::state::{ApprovalStatus, CallStatus, TaskState};
+
+/// What the store does with a checked event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Write it.
+    Write,
+    /// A dispatch of a request that already completed: write nothing, return its receipt.
+    Duplicate {
+        /// The call that completed it.
+        call_id: CallId,
+        /// Its receipt.
+        receipt: Option<Value>,
+        /// The sequence number of its result.
+        result_seq: u64,
+    },
+}
+
+fn invalid(event_type: EventType, reason: impl Into<String>) -> Error {
+    ErrorKind::InvalidEvent { event_type: event_type.name().to_owned(), reason: reason.into() }
+        .into()
+}
+
+/// Checks `body`, about to be appended to task `task_id` whose state is `task`, at
+/// `now_us`. `by_recovery` allows the types only recovery writes.
+pub fn check(
+    task_id: &TaskId,
+    task: &TaskState,
+    body: &Body,
+    now_us: u64,
+    by_recovery: bool,
+) -> Result<Verdict> {
+    let Some(event_type) = body.event_type() else {
+        return Err(ErrorKind::InvalidEvent {
+            event_type: body.type_name(),
+            reason: "an opaque event is only ever read, never appended".to_owned(),
+        }
+        .into());
+    };
+    if event_type.is_recovery_only() && !by_recovery {
+        return Err(invalid(event_type, "this type is written only by recovery"));
+    }
+    let execution = &task.execution;
+    match body {
+        Body::TurnStart(_) => {
+            if let Some(turn) = execution.open_turn {
+                return Err(invalid(
+                    event_type,
+                    format!("turn {turn} is still open: end it first"),
+                ));
+            }
+        }
+        Body::TurnEnd(_) if execution.open_turn.is_none() => {
+            return Err(invalid(event_type, "no turn is open"));
+        }
+        Body::StepStart(_) => {
+            if let Some(step) = execution.open_step {
+                return Err(invalid(
+                    event_type,
+                    format!("step {step} is still open: end it first"),
+                ));
+            }
+        }
+        Body::StepEnd(_) if execution.open_step.is_none() => {
+            return Err(invalid(event_type, "no step is open"));
+        }
+        Body::ToolCall(c) => return check_dispatch(task_id, task, c, now_us),
+        Body::ToolResult(r) => {
+            let status = task.session.calls.get(&r.call_id).map(|c| c.status);
+            match status {
+                None | Some(CallStatus::NotStarted) => {
+                    return Err(invalid(
+                        event_type,
+                        format!("call {:?} was never dispatched (no tool/call)", r.call_id.0),
+                    ));
+                }
+                Some(CallStatus::Completed) => {
+                    return Err(invalid(
+                        event_type,
+                        format!("call {:?} already has a result", r.call_id.0),
+                    ));
+                }
+                Some(CallStatus::Dispatched | CallStatus::OutcomeUnknown) => {}
+            }
+        }
+        Body::ApprovalGrant(g) if g.scope != Scope::Persistent && g.expires_at_us.is_some() => {
+            return Err(invalid(event_type, "only a persistent grant takes expires_at_us"));
+        }
+        _ => {}
+    }
+    Ok(Verdict::Write)
+}
+
+fn check_dispatch(
+    task_id: &TaskId,
+    task: &TaskState,
+    call: &crate::harness::event::ToolCall,
+    now_us: u64,
+) -> Result<Verdict> {
+    let event_type = EventType::ToolCall;
+    if let Some(key) = &call.request_key
+        && let Some(effect) = task.side_effects.get(key)
+        && effect.status == CallStatus::Completed
+    {
+        return Ok(Verdict::Duplicate {
+            call_id: effect.call_id.clone(),
+            receipt: effect.receipt.clone(),
+            result_seq: effect.result_seq,
+        });
+    }
+    if let Some(existing) = task.session.calls.get(&call.call_id) {
+        match existing.status {
+            CallStatus::Completed => {
+                return Ok(Verdict::Duplicate {
+                    call_id: call.call_id.clone(),
+                    receipt: existing.receipt.clone(),
+                    result_seq: existing.result_seq,
+                });
+            }
+            CallStatus::Dispatched => {
+                return Err(invalid(
+                    event_type,
+                    format!(
+                        "call {:?} is already in flight: record its tool/result first",
+                        call.call_id.0
+                    ),
+                ));
+            }
+            CallStatus::NotStarted | CallStatus::OutcomeUnknown => {}
+        }
+    }
+    if task.control.needs_confirmation && call.effect != Effect::ReadOnly {
+        return Err(ErrorKind::NeedsConfirmation { task: task_id.0.clone() }.into());
+    }
+    if let Some(id) = &call.approval_id {
+        let refused = |reason: &'static str| -> Error {
+            ErrorKind::ApprovalRefused {
+                task: task_id.0.clone(),
+                approval_id: id.0.clone(),
+                reason,
+            }
+            .into()
+        };
+        let Some(approval) = task.control.approvals.get(id) else {
+            return Err(refused("no such approval was requested or granted"));
+        };
+        match approval.status {
+            ApprovalStatus::Granted => {
+                if approval.expires_at_us.is_some_and(|end| end <= now_us) {
+                    return Err(refused("its validity ended (expires_at_us)"));
+                }
+            }
+            ApprovalStatus::Requested => return Err(refused("it was requested but not granted")),
+            ApprovalStatus::Denied => return Err(refused("it was denied")),
+            ApprovalStatus::Consumed => return Err(refused("it was granted once and is used")),
+            ApprovalStatus::Expired => return Err(refused("it expired at a restart")),
+        }
+    }
+    Ok(Verdict::Write)
+}

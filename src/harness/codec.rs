@@ -1,0 +1,366 @@
+//! Event records: the envelope and the body encodings (`format-spec/events.md`, "Envelope"
+//! and "Bodies"). Pure: no I/O.
+//!
+//! Invariant: `decode(encode(e)) == e` for every event this build can build, and an opaque
+//! event re-encodes to the bytes it was decoded from.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{ErrorKind, Result};
+use crate::harness::event::{Body, Event, EventType, Opaque};
+use crate::harness::ids::TaskId;
+use crate::limits::{EVENT_BODY_BYTES_MAX, EVENT_ENVELOPE_BYTES, TASK_ID_BYTES_MAX};
+use crate::types::Seq;
+
+/// First byte of every event record: tells an event from a raw record of `factlog append`.
+pub const EVENT_MAGIC: u8 = 0xFA;
+/// The envelope version this build writes and reads.
+pub const ENVELOPE_VERSION: u8 = 1;
+/// Body encoding: type-specific binary (only `assistant/delta` in schema 1).
+pub const ENCODING_BINARY: u8 = 0;
+/// Body encoding: one UTF-8 JSON object.
+pub const ENCODING_JSON: u8 = 1;
+/// The body schema version this build writes for every type.
+pub const SCHEMA_VERSION: u16 = 1;
+/// Offset of the revision field in the envelope.
+pub const REVISION_OFFSET: usize = 8;
+
+/// The envelope fields, borrowed from a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvelopeRef<'a> {
+    /// The wire tag of the event type.
+    pub tag: u16,
+    /// The body schema version.
+    pub schema: u16,
+    /// The body encoding byte.
+    pub encoding: u8,
+    /// The task id.
+    pub task: &'a str,
+    /// The task revision after the event.
+    pub revision: u64,
+    /// The append time, microseconds since the Unix epoch.
+    pub timestamp_us: u64,
+    /// The body bytes.
+    pub body: &'a [u8],
+}
+
+/// Bytes of a record holding an event of task `task` with a body of `body_bytes`.
+#[must_use]
+pub fn record_bytes(task: &str, body_bytes: usize) -> usize {
+    EVENT_ENVELOPE_BYTES + task.len() + body_bytes
+}
+
+/// Writes the envelope and the task id into the start of `out`, which holds exactly
+/// [`record_bytes`] bytes; the caller writes the body after it. Returns the body's offset.
+pub fn write_envelope(
+    out: &mut [u8],
+    event_type: EventType,
+    encoding: u8,
+    task: &str,
+    revision: u64,
+    timestamp_us: u64,
+) -> usize {
+    write_raw_envelope(
+        out,
+        event_type.tag(),
+        SCHEMA_VERSION,
+        encoding,
+        task,
+        revision,
+        timestamp_us,
+    )
+}
+
+fn write_raw_envelope(
+    out: &mut [u8],
+    tag: u16,
+    schema: u16,
+    encoding: u8,
+    task: &str,
+    revision: u64,
+    timestamp_us: u64,
+) -> usize {
+    assert!(!task.is_empty() && task.len() <= TASK_ID_BYTES_MAX);
+    assert!(out.len() >= EVENT_ENVELOPE_BYTES + task.len());
+    out[0] = EVENT_MAGIC;
+    out[1] = ENVELOPE_VERSION;
+    out[2..4].copy_from_slice(&tag.to_le_bytes());
+    out[4..6].copy_from_slice(&schema.to_le_bytes());
+    out[6] = encoding;
+    out[7] = task.len() as u8;
+    out[8..16].copy_from_slice(&revision.to_le_bytes());
+    out[16..24].copy_from_slice(&timestamp_us.to_le_bytes());
+    let body = EVENT_ENVELOPE_BYTES + task.len();
+    out[EVENT_ENVELOPE_BYTES..body].copy_from_slice(task.as_bytes());
+    body
+}
+
+/// Writes an `assistant/delta` record into `out` (exactly `record_bytes(task, text.len())`
+/// bytes). The hot path: no allocation.
+pub fn write_delta(out: &mut [u8], task: &str, revision: u64, timestamp_us: u64, text: &str) {
+    let at = write_envelope(
+        out,
+        EventType::AssistantDelta,
+        ENCODING_BINARY,
+        task,
+        revision,
+        timestamp_us,
+    );
+    out[at..].copy_from_slice(text.as_bytes());
+}
+
+/// Sets the revision field of an encoded record.
+pub fn set_revision(record: &mut [u8], revision: u64) {
+    record[REVISION_OFFSET..REVISION_OFFSET + 8].copy_from_slice(&revision.to_le_bytes());
+}
+
+/// The body bytes and encoding of `body`: JSON for every type but `assistant/delta`.
+pub fn encode_body(body: &Body) -> Result<(u16, u16, u8, Vec<u8>)> {
+    let json = |v: &dyn erased::Json| v.to_vec();
+    let (event_type, bytes) = match body {
+        Body::AssistantDelta(d) => {
+            return Ok((
+                EventType::AssistantDelta.tag(),
+                SCHEMA_VERSION,
+                ENCODING_BINARY,
+                d.text.as_bytes().to_vec(),
+            ));
+        }
+        Body::Opaque(o) => return Ok((o.tag, SCHEMA_VERSION, o.encoding, o.bytes.clone())),
+        Body::Contract(b) => (EventType::Contract, json(b)),
+        Body::Phase(b) => (EventType::Phase, json(b)),
+        Body::Plan(b) => (EventType::Plan, json(b)),
+        Body::Todo(b) => (EventType::Todo, json(b)),
+        Body::TurnStart(b) => (EventType::TurnStart, json(b)),
+        Body::TurnEnd(b) => (EventType::TurnEnd, json(b)),
+        Body::StepStart(b) => (EventType::StepStart, json(b)),
+        Body::StepEnd(b) => (EventType::StepEnd, json(b)),
+        Body::UserMessage(b) => (EventType::UserMessage, json(b)),
+        Body::AssistantMessage(b) => (EventType::AssistantMessage, json(b)),
+        Body::ToolCall(b) => (EventType::ToolCall, json(b)),
+        Body::ToolResult(b) => (EventType::ToolResult, json(b)),
+        Body::ToolOutcomeUnknown(b) => (EventType::ToolOutcomeUnknown, json(b)),
+        Body::ApprovalRequest(b) => (EventType::ApprovalRequest, json(b)),
+        Body::ApprovalGrant(b) => (EventType::ApprovalGrant, json(b)),
+        Body::ApprovalDeny(b) => (EventType::ApprovalDeny, json(b)),
+        Body::ApprovalExpired(b) => (EventType::ApprovalExpired, json(b)),
+        Body::Cancel(b) => (EventType::Cancel, json(b)),
+        Body::Pause(b) => (EventType::Pause, json(b)),
+        Body::Resume(b) => (EventType::Resume, json(b)),
+        Body::SignalExpired(b) => (EventType::SignalExpired, json(b)),
+        Body::BudgetUsage(b) => (EventType::BudgetUsage, json(b)),
+        Body::ContextCompacted(b) => (EventType::ContextCompacted, json(b)),
+        Body::Restored(b) => (EventType::Restored, json(b)),
+    };
+    let bytes = bytes.map_err(|e| ErrorKind::InvalidEvent {
+        event_type: event_type.name().to_owned(),
+        reason: format!("cannot encode the body: {e}"),
+    })?;
+    if bytes.len() > EVENT_BODY_BYTES_MAX {
+        return Err(ErrorKind::LimitExceeded {
+            what: "event body bytes",
+            value: bytes.len() as u64,
+            limit: EVENT_BODY_BYTES_MAX as u64,
+        }
+        .into());
+    }
+    Ok((event_type.tag(), SCHEMA_VERSION, ENCODING_JSON, bytes))
+}
+
+/// Encodes a whole record for `task` at `revision`.
+pub fn encode(task: &str, revision: u64, timestamp_us: u64, body: &Body) -> Result<Vec<u8>> {
+    let (tag, schema, encoding, bytes) = encode_body(body)?;
+    let mut out = vec![0; record_bytes(task, bytes.len())];
+    let at = write_raw_envelope(&mut out, tag, schema, encoding, task, revision, timestamp_us);
+    out[at..].copy_from_slice(&bytes);
+    Ok(out)
+}
+
+/// Encodes `event` (its `seq` is not part of the record: the log assigns it).
+pub fn encode_event(event: &Event) -> Result<Vec<u8>> {
+    encode(event.task.as_str(), event.revision, event.timestamp_us, &event.body)
+}
+
+/// Reads the envelope of a record without decoding its body.
+pub fn peek(seq: Seq, record: &[u8]) -> Result<EnvelopeRef<'_>> {
+    let bad = |reason: String| ErrorKind::CorruptEvent { seq: seq.0, reason };
+    if record.len() < EVENT_ENVELOPE_BYTES {
+        return Err(bad(format!("{} bytes is shorter than an event envelope", record.len())).into());
+    }
+    if record[0] != EVENT_MAGIC {
+        return Err(bad("not an event record (bad magic byte)".to_owned()).into());
+    }
+    if record[1] != ENVELOPE_VERSION {
+        return Err(bad(format!(
+            "envelope version {} is not supported (this build reads version {ENVELOPE_VERSION}); \
+             open the store with a newer factlog",
+            record[1]
+        ))
+        .into());
+    }
+    let u16_at = |at: usize| u16::from_le_bytes([record[at], record[at + 1]]);
+    let u64_at = |at: usize| {
+        let mut b = [0; 8];
+        b.copy_from_slice(&record[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let task_len = usize::from(record[7]);
+    let body_at = EVENT_ENVELOPE_BYTES + task_len;
+    if task_len == 0 || task_len > TASK_ID_BYTES_MAX || record.len() < body_at {
+        return Err(bad(format!("bad task id length {task_len}")).into());
+    }
+    let task = std::str::from_utf8(&record[EVENT_ENVELOPE_BYTES..body_at])
+        .map_err(|_| bad("task id is not UTF-8".to_owned()))?;
+    Ok(EnvelopeRef {
+        tag: u16_at(2),
+        schema: u16_at(4),
+        encoding: record[6],
+        task,
+        revision: u64_at(8),
+        timestamp_us: u64_at(16),
+        body: &record[body_at..],
+    })
+}
+
+/// Decodes the record `record` of sequence number `seq`.
+pub fn decode(seq: Seq, record: &[u8]) -> Result<Event> {
+    let env = peek(seq, record)?;
+    let body = decode_body(seq, &env)?;
+    Ok(Event {
+        seq,
+        task: TaskId(env.task.to_owned()),
+        revision: env.revision,
+        timestamp_us: env.timestamp_us,
+        schema: env.schema,
+        body,
+    })
+}
+
+fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
+    let opaque =
+        || Body::Opaque(Opaque { tag: env.tag, encoding: env.encoding, bytes: env.body.to_vec() });
+    let Some(event_type) = EventType::from_tag(env.tag) else { return Ok(opaque()) };
+    if env.schema != SCHEMA_VERSION {
+        return Ok(opaque());
+    }
+    let bad = |reason: String| -> crate::error::Error {
+        ErrorKind::CorruptEvent { seq: seq.0, reason: format!("{}: {reason}", event_type.name()) }
+            .into()
+    };
+    let expected =
+        if event_type == EventType::AssistantDelta { ENCODING_BINARY } else { ENCODING_JSON };
+    if env.encoding != expected {
+        return Err(bad(format!("body encoding {} where {expected} is required", env.encoding)));
+    }
+    if event_type == EventType::AssistantDelta {
+        let text = std::str::from_utf8(env.body).map_err(|_| bad("text is not UTF-8".into()))?;
+        return Ok(Body::AssistantDelta(crate::harness::event::AssistantDelta {
+            text: text.to_owned(),
+        }));
+    }
+    body_from_json(event_type, env.body).map_err(|e| bad(e.to_string()))
+}
+
+/// Builds the typed body of `event_type` from a JSON object.
+pub fn body_from_value(
+    event_type: EventType,
+    value: serde_json::Value,
+) -> serde_json::Result<Body> {
+    let bytes = serde_json::to_vec(&value)?;
+    body_from_json(event_type, &bytes)
+}
+
+fn de_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
+    serde_json::from_slice(bytes)
+}
+
+/// Builds the typed body of `event_type` from its JSON bytes.
+pub fn body_from_json(event_type: EventType, bytes: &[u8]) -> serde_json::Result<Body> {
+    use EventType as T;
+    Ok(match event_type {
+        T::Contract => Body::Contract(de_json_slice(bytes)?),
+        T::Phase => Body::Phase(de_json_slice(bytes)?),
+        T::Plan => Body::Plan(de_json_slice(bytes)?),
+        T::Todo => Body::Todo(de_json_slice(bytes)?),
+        T::TurnStart => Body::TurnStart(de_json_slice(bytes)?),
+        T::TurnEnd => Body::TurnEnd(de_json_slice(bytes)?),
+        T::StepStart => Body::StepStart(de_json_slice(bytes)?),
+        T::StepEnd => Body::StepEnd(de_json_slice(bytes)?),
+        T::UserMessage => Body::UserMessage(de_json_slice(bytes)?),
+        T::AssistantDelta => {
+            let v: DeltaJson = de_json_slice(bytes)?;
+            Body::AssistantDelta(crate::harness::event::AssistantDelta { text: v.text })
+        }
+        T::AssistantMessage => Body::AssistantMessage(de_json_slice(bytes)?),
+        T::ToolCall => Body::ToolCall(de_json_slice(bytes)?),
+        T::ToolResult => Body::ToolResult(de_json_slice(bytes)?),
+        T::ToolOutcomeUnknown => Body::ToolOutcomeUnknown(de_json_slice(bytes)?),
+        T::ApprovalRequest => Body::ApprovalRequest(de_json_slice(bytes)?),
+        T::ApprovalGrant => Body::ApprovalGrant(de_json_slice(bytes)?),
+        T::ApprovalDeny => Body::ApprovalDeny(de_json_slice(bytes)?),
+        T::ApprovalExpired => Body::ApprovalExpired(de_json_slice(bytes)?),
+        T::Cancel => Body::Cancel(de_json_slice(bytes)?),
+        T::Pause => Body::Pause(de_json_slice(bytes)?),
+        T::Resume => Body::Resume(de_json_slice(bytes)?),
+        T::SignalExpired => Body::SignalExpired(de_json_slice(bytes)?),
+        T::BudgetUsage => Body::BudgetUsage(de_json_slice(bytes)?),
+        T::ContextCompacted => Body::ContextCompacted(de_json_slice(bytes)?),
+        T::Restored => Body::Restored(de_json_slice(bytes)?),
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct DeltaJson {
+    text: String,
+}
+
+/// The JSON object of a body (for `dump`, `state` and the CLI): the typed fields and the
+/// unknown ones. `assistant/delta` gives `{"text": ...}`; an opaque body with a JSON encoding
+/// gives its object, a binary one `{"opaque_base64_len": N}`.
+pub fn body_to_value(body: &Body) -> serde_json::Value {
+    use serde_json::{Value, json};
+    fn v<T: Serialize>(t: &T) -> Value {
+        serde_json::to_value(t).unwrap_or(Value::Null)
+    }
+    match body {
+        Body::AssistantDelta(d) => json!({ "text": d.text }),
+        Body::Opaque(o) if o.encoding == ENCODING_JSON => serde_json::from_slice(&o.bytes)
+            .unwrap_or_else(|_| json!({ "opaque_bytes": o.bytes.len() })),
+        Body::Opaque(o) => json!({ "opaque_bytes": o.bytes.len() }),
+        Body::Contract(b) => v(b),
+        Body::Phase(b) => v(b),
+        Body::Plan(b) => v(b),
+        Body::Todo(b) => v(b),
+        Body::TurnStart(b) => v(b),
+        Body::TurnEnd(b) => v(b),
+        Body::StepStart(b) => v(b),
+        Body::StepEnd(b) => v(b),
+        Body::UserMessage(b) => v(b),
+        Body::AssistantMessage(b) => v(b),
+        Body::ToolCall(b) => v(b),
+        Body::ToolResult(b) => v(b),
+        Body::ToolOutcomeUnknown(b) => v(b),
+        Body::ApprovalRequest(b) => v(b),
+        Body::ApprovalGrant(b) => v(b),
+        Body::ApprovalDeny(b) => v(b),
+        Body::ApprovalExpired(b) => v(b),
+        Body::Cancel(b) | Body::Pause(b) | Body::Resume(b) => v(b),
+        Body::SignalExpired(b) => v(b),
+        Body::BudgetUsage(b) => v(b),
+        Body::ContextCompacted(b) => v(b),
+        Body::Restored(b) => v(b),
+    }
+}
+
+mod erased {
+    /// Object-safe JSON encoding, so one closure serves every body type.
+    pub(super) trait Json {
+        fn to_vec(&self) -> serde_json::Result<Vec<u8>>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_vec(&self) -> serde_json::Result<Vec<u8>> {
+            serde_json::to_vec(self)
+        }
+    }
+}

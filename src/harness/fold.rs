@@ -1,0 +1,185 @@
+//! The deterministic fold: `apply(&mut State, &Event)` (R10). Pure: no clock, no I/O, no
+//! randomness; the same events in the same order always give the same state.
+//!
+//! `apply` is total: it accepts any event a log may hold, including ones the store would have
+//! refused (a result for an unknown call is recorded as a call of its own). The checks that
+//! refuse bad events before they are written live in [`crate::harness::store`].
+//!
+//! An `assistant/delta` only touches the task's revision, last sequence number and delta
+//! counters, which commute with every other event's effect. That is what lets the store
+//! append deltas under the log's one lock without folding them in order.
+
+use crate::harness::event::{Body, Event, Scope};
+use crate::harness::state::{Approval, ApprovalStatus, CallStatus, LastRecovery, State, TaskState};
+
+/// Folds `event` into `state`.
+pub fn apply(state: &mut State, event: &Event) {
+    state.last_seq = state.last_seq.max(event.seq.0);
+    apply_to_task(state.tasks.entry(event.task.clone()).or_default(), event);
+}
+
+/// Folds `event` into the state of its task, `task`: the per-task part of [`apply`].
+pub fn apply_to_task(task: &mut TaskState, event: &Event) {
+    task.revision = task.revision.max(event.revision);
+    task.last_seq = task.last_seq.max(event.seq.0);
+    apply_body(task, event);
+}
+
+/// Counts one delta of `text_bytes` bytes: the part of [`apply`] for `assistant/delta`.
+pub fn count_delta(task: &mut TaskState, text_bytes: usize) {
+    task.execution.deltas += 1;
+    task.execution.delta_bytes += text_bytes as u64;
+}
+
+fn apply_body(task: &mut TaskState, event: &Event) {
+    let seq = event.seq.0;
+    match &event.body {
+        Body::AssistantDelta(d) => count_delta(task, d.text.len()),
+        Body::Contract(c) => {
+            task.task.goal = Some(c.goal.clone());
+            task.task.done_criteria.clone_from(&c.done_criteria);
+            task.task.risk = c.risk;
+        }
+        Body::Phase(p) => task.task.phase = Some(p.phase.clone()),
+        Body::Plan(p) => task.task.plan.clone_from(&p.steps),
+        Body::Todo(t) => {
+            let item = task.task.todos.entry(t.todo_id.clone()).or_default();
+            if let Some(text) = &t.text {
+                item.text.clone_from(text);
+            }
+            t.status().clone_into(&mut item.status);
+        }
+        Body::TurnStart(_) => {
+            task.execution.turns += 1;
+            task.execution.open_turn = Some(task.execution.turns);
+            task.execution.open_step = None;
+        }
+        Body::TurnEnd(_) => {
+            task.execution.last_turn_end_seq = seq;
+            task.execution.open_turn = None;
+            task.execution.open_step = None;
+            task.control.pending_cancels.clear();
+        }
+        Body::StepStart(_) => {
+            task.execution.steps += 1;
+            task.execution.open_step = Some(task.execution.steps);
+        }
+        Body::StepEnd(_) => task.execution.open_step = None,
+        Body::UserMessage(_) => task.session.user_messages += 1,
+        Body::AssistantMessage(m) => {
+            task.session.assistant_messages += 1;
+            let turn = task.execution.open_turn.unwrap_or(0);
+            for requested in &m.tool_calls {
+                let call = task.session.calls.entry(requested.call_id.clone()).or_default();
+                if call.announced_seq == 0 {
+                    call.announced_seq = seq;
+                    call.tool.clone_from(&requested.tool);
+                    call.turn = turn;
+                }
+            }
+        }
+        Body::ToolCall(c) => {
+            let turn = task.execution.open_turn.unwrap_or(0);
+            let call = task.session.calls.entry(c.call_id.clone()).or_default();
+            if call.dispatches > 0 {
+                task.execution.retries += 1;
+            }
+            call.dispatches += 1;
+            call.dispatched_seq = seq;
+            call.tool.clone_from(&c.tool);
+            call.effect = Some(c.effect);
+            call.request_key.clone_from(&c.request_key);
+            call.args_digest.clone_from(&c.args_digest);
+            call.turn = turn;
+            if call.status != CallStatus::Completed {
+                call.status = CallStatus::Dispatched;
+                call.unknown_plan = None;
+            }
+            if let Some(key) = &c.request_key {
+                let effect = task.side_effects.entry(key.clone()).or_default();
+                if effect.status != CallStatus::Completed {
+                    effect.call_id = c.call_id.clone();
+                    effect.status = CallStatus::Dispatched;
+                }
+            }
+            if let Some(id) = &c.approval_id
+                && let Some(approval) = task.control.approvals.get_mut(id)
+                && approval.status == ApprovalStatus::Granted
+                && approval.scope == Some(Scope::Once)
+            {
+                approval.status = ApprovalStatus::Consumed;
+            }
+        }
+        Body::ToolResult(r) => {
+            let call = task.session.calls.entry(r.call_id.clone()).or_default();
+            call.status = CallStatus::Completed;
+            call.result_seq = seq;
+            call.result_status = Some(r.status().to_owned());
+            call.receipt.clone_from(&r.receipt);
+            call.unknown_plan = None;
+            if let Some(key) = call.request_key.clone() {
+                let effect = task.side_effects.entry(key).or_default();
+                effect.call_id = r.call_id.clone();
+                effect.status = CallStatus::Completed;
+                effect.receipt.clone_from(&r.receipt);
+                effect.result_seq = seq;
+            }
+        }
+        Body::ToolOutcomeUnknown(u) => {
+            let call = task.session.calls.entry(u.call_id.clone()).or_default();
+            if call.status != CallStatus::Completed {
+                call.status = CallStatus::OutcomeUnknown;
+                call.unknown_plan = Some(u.plan.clone());
+                if let Some(key) = call.request_key.clone()
+                    && let Some(effect) = task.side_effects.get_mut(&key)
+                    && effect.status != CallStatus::Completed
+                {
+                    effect.status = CallStatus::OutcomeUnknown;
+                }
+            }
+        }
+        Body::ApprovalRequest(a) => {
+            task.control.approvals.entry(a.approval_id.clone()).or_default();
+        }
+        Body::ApprovalGrant(g) => {
+            let approval = task.control.approvals.entry(g.approval_id.clone()).or_default();
+            *approval = Approval {
+                status: ApprovalStatus::Granted,
+                scope: Some(g.scope),
+                expires_at_us: g.expires_at_us,
+            };
+        }
+        Body::ApprovalDeny(d) => {
+            task.control.approvals.entry(d.approval_id.clone()).or_default().status =
+                ApprovalStatus::Denied;
+        }
+        Body::ApprovalExpired(e) => {
+            task.control.approvals.entry(e.approval_id.clone()).or_default().status =
+                ApprovalStatus::Expired;
+        }
+        Body::Cancel(_) => task.control.pending_cancels.push(seq),
+        Body::Pause(_) => task.control.paused = true,
+        Body::Resume(_) => {
+            task.control.paused = false;
+            task.control.needs_confirmation = false;
+        }
+        Body::SignalExpired(s) => task.control.pending_cancels.retain(|&c| c != s.signal_seq),
+        Body::BudgetUsage(b) => {
+            let budget = &mut task.execution.budget;
+            budget.input_tokens = budget.input_tokens.saturating_add(b.input_tokens);
+            budget.output_tokens = budget.output_tokens.saturating_add(b.output_tokens);
+            budget.cost_micros = budget.cost_micros.saturating_add(b.cost_micros);
+        }
+        Body::ContextCompacted(_) => task.session.compacted_seq = seq,
+        Body::Restored(r) => {
+            task.control.needs_confirmation = r.resume == "needs_confirmation";
+            task.control.last_recovery = Some(LastRecovery {
+                seq,
+                revision: event.revision,
+                calls: r.calls.clone(),
+                expired: r.expired.clone(),
+            });
+        }
+        Body::Opaque(_) => task.opaque_events += 1,
+    }
+}

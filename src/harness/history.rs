@@ -1,0 +1,178 @@
+//! The model-visible history of a task: a projection of its events (R10). Deltas are
+//! assembled into assistant text, an `assistant/message` supersedes the deltas streamed
+//! before it, every tool call is paired with its result or an explicit unknown outcome, and a
+//! `context/compacted` summary replaces everything before it.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::harness::codec;
+use crate::harness::event::Body;
+use crate::harness::ids::CallId;
+use crate::harness::store::Store;
+use crate::types::Seq;
+
+/// One entry of the model-visible history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+#[expect(clippy::large_enum_variant, reason = "a history is short-lived and read once")]
+pub enum Entry {
+    /// A user message.
+    User {
+        /// Its event.
+        seq: u64,
+        /// The text.
+        text: String,
+    },
+    /// Model output: an assembled message, or streamed deltas.
+    Assistant {
+        /// The event that completed it (the message, or the last delta).
+        seq: u64,
+        /// The text.
+        text: String,
+        /// True when it was streamed and cut off by an interruption.
+        partial: bool,
+    },
+    /// A tool call and what became of it.
+    Tool {
+        /// The call.
+        call_id: CallId,
+        /// The tool.
+        tool: String,
+        /// Its arguments, if recorded.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        args: Option<Value>,
+        /// `not_started`, `pending`, `completed` or `outcome_unknown`.
+        outcome: &'static str,
+        /// The result's status, once completed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<String>,
+        /// The receipt, once completed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        receipt: Option<Value>,
+        /// The output, once completed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output: Option<Value>,
+    },
+    /// The summary that replaced the history before it.
+    Summary {
+        /// Its event.
+        seq: u64,
+        /// The summary.
+        text: String,
+    },
+}
+
+#[derive(Default)]
+struct Projection {
+    entries: Vec<Entry>,
+    streamed: String,
+    streamed_seq: u64,
+}
+
+impl Projection {
+    fn flush_stream(&mut self, partial: bool) {
+        if !self.streamed.is_empty() {
+            let text = std::mem::take(&mut self.streamed);
+            self.entries.push(Entry::Assistant { seq: self.streamed_seq, text, partial });
+        }
+    }
+
+    fn call_mut(&mut self, call_id: &CallId) -> Option<&mut Entry> {
+        self.entries
+            .iter_mut()
+            .rev()
+            .find(|e| matches!(e, Entry::Tool { call_id: c, .. } if c == call_id))
+    }
+
+    fn apply(&mut self, seq: u64, body: Body) {
+        match body {
+            Body::UserMessage(m) => {
+                self.flush_stream(false);
+                self.entries.push(Entry::User { seq, text: m.text });
+            }
+            Body::AssistantDelta(d) => {
+                self.streamed.push_str(&d.text);
+                self.streamed_seq = seq;
+            }
+            Body::AssistantMessage(m) => {
+                // The assembled message supersedes the fragments streamed before it.
+                self.streamed.clear();
+                if !m.text.is_empty() || m.tool_calls.is_empty() {
+                    self.entries.push(Entry::Assistant { seq, text: m.text, partial: false });
+                }
+                for call in m.tool_calls {
+                    self.entries.push(tool_entry(
+                        call.call_id,
+                        call.tool,
+                        call.args,
+                        "not_started",
+                    ));
+                }
+            }
+            Body::ToolCall(c) => {
+                self.flush_stream(false);
+                match self.call_mut(&c.call_id) {
+                    Some(Entry::Tool { outcome, args, .. }) => {
+                        *outcome = "pending";
+                        if c.args.is_some() {
+                            *args = c.args;
+                        }
+                    }
+                    _ => self.entries.push(tool_entry(c.call_id, c.tool, c.args, "pending")),
+                }
+            }
+            Body::ToolResult(r) => {
+                if let Some(Entry::Tool { outcome, status, receipt, output, .. }) =
+                    self.call_mut(&r.call_id)
+                {
+                    *outcome = "completed";
+                    *status = Some(r.status().to_owned());
+                    *receipt = r.receipt;
+                    *output = r.output;
+                }
+            }
+            Body::ToolOutcomeUnknown(u) => {
+                if let Some(Entry::Tool { outcome, .. }) = self.call_mut(&u.call_id)
+                    && *outcome != "completed"
+                {
+                    *outcome = "outcome_unknown";
+                }
+            }
+            Body::StepEnd(e) => self.flush_stream(e.status() == "interrupted"),
+            Body::TurnEnd(e) => self.flush_stream(e.status() == "interrupted"),
+            Body::ContextCompacted(c) => {
+                self.streamed.clear();
+                self.entries.clear();
+                self.entries.push(Entry::Summary { seq, text: c.summary });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn tool_entry(call_id: CallId, tool: String, args: Option<Value>, outcome: &'static str) -> Entry {
+    Entry::Tool { call_id, tool, args, outcome, status: None, receipt: None, output: None }
+}
+
+impl Store {
+    /// The model-visible history of task `task`, projected from its events. Reads the log
+    /// from the start (or from the last `context/compacted` event, whose summary replaces the
+    /// history before it).
+    pub fn history(&self, task: &str) -> Result<Vec<Entry>> {
+        let from = self.task_state(task).map_or(1, |t| t.session.compacted_seq.max(1));
+        let mut projection = Projection::default();
+        let mut reader = self.log().read_from(Seq(from))?;
+        while let Some(record) = reader.next_ref() {
+            let (seq, payload) = record?;
+            if codec::peek(seq, payload)?.task != task {
+                continue;
+            }
+            projection.apply(seq.0, codec::decode(seq, payload)?.body);
+        }
+        // Streamed text without a closing event was cut off (or is still streaming).
+        projection.flush_stream(true);
+        Ok(projection.entries)
+    }
+}

@@ -1,0 +1,31 @@
+//! The harness state model on top of the log: typed events with an envelope
+//! (`format-spec/events.md`), a pure deterministic fold into [`State`], snapshots of that state,
+//! the recovery procedure that classifies every open tool call and repairs the log, stable
+//! request keys with a side-effect ledger, revision compare-and-set, and approvals that do not
+//! outlive a restart.
+//!
+//! The [`Store`] ties them together: one directory, many tasks, one group commit.
+
+mod check;
+pub mod codec;
+pub mod event;
+pub mod fold;
+pub mod history;
+pub mod ids;
+pub mod recovery;
+pub mod request_key;
+pub mod secret;
+pub mod snapshot;
+pub mod state;
+mod store;
+mod store_open;
+
+pub use check::Verdict;
+pub use event::{Body, Event, EventType};
+pub use fold::apply;
+pub use history::Entry;
+pub use ids::{ApprovalId, CallId, RequestKey, TaskId};
+pub use recovery::{Outcome, Plan, RecoveryReport as HarnessRecoveryReport, Resume};
+pub use state::{State, TaskState};
+pub use store::{AppendOptions, Appended, Store, StoreOptions, Task};
+pub use store_open::{DeepVerify, OpenReport};

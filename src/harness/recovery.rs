@@ -1,0 +1,458 @@
+//! Harness recovery (R11, R12, R16; `format-spec/harness-recovery.md`): after a restart, find
+//! every open turn, step and tool call of every task, classify each call by the decision
+//! table, and repair the log with explicit synced events so that every dispatched call has a
+//! result or a recorded unknown outcome, every open step and turn is closed as interrupted,
+//! and no one-time authority survives the restart.
+//!
+//! Planning is pure ([`plan_task`]); [`crate::Store::recover`] appends each task's repair
+//! events as one atomic batch. A task with no event after its last `recovery/restored` needs
+//! no repair, so running recovery twice writes nothing the second time.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::harness::event::{
+    ApprovalExpired, Body, CallDecision, Effect, Restored, Risk, Scope, SignalExpired, StepEnd,
+    ToolOutcomeUnknown, TurnEnd,
+};
+use crate::harness::ids::{ApprovalId, CallId, TaskId};
+use crate::harness::state::{ApprovalStatus, Call, CallStatus, TaskState};
+use crate::harness::store::{AppendOptions, Store};
+use crate::types::Durability;
+
+/// What a call turned out to be after the restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Asked for by the model, never dispatched.
+    NotStarted,
+    /// Dispatched and answered: its receipt is the fact.
+    Completed,
+    /// Dispatched, no result: it may or may not have run.
+    OutcomeUnknown,
+}
+
+/// What the harness should do about a call. The library never acts on a plan by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Plan {
+    /// Dispatch it now, as if for the first time.
+    Reschedule,
+    /// Use the recorded receipt; never run it again.
+    ReuseReceipt,
+    /// Read-only: run it again.
+    Retry,
+    /// Idempotent with a request key: run it again with the same key.
+    RetrySameKey,
+    /// Queryable: ask the outside system whether it ran before doing anything.
+    Verify,
+    /// Cannot be checked or deduplicated: ask the user before any retry.
+    AskUser,
+}
+
+impl Outcome {
+    /// The name in JSON.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::NotStarted => "not_started",
+            Outcome::Completed => "completed",
+            Outcome::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+}
+
+impl Plan {
+    /// The name in JSON.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Plan::Reschedule => "reschedule",
+            Plan::ReuseReceipt => "reuse_receipt",
+            Plan::Retry => "retry",
+            Plan::RetrySameKey => "retry_same_key",
+            Plan::Verify => "verify",
+            Plan::AskUser => "ask_user",
+        }
+    }
+}
+
+/// What a call looks like to the decision table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallFacts {
+    /// Where it stands in the folded state.
+    pub status: CallStatus,
+    /// Its effect class, if it was dispatched.
+    pub effect: Option<Effect>,
+    /// Whether it was dispatched with a request key.
+    pub has_key: bool,
+}
+
+/// One row of the decision table: a pattern over [`CallFacts`] and its outcome and plan.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    /// The row's number in `format-spec/harness-recovery.md`.
+    pub number: u8,
+    /// Which statuses it matches.
+    pub statuses: &'static [CallStatus],
+    /// Which effect classes it matches (`None`: any, including none).
+    pub effects: Option<&'static [Option<Effect>]>,
+    /// Which key presence it matches (`None`: either).
+    pub has_key: Option<bool>,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The plan.
+    pub plan: Plan,
+}
+
+const OPEN: &[CallStatus] = &[CallStatus::Dispatched, CallStatus::OutcomeUnknown];
+
+/// The decision table (`format-spec/harness-recovery.md`, "Decision table"). Every
+/// combination of facts matches exactly one row; `tests/harness_recovery_table.rs` proves it.
+pub const DECISION_TABLE: &[Row] = &[
+    Row {
+        number: 1,
+        statuses: &[CallStatus::NotStarted],
+        effects: None,
+        has_key: None,
+        outcome: Outcome::NotStarted,
+        plan: Plan::Reschedule,
+    },
+    Row {
+        number: 2,
+        statuses: &[CallStatus::Completed],
+        effects: None,
+        has_key: None,
+        outcome: Outcome::Completed,
+        plan: Plan::ReuseReceipt,
+    },
+    Row {
+        number: 3,
+        statuses: OPEN,
+        effects: Some(&[Some(Effect::ReadOnly)]),
+        has_key: None,
+        outcome: Outcome::OutcomeUnknown,
+        plan: Plan::Retry,
+    },
+    Row {
+        number: 4,
+        statuses: OPEN,
+        effects: Some(&[Some(Effect::Idempotent)]),
+        has_key: Some(true),
+        outcome: Outcome::OutcomeUnknown,
+        plan: Plan::RetrySameKey,
+    },
+    Row {
+        number: 5,
+        statuses: OPEN,
+        effects: Some(&[Some(Effect::Idempotent)]),
+        has_key: Some(false),
+        outcome: Outcome::OutcomeUnknown,
+        plan: Plan::AskUser,
+    },
+    Row {
+        number: 6,
+        statuses: OPEN,
+        effects: Some(&[Some(Effect::Queryable)]),
+        has_key: None,
+        outcome: Outcome::OutcomeUnknown,
+        plan: Plan::Verify,
+    },
+    Row {
+        number: 7,
+        statuses: OPEN,
+        effects: Some(&[Some(Effect::Unsafe), None]),
+        has_key: None,
+        outcome: Outcome::OutcomeUnknown,
+        plan: Plan::AskUser,
+    },
+];
+
+impl Row {
+    /// True if the row applies to `facts`.
+    #[must_use]
+    pub fn matches(&self, facts: &CallFacts) -> bool {
+        self.statuses.contains(&facts.status)
+            && self.effects.is_none_or(|effects| effects.contains(&facts.effect))
+            && self.has_key.is_none_or(|k| k == facts.has_key)
+    }
+}
+
+/// The outcome and plan of a call with `facts`: the first (and only) matching row.
+#[must_use]
+pub fn classify(facts: &CallFacts) -> (Outcome, Plan) {
+    let row = DECISION_TABLE
+        .iter()
+        .find(|row| row.matches(facts))
+        .expect("the decision table covers every combination of facts");
+    (row.outcome, row.plan)
+}
+
+fn facts_of(call: &Call) -> CallFacts {
+    CallFacts { status: call.status, effect: call.effect, has_key: call.request_key.is_some() }
+}
+
+/// One call that needed a decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallReport {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool.
+    pub tool: String,
+    /// What it turned out to be.
+    pub outcome: Outcome,
+    /// What to do.
+    pub plan: Plan,
+    /// Its request key, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_key: Option<crate::harness::ids::RequestKey>,
+    /// The receipt to reuse, for a completed call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Value>,
+}
+
+/// Whether a task may go on by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resume {
+    /// It may.
+    Ready,
+    /// High-risk: show the state and record a `control/resume` confirmation first.
+    NeedsConfirmation,
+}
+
+/// The recovery of one task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskRecovery {
+    /// The task.
+    pub task: TaskId,
+    /// The calls that needed a decision.
+    pub calls: Vec<CallReport>,
+    /// Approvals expired by the restart.
+    pub expired: Vec<ApprovalId>,
+    /// Sequence numbers of the pending cancel signals expired by the restart.
+    pub expired_signals: Vec<u64>,
+    /// The step closed as interrupted, if one was open.
+    pub interrupted_step: Option<u64>,
+    /// The turn closed as interrupted, if one was open.
+    pub interrupted_turn: Option<u64>,
+    /// Whether it may go on by itself.
+    pub resume: Resume,
+    /// Repair events written for it (0 in a dry run or when nothing was needed).
+    pub events_written: u64,
+}
+
+/// What recovery did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecoveryReport {
+    /// Whether this was a dry run (nothing written).
+    pub dry_run: bool,
+    /// Every task with events, sorted by id.
+    pub tasks: Vec<TaskRecovery>,
+    /// Repair events written in all.
+    pub events_written: u64,
+}
+
+/// The recovery of one task and the repair events it needs (empty when the task had no
+/// event since its last `recovery/restored`: its last decisions are reported again).
+#[must_use]
+pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
+    let resume =
+        if task.task.risk == Risk::High { Resume::NeedsConfirmation } else { Resume::Ready };
+    if let Some(last) = &task.control.last_recovery
+        && last.revision == task.revision
+    {
+        let calls = last
+            .calls
+            .iter()
+            .filter_map(|d| task.session.calls.get(&d.call_id).map(|c| report_call(&d.call_id, c)))
+            .collect();
+        let resume =
+            if task.control.needs_confirmation { Resume::NeedsConfirmation } else { Resume::Ready };
+        let recovery = TaskRecovery {
+            task: id.clone(),
+            calls,
+            expired: last.expired.clone(),
+            expired_signals: Vec::new(),
+            interrupted_step: None,
+            interrupted_turn: None,
+            resume,
+            events_written: 0,
+        };
+        return (recovery, Vec::new());
+    }
+    // Work since the last closed turn or restart: that is what the restart interrupted.
+    let closed = task
+        .execution
+        .last_turn_end_seq
+        .max(task.control.last_recovery.as_ref().map_or(0, |l| l.seq));
+    let mut open_calls: Vec<(&CallId, &Call)> = task
+        .session
+        .calls
+        .iter()
+        .filter(|(_, c)| match c.status {
+            CallStatus::Dispatched | CallStatus::OutcomeUnknown => true,
+            CallStatus::NotStarted => c.announced_seq > closed,
+            CallStatus::Completed => c.dispatched_seq > closed,
+        })
+        .collect();
+    open_calls.sort_by_key(|(_, c)| {
+        let dispatched = if c.dispatched_seq == 0 { u64::MAX } else { c.dispatched_seq };
+        if c.announced_seq > 0 { (c.announced_seq, dispatched) } else { (c.dispatched_seq, 0) }
+    });
+    let mut bodies = Vec::new();
+    let mut calls = Vec::new();
+    for (call_id, call) in open_calls {
+        let report = report_call(call_id, call);
+        if call.status == CallStatus::Dispatched {
+            bodies.push(Body::ToolOutcomeUnknown(ToolOutcomeUnknown {
+                call_id: call_id.clone(),
+                plan: report.plan.as_str().to_owned(),
+                ..Default::default()
+            }));
+        }
+        calls.push(report);
+    }
+    let expired: Vec<ApprovalId> = task
+        .control
+        .approvals
+        .iter()
+        .filter(|(_, a)| {
+            a.status == ApprovalStatus::Granted && matches!(a.scope, Some(Scope::Once | Scope::Run))
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    for approval_id in &expired {
+        bodies.push(Body::ApprovalExpired(ApprovalExpired {
+            approval_id: approval_id.clone(),
+            reason: "restart".to_owned(),
+            ..Default::default()
+        }));
+    }
+    let expired_signals = task.control.pending_cancels.clone();
+    for &signal_seq in &expired_signals {
+        bodies.push(Body::SignalExpired(SignalExpired {
+            signal: "control/cancel".to_owned(),
+            signal_seq,
+            ..Default::default()
+        }));
+    }
+    let interrupted_step = task.execution.open_step;
+    if interrupted_step.is_some() {
+        bodies.push(Body::StepEnd(StepEnd {
+            status: Some("interrupted".to_owned()),
+            repair: true,
+            ..Default::default()
+        }));
+    }
+    let interrupted_turn = task.execution.open_turn;
+    if interrupted_turn.is_some() {
+        bodies.push(Body::TurnEnd(TurnEnd {
+            status: Some("interrupted".to_owned()),
+            repair: true,
+            ..Default::default()
+        }));
+    }
+    let resume_name = match resume {
+        Resume::Ready => "ready",
+        Resume::NeedsConfirmation => "needs_confirmation",
+    };
+    bodies.push(Body::Restored(Restored {
+        resume: resume_name.to_owned(),
+        calls: calls
+            .iter()
+            .map(|c| CallDecision {
+                call_id: c.call_id.clone(),
+                outcome: c.outcome.as_str().to_owned(),
+                plan: c.plan.as_str().to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        expired: expired.clone(),
+        ..Default::default()
+    }));
+    let recovery = TaskRecovery {
+        task: id.clone(),
+        calls,
+        expired,
+        expired_signals,
+        interrupted_step,
+        interrupted_turn,
+        resume,
+        events_written: 0,
+    };
+    (recovery, bodies)
+}
+
+fn report_call(call_id: &CallId, call: &Call) -> CallReport {
+    let (outcome, plan) = classify(&facts_of(call));
+    CallReport {
+        call_id: call_id.clone(),
+        tool: call.tool.clone(),
+        outcome,
+        plan,
+        request_key: call.request_key.clone(),
+        receipt: if outcome == Outcome::Completed { call.receipt.clone() } else { None },
+    }
+}
+
+impl Store {
+    /// The recovery procedure: for every task, classifies its open calls, closes its open
+    /// step and turn as interrupted, records unknown outcomes, expires one-time and per-run
+    /// approvals and pending cancels, and marks it restored, as one atomic batch per task;
+    /// then syncs. Call it once after opening, before resuming work: restoring is not
+    /// resuming. Running it again without new events writes nothing.
+    pub fn recover(&self) -> Result<RecoveryReport> {
+        let mut report = RecoveryReport { dry_run: false, tasks: Vec::new(), events_written: 0 };
+        for cell in self.cells() {
+            if cell.revision.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                continue;
+            }
+            let recovery = loop {
+                let mut state = cell.state.lock().clone();
+                state.revision = cell.revision.load(std::sync::atomic::Ordering::Acquire);
+                let (mut recovery, bodies) = plan_task(&cell.id, &state);
+                if bodies.is_empty() {
+                    break recovery;
+                }
+                recovery.events_written = bodies.len() as u64;
+                // A compare-and-set on the revision planned from: a delta appended meanwhile
+                // makes it stale, and the task is planned again.
+                let options = AppendOptions {
+                    expected_revision: Some(state.revision),
+                    durability: Some(Durability::Buffered),
+                };
+                match self.append_events(&cell, bodies, options, true) {
+                    Ok(_) => break recovery,
+                    Err(e) if matches!(e.kind(), crate::error::ErrorKind::StaleRevision { .. }) => {
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            report.events_written += recovery.events_written;
+            report.tasks.push(recovery);
+        }
+        if report.events_written > 0 {
+            self.flush(Durability::Synced)?;
+        }
+        Ok(report)
+    }
+
+    /// What [`Store::recover`] would do, without writing anything (works on a read-only
+    /// store).
+    #[must_use]
+    pub fn plan_recovery(&self) -> RecoveryReport {
+        let mut report = RecoveryReport { dry_run: true, tasks: Vec::new(), events_written: 0 };
+        for cell in self.cells() {
+            let revision = cell.revision.load(std::sync::atomic::Ordering::Acquire);
+            if revision == 0 {
+                continue;
+            }
+            let mut state = cell.state.lock().clone();
+            state.revision = revision;
+            report.tasks.push(plan_task(&cell.id, &state).0);
+        }
+        report
+    }
+}

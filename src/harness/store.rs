@@ -1,0 +1,594 @@
+//! The [`Store`]: one directory, many tasks, one log and one group commit.
+//!
+//! Locking: each task has a cell with its folded state behind a mutex and its revision and
+//! delta counters in atomics. Every event but `assistant/delta` is checked and folded under
+//! its task's lock, so events of one task are checked in log order while tasks do not wait
+//! for each other and share `fdatasync`s. An `assistant/delta` takes only the log's lock: its
+//! revision is assigned and its counters bumped inside [`crate::Log::append_with`], and its
+//! effect on the state commutes with every other event's (see [`crate::harness::fold`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::Fs;
+use crate::harness::check::{self, Verdict};
+use crate::harness::codec;
+use crate::harness::event::{Body, Event, EventType};
+use crate::harness::fold;
+use crate::harness::ids::{CallId, TaskId, check_task_id};
+use crate::harness::request_key;
+use crate::harness::secret;
+use crate::harness::state::{State, TaskState};
+use crate::harness::store_open::OpenReport;
+use crate::limits::{
+    DELTA_TEXT_BYTES_MAX, EVENT_BATCH_MAX, SNAPSHOT_EVERY_BYTES_DEFAULT,
+    SNAPSHOT_EVERY_EVENTS_DEFAULT,
+};
+use crate::log::Log;
+use crate::options::Options;
+use crate::types::{Durability, Seq};
+
+/// Options of a [`Store`]: the log's options and the snapshot policy.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub(crate) log: Options,
+    pub(crate) snapshot_every_bytes: u64,
+    pub(crate) snapshot_every_events: u64,
+    pub(crate) snapshot_at_turn_end: bool,
+    pub(crate) clock: fn() -> u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions::new()
+    }
+}
+
+impl StoreOptions {
+    /// The defaults: [`Options::new`] for the log, a snapshot every 64 MiB or million events.
+    #[must_use]
+    pub fn new() -> StoreOptions {
+        StoreOptions {
+            log: Options::new(),
+            snapshot_every_bytes: SNAPSHOT_EVERY_BYTES_DEFAULT,
+            snapshot_every_events: SNAPSHOT_EVERY_EVENTS_DEFAULT,
+            snapshot_at_turn_end: false,
+            clock: system_clock_us,
+        }
+    }
+
+    /// The log's options (segment size, buffer, flush delay, recovery mode, file system).
+    /// Default: [`Options::new`].
+    #[must_use]
+    pub fn log(mut self, log: Options) -> StoreOptions {
+        self.log = log;
+        self
+    }
+
+    /// Writes a snapshot once this many bytes of events were appended since the last one;
+    /// 0 turns the byte trigger off. Default: 64 MiB.
+    #[must_use]
+    pub fn snapshot_every_bytes(mut self, bytes: u64) -> StoreOptions {
+        self.snapshot_every_bytes = bytes;
+        self
+    }
+
+    /// Writes a snapshot once this many events were appended since the last one; 0 turns the
+    /// event trigger off. Default: 1,000,000.
+    #[must_use]
+    pub fn snapshot_every_events(mut self, events: u64) -> StoreOptions {
+        self.snapshot_every_events = events;
+        self
+    }
+
+    /// Also writes a snapshot at every `turn/end` (three extra syncs per turn). Default: off.
+    #[must_use]
+    pub fn snapshot_at_turn_end(mut self, on: bool) -> StoreOptions {
+        self.snapshot_at_turn_end = on;
+        self
+    }
+
+    /// The clock that stamps events, in microseconds since the Unix epoch. Default: the
+    /// system clock. Tests set a fixed one to make records byte-for-byte reproducible.
+    #[must_use]
+    pub fn clock(mut self, clock: fn() -> u64) -> StoreOptions {
+        self.clock = clock;
+        self
+    }
+}
+
+fn system_clock_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// How to append one event or batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendOptions {
+    /// Compare-and-set: the task revision the update was based on. A stale one fails with
+    /// [`ErrorKind::StaleRevision`] and writes nothing. Default: none.
+    pub expected_revision: Option<u64>,
+    /// The durability to wait for. Default: the event type's
+    /// ([`EventType::default_durability`]). A caller may ask for more; asking for less than
+    /// `Synced` for a high-risk type is refused with [`ErrorKind::InvalidEvent`].
+    pub durability: Option<Durability>,
+}
+
+impl AppendOptions {
+    /// A compare-and-set append based on `revision`.
+    #[must_use]
+    pub fn expecting(revision: u64) -> AppendOptions {
+        AppendOptions { expected_revision: Some(revision), durability: None }
+    }
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Appended {
+    /// The event (or batch) was written and meets its durability.
+    Written {
+        /// Its (first) sequence number.
+        seq: Seq,
+        /// The task's revision after it (after the last event of a batch).
+        revision: u64,
+    },
+    /// A `tool/call` whose request key (or call id) already has a result: nothing was
+    /// written; this is the first result's receipt. Do not run the tool again.
+    Duplicate {
+        /// The call whose result it is.
+        call_id: CallId,
+        /// Its receipt.
+        receipt: Option<Value>,
+        /// The sequence number of that result.
+        result_seq: Seq,
+        /// The task's current revision.
+        revision: u64,
+    },
+}
+
+pub(crate) struct TaskCell {
+    pub(crate) id: TaskId,
+    /// Non-delta events folded in log order. Its delta counters, revision and last seq are
+    /// stale: the atomics below are the truth for those.
+    pub(crate) state: Mutex<TaskState>,
+    pub(crate) revision: AtomicU64,
+    pub(crate) last_seq: AtomicU64,
+    pub(crate) deltas: AtomicU64,
+    pub(crate) delta_bytes: AtomicU64,
+}
+
+impl TaskCell {
+    pub(crate) fn new(id: TaskId, state: TaskState) -> TaskCell {
+        TaskCell {
+            revision: AtomicU64::new(state.revision),
+            last_seq: AtomicU64::new(state.last_seq),
+            deltas: AtomicU64::new(state.execution.deltas),
+            delta_bytes: AtomicU64::new(state.execution.delta_bytes),
+            state: Mutex::new(state),
+            id,
+        }
+    }
+
+    /// The task's full folded state: the locked part with the counters filled in.
+    fn snapshot_of(&self, locked: &TaskState) -> TaskState {
+        let mut state = locked.clone();
+        state.revision = self.revision.load(Ordering::Acquire);
+        state.last_seq = self.last_seq.load(Ordering::Acquire);
+        state.execution.deltas = self.deltas.load(Ordering::Acquire);
+        state.execution.delta_bytes = self.delta_bytes.load(Ordering::Acquire);
+        state
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) log: Log,
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) dir: PathBuf,
+    pub(crate) options: StoreOptions,
+    pub(crate) cells: RwLock<HashMap<TaskId, Arc<TaskCell>>>,
+    pub(crate) report: OpenReport,
+    pub(crate) checkpoint: Mutex<()>,
+    pub(crate) since_snapshot_events: AtomicU64,
+    pub(crate) since_snapshot_bytes: AtomicU64,
+}
+
+/// A store of the facts of many tasks. Cheap to clone: clones share one open store.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
+/// A handle on one task of a [`Store`], for appending its events. Cheap to clone.
+#[derive(Clone)]
+pub struct Task {
+    store: Store,
+    cell: Arc<TaskCell>,
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task").field("id", &self.cell.id).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`: see [`crate::harness::store_open`].
+    pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        crate::harness::store_open::open(dir.as_ref(), options, false)
+    }
+
+    /// Opens the store in `dir` for reading only: no lock, nothing written. Appends,
+    /// [`Store::recover`] and [`Store::checkpoint`] fail with [`ErrorKind::ReadOnly`]; use
+    /// [`Store::plan_recovery`] for a dry run.
+    pub fn open_read_only(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        crate::harness::store_open::open(dir.as_ref(), options, true)
+    }
+
+    /// What open found: the snapshot used, the snapshots skipped, the events replayed.
+    #[must_use]
+    pub fn open_report(&self) -> &OpenReport {
+        &self.inner.report
+    }
+
+    /// The underlying log (for reading records, flushing, `durable_seq`).
+    #[must_use]
+    pub fn log(&self) -> &Log {
+        &self.inner.log
+    }
+
+    /// The store's directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// A handle on task `id`, which need not exist yet (its first event creates it).
+    pub fn task(&self, id: &str) -> Result<Task> {
+        check_task_id(id)?;
+        if let Some(cell) = self.inner.cells.read().get(id) {
+            return Ok(Task { store: self.clone(), cell: Arc::clone(cell) });
+        }
+        let mut cells = self.inner.cells.write();
+        let cell = cells.entry(TaskId(id.to_owned())).or_insert_with(|| {
+            Arc::new(TaskCell::new(TaskId(id.to_owned()), TaskState::default()))
+        });
+        Ok(Task { store: self.clone(), cell: Arc::clone(cell) })
+    }
+
+    /// The ids of every task with at least one event, sorted.
+    #[must_use]
+    pub fn task_ids(&self) -> Vec<TaskId> {
+        let cells = self.inner.cells.read();
+        let mut ids: Vec<TaskId> = cells
+            .values()
+            .filter(|c| c.revision.load(Ordering::Acquire) > 0)
+            .map(|c| c.id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The folded state of task `id`, if it has events.
+    #[must_use]
+    pub fn task_state(&self, id: &str) -> Option<TaskState> {
+        let cell = Arc::clone(self.inner.cells.read().get(id)?);
+        let locked = cell.state.lock();
+        let state = cell.snapshot_of(&locked);
+        (state.revision > 0).then_some(state)
+    }
+
+    /// The folded state of every task, as of the events appended so far.
+    #[must_use]
+    pub fn state(&self) -> State {
+        let cells: Vec<Arc<TaskCell>> = self.inner.cells.read().values().cloned().collect();
+        let mut state =
+            State { last_seq: self.inner.log.last_seq().map_or(0, |s| s.0), ..State::default() };
+        for cell in cells {
+            let locked = cell.state.lock();
+            let task = cell.snapshot_of(&locked);
+            if task.revision > 0 {
+                state.tasks.insert(cell.id.clone(), task);
+            }
+        }
+        state
+    }
+
+    /// Reads every event from `from` on, decoded.
+    pub fn events(&self, from: Seq) -> Result<impl Iterator<Item = Result<Event>>> {
+        let reader = self.inner.log.read_from(from)?;
+        Ok(reader.map(|r| r.and_then(|record| codec::decode(record.seq, &record.payload))))
+    }
+
+    /// Makes every event appended so far meet `durability`.
+    pub fn flush(&self, durability: Durability) -> Result<()> {
+        self.inner.log.flush(durability)
+    }
+
+    /// Flushes and closes the store, syncing everything appended.
+    pub fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(inner) => inner.log.close(),
+            Err(shared) => shared.log.flush(Durability::Synced),
+        }
+    }
+
+    pub(crate) fn now_us(&self) -> u64 {
+        (self.inner.options.clock)()
+    }
+
+    pub(crate) fn cells(&self) -> Vec<Arc<TaskCell>> {
+        let mut cells: Vec<Arc<TaskCell>> = self.inner.cells.read().values().cloned().collect();
+        cells.sort_by(|a, b| a.id.cmp(&b.id));
+        cells
+    }
+}
+
+impl Task {
+    /// The task's id.
+    #[must_use]
+    pub fn id(&self) -> &TaskId {
+        &self.cell.id
+    }
+
+    /// The task's current revision: the count of its events.
+    #[must_use]
+    pub fn revision(&self) -> u64 {
+        self.cell.revision.load(Ordering::Acquire)
+    }
+
+    /// The task's folded state.
+    #[must_use]
+    pub fn state(&self) -> TaskState {
+        let locked = self.cell.state.lock();
+        self.cell.snapshot_of(&locked)
+    }
+
+    /// Appends one streamed `assistant/delta` fragment, `Buffered`: no allocation, one lock,
+    /// and no syscall unless the log's buffer is due for a write.
+    pub fn delta(&self, text: &str) -> Result<Seq> {
+        if text.len() > DELTA_TEXT_BYTES_MAX {
+            return Err(ErrorKind::LimitExceeded {
+                what: "assistant/delta text bytes",
+                value: text.len() as u64,
+                limit: DELTA_TEXT_BYTES_MAX as u64,
+            }
+            .into());
+        }
+        let task = self.cell.id.as_str();
+        let len = codec::record_bytes(task, text.len());
+        let now = self.store.now_us();
+        let cell = &*self.cell;
+        self.store.inner.log.append_with(len, Durability::Buffered, |seq, out| {
+            let revision = cell.revision.load(Ordering::Relaxed) + 1;
+            codec::write_delta(out, task, revision, now, text);
+            cell.revision.store(revision, Ordering::Release);
+            cell.last_seq.store(seq.0, Ordering::Release);
+            cell.deltas.fetch_add(1, Ordering::AcqRel);
+            cell.delta_bytes.fetch_add(text.len() as u64, Ordering::AcqRel);
+            Ok(())
+        })
+    }
+
+    /// Appends one event with its type's default durability.
+    pub fn append(&self, body: Body) -> Result<Appended> {
+        self.append_with(body, AppendOptions::default())
+    }
+
+    /// Appends one event: checks it against the task's state (`format-spec/events.md`, "What
+    /// the store refuses"), replaces secrets by references, writes it, waits for its
+    /// durability and folds it in.
+    pub fn append_with(&self, body: Body, options: AppendOptions) -> Result<Appended> {
+        self.append_batch_with(vec![body], options)
+    }
+
+    /// Appends `bodies` as one atomic batch: after a crash all of them are in the log or none
+    /// is. With `options.expected_revision` the whole batch is a compare-and-set. The batch
+    /// waits for the strongest durability among its events.
+    pub fn append_batch_with(&self, bodies: Vec<Body>, options: AppendOptions) -> Result<Appended> {
+        self.store.append_events(&self.cell, bodies, options, false)
+    }
+}
+
+impl Store {
+    /// The checked, atomic append of `bodies` to the task of `cell`.
+    pub(crate) fn append_events(
+        &self,
+        cell: &TaskCell,
+        mut bodies: Vec<Body>,
+        options: AppendOptions,
+        by_recovery: bool,
+    ) -> Result<Appended> {
+        if bodies.is_empty() || bodies.len() > EVENT_BATCH_MAX {
+            return Err(ErrorKind::LimitExceeded {
+                what: "events in one batch (at least 1)",
+                value: bodies.len() as u64,
+                limit: EVENT_BATCH_MAX as u64,
+            }
+            .into());
+        }
+        let mut durability = Durability::Buffered;
+        for body in &mut bodies {
+            if !by_recovery {
+                durability = durability.max(resolve_durability(body, options.durability)?);
+            }
+            prepare(body)?;
+        }
+        if by_recovery {
+            // Recovery batches every task's repair and syncs once at the end.
+            durability = options.durability.unwrap_or(Durability::Synced);
+        }
+        let now = self.now_us();
+        let mut locked = cell.state.lock();
+        // Check each event against the state as the batch's earlier events leave it.
+        let mut scratch: Option<TaskState> = None;
+        for (i, body) in bodies.iter().enumerate() {
+            let view = scratch.as_ref().unwrap_or(&locked);
+            match check::check(&cell.id, view, body, now, by_recovery)? {
+                Verdict::Write => {}
+                Verdict::Duplicate { call_id, receipt, result_seq } if bodies.len() == 1 => {
+                    return Ok(Appended::Duplicate {
+                        call_id,
+                        receipt,
+                        result_seq: Seq(result_seq),
+                        revision: cell.revision.load(Ordering::Acquire),
+                    });
+                }
+                Verdict::Duplicate { call_id, .. } => {
+                    return Err(ErrorKind::InvalidEvent {
+                        event_type: EventType::ToolCall.name().to_owned(),
+                        reason: format!(
+                            "call {:?} already completed; a batch cannot hold a duplicate \
+                             dispatch: send it alone to get its receipt",
+                            call_id.0
+                        ),
+                    }
+                    .into());
+                }
+            }
+            if bodies.len() > 1 && i + 1 < bodies.len() {
+                let state = scratch.get_or_insert_with(|| locked.clone());
+                fold::apply_to_task(state, &probe_event(&cell.id, body.clone(), now));
+            }
+        }
+        let task = cell.id.as_str();
+        let mut records = bodies
+            .iter()
+            .map(|body| codec::encode(task, 0, now, body))
+            .collect::<Result<Vec<Vec<u8>>>>()?;
+        let bytes: usize = records.iter().map(Vec::len).sum();
+        let count = records.len() as u64;
+        let gate = |seq: Seq, records: &mut [Vec<u8>]| -> Result<()> {
+            let current = cell.revision.load(Ordering::Acquire);
+            if let Some(expected) = options.expected_revision
+                && expected != current
+            {
+                return Err(ErrorKind::StaleRevision {
+                    task: task.to_owned(),
+                    expected,
+                    actual: current,
+                }
+                .into());
+            }
+            for (i, record) in records.iter_mut().enumerate() {
+                codec::set_revision(record, current + 1 + i as u64);
+            }
+            cell.revision.store(current + count, Ordering::Release);
+            cell.last_seq.store(seq.0 + count - 1, Ordering::Release);
+            Ok(())
+        };
+        let first = if records.len() == 1 {
+            let record = &mut records[0];
+            let len = record.len();
+            self.inner.log.append_with(len, durability, |seq, out| {
+                gate(seq, std::slice::from_mut(record))?;
+                out.copy_from_slice(record);
+                Ok(())
+            })?
+        } else {
+            self.inner.log.append_batch_with(&mut records, durability, gate)?
+        };
+        // Fold in log order: the events are durable as asked, and the task lock is still held.
+        let mut revision = 0;
+        let mut turn_ended = false;
+        for (i, (body, record)) in bodies.into_iter().zip(&records).enumerate() {
+            revision = u64::from_le_bytes(
+                record[codec::REVISION_OFFSET..codec::REVISION_OFFSET + 8]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
+            turn_ended |= matches!(body, Body::TurnEnd(_));
+            let event = Event {
+                seq: Seq(first.0 + i as u64),
+                task: cell.id.clone(),
+                revision,
+                timestamp_us: now,
+                schema: codec::SCHEMA_VERSION,
+                body,
+            };
+            fold::apply_to_task(&mut locked, &event);
+        }
+        drop(locked);
+        self.after_append(count, bytes as u64, turn_ended)?;
+        Ok(Appended::Written { seq: first, revision })
+    }
+
+    /// The snapshot policy: counts what was appended and writes a snapshot when one is due.
+    fn after_append(&self, events: u64, bytes: u64, turn_ended: bool) -> Result<()> {
+        let options = &self.inner.options;
+        let events = self.inner.since_snapshot_events.fetch_add(events, Ordering::AcqRel) + events;
+        let bytes = self.inner.since_snapshot_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        let due = (options.snapshot_every_events > 0 && events >= options.snapshot_every_events)
+            || (options.snapshot_every_bytes > 0 && bytes >= options.snapshot_every_bytes)
+            || (turn_ended && options.snapshot_at_turn_end);
+        if due && let Some(_guard) = self.inner.checkpoint.try_lock() {
+            crate::harness::store_open::checkpoint_locked(self)?;
+        }
+        Ok(())
+    }
+}
+
+fn probe_event(task: &TaskId, body: Body, now: u64) -> Event {
+    Event { seq: Seq(0), task: task.clone(), revision: 0, timestamp_us: now, schema: 1, body }
+}
+
+/// The durability of `body`: the type's default, or the caller's if it is not less than
+/// `Synced` for a high-risk type.
+fn resolve_durability(body: &Body, asked: Option<Durability>) -> Result<Durability> {
+    let Some(event_type) = body.event_type() else { return Ok(Durability::Synced) };
+    let default = event_type.default_durability();
+    match asked {
+        None => Ok(default),
+        Some(asked) if event_type.is_high_risk() && asked < default => {
+            Err(ErrorKind::InvalidEvent {
+                event_type: event_type.name().to_owned(),
+                reason: format!(
+                    "a {} event is high-risk and must be synced; {asked} was asked for",
+                    event_type.name()
+                ),
+            }
+            .into())
+        }
+        Some(asked) => Ok(asked),
+    }
+}
+
+/// Replaces secrets by references and fills a `tool/call`'s argument digest.
+fn prepare(body: &mut Body) -> Result<()> {
+    let Some(event_type) = body.event_type() else { return Ok(()) };
+    if event_type == EventType::AssistantDelta {
+        return Ok(());
+    }
+    if let Body::ToolCall(call) = body
+        && call.args_digest.is_none()
+        && let Some(args) = &call.args
+    {
+        // Over the arguments with every secret masked: stable across dispatches, and it
+        // reveals nothing about a secret.
+        let mut masked = args.clone();
+        secret::mask(&mut masked);
+        call.args_digest = Some(request_key::args_digest(&masked));
+    }
+    let mut value = codec::body_to_value(body);
+    if secret::redact(&mut value) > 0 {
+        *body = codec::body_from_value(event_type, value).map_err(|e| {
+            Error::from(ErrorKind::InvalidEvent {
+                event_type: event_type.name().to_owned(),
+                reason: format!("a secret replaced a field of the wrong type: {e}"),
+            })
+        })?;
+    }
+    Ok(())
+}
