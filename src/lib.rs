@@ -1,12 +1,72 @@
 //! factlog: an embedded, crash-safe storage engine for the facts of AI-agent harnesses.
 //!
-//! A [`Log`] is a directory of segment files holding CRC-framed records with gap-free
-//! sequence numbers. Every append names its [`Durability`]: `Buffered` (returns at once,
-//! group-committed in the background within a few milliseconds), `Flushed` (in the kernel:
-//! survives a process crash) or `Synced` (on stable storage: survives a power loss).
-//! Concurrent `Synced` appenders share one `fdatasync`. Opening recovers from any crash: a
-//! torn tail is cut and reported, damage elsewhere is refused with the segment and offset.
-//! The on-disk format is specified in `format-spec/`.
+//! Two layers:
+//!
+//! - A [`Store`] keeps the facts of many agent tasks: typed events (turns, steps, streamed
+//!   model output, tool calls and their receipts, approvals, cancels) folded into a
+//!   deterministic [`harness::State`], with snapshots, a recovery procedure that classifies
+//!   every interrupted tool call, stable request keys, revision compare-and-set, and
+//!   approvals that do not outlive a restart. The event format is in
+//!   `format-spec/events.md`, recovery in `format-spec/harness-recovery.md`.
+//! - A [`Log`] is the engine below it: a directory of segment files holding CRC-framed
+//!   records with gap-free sequence numbers. Every append names its [`Durability`]:
+//!   `Buffered` (returns at once, group-committed in the background within a few
+//!   milliseconds), `Flushed` (in the kernel: survives a process crash) or `Synced` (on stable
+//!   storage: survives a power loss). Concurrent `Synced` appenders share one `fdatasync`.
+//!   Opening recovers from any crash: a torn tail is cut and reported, damage elsewhere is
+//!   refused with the segment and offset. The on-disk format is in `format-spec/`.
+//!
+//! A harness loop, a crash and the restart (`examples/harness_loop.rs` is a longer one):
+//!
+//! ```
+//! use factlog::harness::event::{Effect, ToolCall, ToolResult, TurnStart};
+//! use factlog::harness::{Body, Outcome, Plan, request_key};
+//! use factlog::{Store, StoreOptions};
+//!
+//! # fn main() -> factlog::Result<()> {
+//! let dir = tempfile::tempdir().expect("temporary directory");
+//! {
+//!     let store = Store::open(dir.path(), StoreOptions::new())?;
+//!     let task = store.task("session-1")?;
+//!     task.append(Body::TurnStart(TurnStart::default()))?;
+//!     for token in ["Publishing", " now"] {
+//!         task.delta(token)?; // buffered: no syscall, no allocation
+//!     }
+//!     let key = request_key::derive(task.id(), "publish:draft-7", task.revision());
+//!     task.append(Body::ToolCall(ToolCall {
+//!         call_id: "c1".into(),
+//!         tool: "publish".into(),
+//!         effect: Effect::Idempotent,
+//!         request_key: Some(key),
+//!         ..Default::default()
+//!     }))?; // synced before the tool runs
+//!     // ... the process dies while the tool runs: no tool/result.
+//! }
+//! let store = Store::open(dir.path(), StoreOptions::new())?;
+//! let report = store.recover()?;
+//! let call = &report.tasks[0].calls[0];
+//! assert_eq!((call.outcome, call.plan), (Outcome::OutcomeUnknown, Plan::RetrySameKey));
+//! // Retry with the same key; the receipt closes the call.
+//! let task = store.task("session-1")?;
+//! task.append(Body::TurnStart(TurnStart::default()))?;
+//! task.append(Body::ToolCall(ToolCall {
+//!     call_id: "c1".into(),
+//!     tool: "publish".into(),
+//!     effect: Effect::Idempotent,
+//!     request_key: call.request_key.clone(),
+//!     ..Default::default()
+//! }))?;
+//! task.append(Body::ToolResult(ToolResult {
+//!     call_id: "c1".into(),
+//!     receipt: Some(serde_json::json!({"article_id": 7})),
+//!     ..Default::default()
+//! }))?;
+//! store.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The engine alone:
 //!
 //! ```
 //! use factlog::{Durability, Log, Options, Seq};

@@ -195,7 +195,9 @@ pub(crate) struct Inner {
     pub(crate) cells: RwLock<HashMap<TaskId, Arc<TaskCell>>>,
     pub(crate) report: OpenReport,
     pub(crate) checkpoint: Mutex<()>,
-    pub(crate) since_snapshot_events: AtomicU64,
+    /// The seq the newest snapshot covers (0: none): events since it are `last_seq - this`.
+    pub(crate) snapshot_seq: AtomicU64,
+    /// Record bytes appended since the newest snapshot, deltas included.
     pub(crate) since_snapshot_bytes: AtomicU64,
 }
 
@@ -371,13 +373,15 @@ impl Task {
         let len = codec::record_bytes(task, text.len());
         let now = self.store.now_us();
         let cell = &*self.cell;
-        self.store.inner.log.append_with(len, Durability::Buffered, |seq, out| {
+        let inner = &*self.store.inner;
+        inner.log.append_with(len, Durability::Buffered, |seq, out| {
             let revision = cell.revision.load(Ordering::Relaxed) + 1;
             codec::write_delta(out, task, revision, now, text);
             cell.revision.store(revision, Ordering::Release);
             cell.last_seq.store(seq.0, Ordering::Release);
             cell.deltas.fetch_add(1, Ordering::AcqRel);
             cell.delta_bytes.fetch_add(text.len() as u64, Ordering::AcqRel);
+            inner.since_snapshot_bytes.fetch_add(len as u64, Ordering::AcqRel);
             Ok(())
         })
     }
@@ -521,14 +525,14 @@ impl Store {
             fold::apply_to_task(&mut locked, &event);
         }
         drop(locked);
-        self.after_append(count, bytes as u64, turn_ended)?;
+        self.after_append(Seq(first.0 + count - 1), bytes as u64, turn_ended)?;
         Ok(Appended::Written { seq: first, revision })
     }
 
     /// The snapshot policy: counts what was appended and writes a snapshot when one is due.
-    fn after_append(&self, events: u64, bytes: u64, turn_ended: bool) -> Result<()> {
+    fn after_append(&self, last: Seq, bytes: u64, turn_ended: bool) -> Result<()> {
         let options = &self.inner.options;
-        let events = self.inner.since_snapshot_events.fetch_add(events, Ordering::AcqRel) + events;
+        let events = last.0.saturating_sub(self.inner.snapshot_seq.load(Ordering::Acquire));
         let bytes = self.inner.since_snapshot_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
         let due = (options.snapshot_every_events > 0 && events >= options.snapshot_every_events)
             || (options.snapshot_every_bytes > 0 && bytes >= options.snapshot_every_bytes)

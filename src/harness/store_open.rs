@@ -63,6 +63,7 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
         .iter()
         .map(|(id, task)| (id.clone(), Arc::new(TaskCell::new(id.clone(), task.clone()))))
         .collect();
+    let snapshot_seq = folded.snapshot.as_ref().map_or(0, |m| m.covered_seq.0);
     let report = OpenReport {
         log: log.recovery_report().clone(),
         snapshot: folded.snapshot,
@@ -79,7 +80,7 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
             options,
             cells: RwLock::new(cells),
             checkpoint: Mutex::new(()),
-            since_snapshot_events: AtomicU64::new(0),
+            snapshot_seq: AtomicU64::new(snapshot_seq),
             since_snapshot_bytes: AtomicU64::new(0),
         }),
     })
@@ -230,7 +231,7 @@ pub(crate) fn checkpoint_locked(store: &Store) -> Result<SnapshotMeta> {
     })?;
     let meta = snapshot::write(&*inner.fs, &inner.dir, Seq(through), STATE_SCHEMA, &body)?;
     snapshot::prune(&*inner.fs, &inner.dir, SNAPSHOTS_KEPT)?;
-    inner.since_snapshot_events.store(0, Ordering::Release);
+    inner.snapshot_seq.store(through, Ordering::Release);
     inner.since_snapshot_bytes.store(0, Ordering::Release);
     Ok(meta)
 }
