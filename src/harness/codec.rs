@@ -115,8 +115,11 @@ pub fn set_revision(record: &mut [u8], revision: u64) {
     record[REVISION_OFFSET..REVISION_OFFSET + 8].copy_from_slice(&revision.to_le_bytes());
 }
 
+/// An encoded body: wire tag, schema version, encoding byte and body bytes.
+pub type EncodedBody = (u16, u16, u8, Vec<u8>);
+
 /// The body bytes and encoding of `body`: JSON for every type but `assistant/delta`.
-pub fn encode_body(body: &Body) -> Result<(u16, u16, u8, Vec<u8>)> {
+pub fn encode_body(body: &Body) -> Result<EncodedBody> {
     let json = |v: &dyn erased::Json| v.to_vec();
     let (event_type, bytes) = match body {
         Body::AssistantDelta(d) => {
@@ -170,11 +173,17 @@ pub fn encode_body(body: &Body) -> Result<(u16, u16, u8, Vec<u8>)> {
 
 /// Encodes a whole record for `task` at `revision`.
 pub fn encode(task: &str, revision: u64, timestamp_us: u64, body: &Body) -> Result<Vec<u8>> {
-    let (tag, schema, encoding, bytes) = encode_body(body)?;
+    Ok(encode_parts(task, revision, timestamp_us, &encode_body(body)?))
+}
+
+/// Encodes a whole record from a body already encoded by [`encode_body`].
+#[must_use]
+pub fn encode_parts(task: &str, revision: u64, timestamp_us: u64, body: &EncodedBody) -> Vec<u8> {
+    let (tag, schema, encoding, bytes) = body;
     let mut out = vec![0; record_bytes(task, bytes.len())];
-    let at = write_raw_envelope(&mut out, tag, schema, encoding, task, revision, timestamp_us);
-    out[at..].copy_from_slice(&bytes);
-    Ok(out)
+    let at = write_raw_envelope(&mut out, *tag, *schema, *encoding, task, revision, timestamp_us);
+    out[at..].copy_from_slice(bytes);
+    out
 }
 
 /// Encodes `event` (its `seq` is not part of the record: the log assigns it).

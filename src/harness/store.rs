@@ -424,11 +424,12 @@ impl Store {
             .into());
         }
         let mut durability = Durability::Buffered;
+        let mut encoded = Vec::with_capacity(bodies.len());
         for body in &mut bodies {
             if !by_recovery {
                 durability = durability.max(resolve_durability(body, options.durability)?);
             }
-            prepare(body)?;
+            encoded.push(prepare(body)?);
         }
         if by_recovery {
             // Recovery batches every task's repair and syncs once at the end.
@@ -468,10 +469,8 @@ impl Store {
             }
         }
         let task = cell.id.as_str();
-        let mut records = bodies
-            .iter()
-            .map(|body| codec::encode(task, 0, now, body))
-            .collect::<Result<Vec<Vec<u8>>>>()?;
+        let mut records: Vec<Vec<u8>> =
+            encoded.iter().map(|body| codec::encode_parts(task, 0, now, body)).collect();
         let bytes: usize = records.iter().map(Vec::len).sum();
         let count = records.len() as u64;
         let gate = |seq: Seq, records: &mut [Vec<u8>]| -> Result<()> {
@@ -570,10 +569,11 @@ fn resolve_durability(body: &Body, asked: Option<Durability>) -> Result<Durabili
 }
 
 /// Replaces secrets by references and fills a `tool/call`'s argument digest.
-fn prepare(body: &mut Body) -> Result<()> {
-    let Some(event_type) = body.event_type() else { return Ok(()) };
+/// Returns the body's encoding (`codec::encode_body`).
+fn prepare(body: &mut Body) -> Result<codec::EncodedBody> {
+    let Some(event_type) = body.event_type() else { return codec::encode_body(body) };
     if event_type == EventType::AssistantDelta {
-        return Ok(());
+        return codec::encode_body(body);
     }
     if let Body::ToolCall(call) = body
         && call.args_digest.is_none()
@@ -585,14 +585,21 @@ fn prepare(body: &mut Body) -> Result<()> {
         secret::mask(&mut masked);
         call.args_digest = Some(request_key::args_digest(&masked));
     }
-    let mut value = codec::body_to_value(body);
-    if secret::redact(&mut value) > 0 {
-        *body = codec::body_from_value(event_type, value).map_err(|e| {
-            Error::from(ErrorKind::InvalidEvent {
-                event_type: event_type.name().to_owned(),
-                reason: format!("a secret replaced a field of the wrong type: {e}"),
-            })
-        })?;
+    let encoded = codec::encode_body(body)?;
+    // Most bodies hold no secret: the JSON text tells without building a tree of values.
+    let marker = format!("\"{}\"", secret::SECRET_KEY);
+    if !encoded.3.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+        return Ok(encoded);
     }
-    Ok(())
+    let mut value = codec::body_to_value(body);
+    if secret::redact(&mut value) == 0 {
+        return Ok(encoded);
+    }
+    *body = codec::body_from_value(event_type, value).map_err(|e| {
+        Error::from(ErrorKind::InvalidEvent {
+            event_type: event_type.name().to_owned(),
+            reason: format!("a secret replaced a field of the wrong type: {e}"),
+        })
+    })?;
+    codec::encode_body(body)
 }
