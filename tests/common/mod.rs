@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test file uses a different subset of these helpers")]
 
+pub mod cli;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,14 +1,19 @@
 //! `factlog dump`: prints records from a sequence number on, one line per record, without
 //! changing the log (a read-only open takes no lock and writes nothing).
 //!
-//! Both formats are lossless: `text` escapes every byte that is not printable UTF-8, `json`
-//! adds the exact bytes in base64 whenever the payload is not valid UTF-8.
+//! A record holding a typed event (`format-spec/events.md`) is decoded by the library and
+//! printed with its envelope and body fields. Every other record, and every record with
+//! `--raw`, is printed as a raw payload, exactly as before events existed. Raw output is
+//! lossless: `text` escapes every byte that is not printable UTF-8, `json` adds the exact
+//! bytes in base64 whenever the payload is not valid UTF-8.
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use factlog::{Log, Options, Seq};
+use factlog::harness::{Event, codec};
+use factlog::{ErrorKind, Log, Options, Seq};
+use serde_json::{Map, Value};
 
 use crate::{DumpArgs, DumpFormat, Failure, Outcome, base64, is_broken_pipe};
 
@@ -30,10 +35,7 @@ pub fn run(args: &DumpArgs) -> Outcome {
         let record =
             record.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("read: {error}")))?;
         line.clear();
-        match args.format {
-            DumpFormat::Text => text_line(&mut line, record.seq.0, &record.payload),
-            DumpFormat::Json => json_line(&mut line, record.seq.0, &record.payload),
-        }
+        record_line(&mut line, args, record.seq, &record.payload);
         if let Err(error) = output.write_all(line.as_bytes()) {
             return write_failed(&error);
         }
@@ -53,6 +55,61 @@ fn write_failed(error: &io::Error) -> Outcome {
     }
 }
 
+/// Appends the line of one record: its event, or its raw payload.
+fn record_line(out: &mut String, args: &DumpArgs, seq: Seq, payload: &[u8]) {
+    let decoded = if args.raw { None } else { Some(codec::decode(seq, payload)) };
+    match (decoded, args.format) {
+        (Some(Ok(event)), DumpFormat::Text) => event_text_line(out, &event),
+        (Some(Ok(event)), DumpFormat::Json) => event_json_line(out, &event),
+        // Starts like an event but does not decode: the bytes, and why.
+        (Some(Err(error)), DumpFormat::Json) if codec::peek(seq, payload).is_ok() => {
+            let reason = match error.kind() {
+                ErrorKind::CorruptEvent { reason, .. } => reason.clone(),
+                _ => error.to_string(),
+            };
+            raw_json_line(out, seq.0, payload, Some(&reason));
+        }
+        (_, DumpFormat::Text) => text_line(out, seq.0, payload),
+        (_, DumpFormat::Json) => json_line(out, seq.0, payload),
+    }
+}
+
+/// The envelope fields of an event line, in the order they are printed.
+const ENVELOPE_KEYS: [&str; 5] = ["seq", "task", "revision", "timestamp_us", "type"];
+
+/// Appends `SEQ<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>compact body JSON\n`.
+fn event_text_line(out: &mut String, event: &Event) {
+    let _ = write!(out, "{}\t{}\t", event.seq.0, event.body.type_name());
+    escape_text(out, event.task.as_str().as_bytes());
+    // Compact JSON escapes every control character: the line stays one line.
+    let _ = writeln!(out, "\t{}\t{}", event.revision, codec::body_to_value(&event.body));
+}
+
+/// Appends `{"seq":..,"task":..,"revision":..,"timestamp_us":..,"type":..,..body}\n`. A body
+/// field named like an envelope field is kept as `body.NAME`; a body that is not an object
+/// (an opaque event's) goes under `body`.
+fn event_json_line(out: &mut String, event: &Event) {
+    let mut object = Map::new();
+    object.insert(ENVELOPE_KEYS[0].to_owned(), Value::from(event.seq.0));
+    object.insert(ENVELOPE_KEYS[1].to_owned(), Value::from(event.task.as_str()));
+    object.insert(ENVELOPE_KEYS[2].to_owned(), Value::from(event.revision));
+    object.insert(ENVELOPE_KEYS[3].to_owned(), Value::from(event.timestamp_us));
+    object.insert(ENVELOPE_KEYS[4].to_owned(), Value::from(event.body.type_name()));
+    match codec::body_to_value(&event.body) {
+        Value::Object(fields) => {
+            for (key, value) in fields {
+                let key =
+                    if ENVELOPE_KEYS.contains(&key.as_str()) { format!("body.{key}") } else { key };
+                object.insert(key, value);
+            }
+        }
+        other => {
+            object.insert("body".to_owned(), other);
+        }
+    }
+    let _ = writeln!(out, "{}", Value::Object(object));
+}
+
 /// Appends `SEQ<TAB>escaped payload\n`.
 fn text_line(out: &mut String, seq: u64, payload: &[u8]) {
     // Writing into a String cannot fail.
@@ -64,7 +121,7 @@ fn text_line(out: &mut String, seq: u64, payload: &[u8]) {
 /// Escapes a payload so that the text line is unambiguous and holds no control characters:
 /// `\\`, `\t`, `\n`, `\r`, `\xNN` for other ASCII controls and for bytes that are not UTF-8,
 /// `\u{NN}` for the other Unicode control characters (C1).
-fn escape_text(out: &mut String, payload: &[u8]) {
+pub fn escape_text(out: &mut String, payload: &[u8]) {
     for chunk in payload.utf8_chunks() {
         for c in chunk.valid().chars() {
             match c {
@@ -89,6 +146,11 @@ fn escape_text(out: &mut String, payload: &[u8]) {
 
 /// Appends `{"seq":N,"payload":"..."}` (plus `"payload_b64"` when not UTF-8) and a newline.
 fn json_line(out: &mut String, seq: u64, payload: &[u8]) {
+    raw_json_line(out, seq, payload, None);
+}
+
+/// [`json_line`], plus a `"corrupt_event"` field with the reason when one is given.
+fn raw_json_line(out: &mut String, seq: u64, payload: &[u8], corrupt: Option<&str>) {
     let _ = write!(out, "{{\"seq\":{seq},\"payload\":");
     if let Ok(text) = std::str::from_utf8(payload) {
         push_json_string(out, text);
@@ -97,6 +159,10 @@ fn json_line(out: &mut String, seq: u64, payload: &[u8]) {
         out.push_str(",\"payload_b64\":\"");
         out.push_str(&base64::encode(payload));
         out.push('"');
+    }
+    if let Some(reason) = corrupt {
+        out.push_str(",\"corrupt_event\":");
+        push_json_string(out, reason);
     }
     out.push_str("}\n");
 }
@@ -131,6 +197,40 @@ mod tests {
         assert_eq!(text(b"\xff\xfeok"), "7\t\\xff\\xfeok\n");
         assert_eq!(text("caf\u{e9} \u{85}".as_bytes()), "7\tcaf\u{e9} \\u{85}\n");
         assert_eq!(text(b""), "7\t\n");
+    }
+
+    fn event(body: factlog::harness::Body) -> Event {
+        Event {
+            seq: Seq(3),
+            task: "t\t1".into(),
+            revision: 2,
+            timestamp_us: 9,
+            schema: codec::SCHEMA_VERSION,
+            body,
+        }
+    }
+
+    #[test]
+    fn an_event_line_keeps_the_envelope_and_renames_colliding_body_fields() {
+        use factlog::harness::event::UserMessage;
+        let mut extra = Map::new();
+        extra.insert("seq".to_owned(), Value::from("mine"));
+        extra.insert("note".to_owned(), Value::from(1));
+        let body =
+            factlog::harness::Body::UserMessage(UserMessage { text: "hi\n".to_owned(), extra });
+        let mut json = String::new();
+        event_json_line(&mut json, &event(body.clone()));
+        assert_eq!(
+            json,
+            "{\"seq\":3,\"task\":\"t\\t1\",\"revision\":2,\"timestamp_us\":9,\
+             \"type\":\"user/message\",\"text\":\"hi\\n\",\"body.seq\":\"mine\",\"note\":1}\n"
+        );
+        let mut text = String::new();
+        event_text_line(&mut text, &event(body));
+        assert_eq!(
+            text,
+            "3\tuser/message\tt\\t1\t2\t{\"text\":\"hi\\n\",\"seq\":\"mine\",\"note\":1}\n"
+        );
     }
 
     #[test]

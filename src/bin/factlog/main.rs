@@ -10,13 +10,18 @@
 
 mod append;
 mod base64;
+mod checkpoint;
 mod dump;
+mod emit;
+mod history;
 mod info;
+mod recover;
+mod state;
 mod verify;
 
 use std::fmt;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -28,9 +33,12 @@ const EXIT_USAGE: u8 = 2;
 #[command(
     name = "factlog",
     version,
-    about = "Inspect and feed a factlog log: an embedded, crash-safe, segmented record log.",
+    about = "Inspect and feed a factlog log or store: an embedded, crash-safe, segmented record \
+             log with the typed events of agent harnesses on top.",
     after_help = "Example:\n  printf 'hello\\nworld\\n' | factlog append /tmp/factlog-demo\n  \
-                  factlog dump /tmp/factlog-demo --format json"
+                  factlog dump /tmp/factlog-demo --format json\n  \
+                  echo '{\"task\":\"t1\",\"type\":\"user/message\",\"text\":\"hi\"}' | \
+                  factlog emit /tmp/factlog-store"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -54,10 +62,19 @@ enum Command {
 
     /// Print every record from a sequence number on, one line per record (read-only).
     ///
+    /// A record holding a typed event (written by `factlog emit` or the library's `Store`) is
+    /// decoded. text: `SEQ<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>body as compact JSON` (the task
+    /// escaped like a payload). json: `{"seq":N,"task":"..","revision":N,"timestamp_us":N,
+    /// "type":"tool/call", ..body fields}`; a body field named like an envelope field is
+    /// written as `body.NAME`.
+    ///
+    /// Any other record (a raw `factlog append` record), and every record with `--raw`:
     /// text: `SEQ<TAB>payload`, where backslash, control characters and bytes that are not
     /// UTF-8 are escaped (`\\`, `\t`, `\n`, `\r`, `\xNN`, `\u{NN}`).
     /// json: `{"seq":N,"payload":"..."}`; when the payload is not valid UTF-8, "payload" holds
-    /// a lossy string and `payload_b64` the exact bytes in standard base64.
+    /// a lossy string and `payload_b64` the exact bytes in standard base64. A record that
+    /// starts like an event but does not decode is printed raw; in json with a
+    /// `corrupt_event` field saying why.
     #[command(after_help = "Exit codes:\n  0  every record was printed\n  1  the log could not \
                             be opened or read (the message says why)\n  2  bad arguments\n\n\
                             Example:\n  factlog dump /tmp/factlog-demo --from 2 --format json")]
@@ -67,10 +84,16 @@ enum Command {
     ///
     /// Reports each segment and what was found: a clean log, a torn tail (the bytes an open
     /// would cut: segment, offset, length), or corruption (segment, offset, reason).
+    ///
+    /// With `--deep`, the store's events are then folded from scratch and compared with the
+    /// newest snapshot and with the state an open builds.
     #[command(after_help = "Exit codes:\n  0  clean\n  1  only a torn tail, which an open would \
                             cut\n  2  corruption, an unsupported format version, or the log \
-                            could not be read; also bad arguments\n\n\
-                            Example:\n  factlog verify /tmp/factlog-demo --json")]
+                            could not be read; with --deep also a record that is not an event, \
+                            or a snapshot or state that differs from the fold of the events; \
+                            also bad arguments\n\n\
+                            Example:\n  factlog verify /tmp/factlog-demo --json\n  \
+                            factlog verify /tmp/factlog-store --deep")]
     Verify(VerifyArgs),
 
     /// Show the segments, sequence range and durable sequence number of a log (read-only).
@@ -78,6 +101,82 @@ enum Command {
                             opened (the message says why)\n  2  bad arguments\n\n\
                             Example:\n  factlog info /tmp/factlog-demo --json")]
     Info(InfoArgs),
+
+    /// Append typed events, one JSON object per line of standard input, and reply to each.
+    ///
+    /// Creates the store if needed. Each line is an object with "task", "type" (an event type
+    /// such as "tool/call") and the body fields of that type; optional "expected_revision"
+    /// (compare-and-set on the task's revision) and "durability" (buffered, flushed or
+    /// synced; never less than the type's default for a high-risk type). A value written as
+    /// {"$secret": "..."} is replaced on disk by a reference and never printed.
+    ///
+    /// One JSON line is printed and flushed per event, once it meets its durability:
+    /// {"seq":N,"task":"..","revision":N}; for a tool/call whose request was already answered
+    /// {"seq":RESULT_SEQ,"task":"..","revision":N,"duplicate":true,"call_id":"..",
+    /// "receipt":..} (nothing written: do not run the tool again); for a stale
+    /// expected_revision {"error":"STALE_REVISION","expected":N,"actual":N}; for any other
+    /// refusal {"error":"CODE","message":".."} with CODE one of INVALID_EVENT,
+    /// NEEDS_CONFIRMATION, APPROVAL_REFUSED, LIMIT_EXCEEDED. Nothing is written for a refused
+    /// line and the stream goes on; empty lines are skipped. An I/O failure of the store is
+    /// replied to the same way (code IO, DISK_FULL or POISONED) and ends the command. At the
+    /// end of input the store is synced and closed.
+    #[command(after_help = "Exit codes:\n  0  end of input reached (refused lines included), \
+                            the store synced and closed\n  1  the store could not be opened \
+                            (locked, damaged, not a store), or writing to it or to standard \
+                            output failed (the message says why)\n  2  bad arguments\n\n\
+                            Example:\n  echo '{\"task\":\"t1\",\"type\":\"task/contract\",\
+                            \"goal\":\"publish\",\"risk\":\"high\"}' | factlog emit \
+                            /tmp/factlog-store")]
+    Emit(EmitArgs),
+
+    /// Restore every task after a restart: classify open tool calls, expire approvals.
+    ///
+    /// Runs the library's recovery (writing its repair events, synced) and prints, per task,
+    /// each tool call that needed a decision with its outcome (not_started, completed,
+    /// outcome_unknown) and plan (reschedule, reuse_receipt, retry, retry_same_key, verify,
+    /// ask_user), the approvals and cancel signals that expired, the step and turn closed as
+    /// interrupted, and whether the task may resume by itself (ready) or needs a recorded
+    /// control/resume first (needs_confirmation). Running it again writes nothing.
+    /// `--dry-run` opens the store read-only and writes nothing at all.
+    #[command(after_help = "Exit codes:\n  0  report printed\n  1  the store could not be \
+                            opened (missing, locked, damaged) or the repair could not be \
+                            written (the message says why)\n  2  bad arguments\n\n\
+                            Example:\n  factlog recover /tmp/factlog-store --dry-run --json")]
+    Recover(RecoverArgs),
+
+    /// Show the folded state of every task, or of one (read-only).
+    ///
+    /// Text: per task its goal, risk, phase, turn and step, tool calls with their status,
+    /// side effects by request key, approvals and whether it needs a resume confirmation.
+    /// JSON: {"last_seq":N,"tasks":{ID: state}}, or with --task the task's state object with
+    /// the id as "task" (its goal, risk, phase, plan and todos then under "facts").
+    #[command(after_help = "Exit codes:\n  0  state printed\n  1  the store could not be \
+                            opened, or the task has no events (the message says why)\n  \
+                            2  bad arguments\n\n\
+                            Example:\n  factlog state /tmp/factlog-store --task t1 --json")]
+    State(StateArgs),
+
+    /// Show the model-visible history of a task (read-only).
+    ///
+    /// Messages, assembled streamed text, and every tool call paired with its result or an
+    /// explicit unknown outcome; a context summary replaces what came before it. Text: one
+    /// entry per line (`user: ..`, `assistant: ..`, `tool CALL TOOL -> OUTCOME ..`,
+    /// `summary: ..`). JSON: one object per line with a "role" field.
+    #[command(after_help = "Exit codes:\n  0  history printed\n  1  the store could not be \
+                            opened or read, or the task has no events (the message says why)\n  \
+                            2  bad arguments\n\n\
+                            Example:\n  factlog history /tmp/factlog-store --task t1")]
+    History(HistoryArgs),
+
+    /// Write a snapshot of every task's state now and print its path and covered seq.
+    ///
+    /// The snapshot is folded from the events (never taken from memory) and written
+    /// atomically; the newest few are kept. It only speeds up the next open.
+    #[command(after_help = "Exit codes:\n  0  snapshot written\n  1  the store could not be \
+                            opened (missing, locked, damaged) or the snapshot could not be \
+                            written (the message says why)\n  2  bad arguments\n\n\
+                            Example:\n  factlog checkpoint /tmp/factlog-store --json")]
+    Checkpoint(CheckpointArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -100,6 +199,9 @@ struct DumpArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = DumpFormat::Text)]
     format: DumpFormat,
+    /// Print every record raw (as `factlog append` records), without decoding events.
+    #[arg(long)]
+    raw: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -109,11 +211,65 @@ struct VerifyArgs {
     /// Print a single JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Also fold the store's events and compare them with the snapshot and the open state.
+    #[arg(long)]
+    deep: bool,
 }
 
 #[derive(Debug, clap::Args)]
 struct InfoArgs {
     /// Log directory.
+    dir: PathBuf,
+    /// Print a single JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct EmitArgs {
+    /// Store directory (created if missing).
+    dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct RecoverArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// Print a single JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Open the store read-only and only print what recovery would do.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct StateArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// Only this task.
+    #[arg(long, value_name = "TASK")]
+    task: Option<String>,
+    /// Print a single JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct HistoryArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// The task.
+    #[arg(long, value_name = "TASK")]
+    task: String,
+    /// Print one JSON object per entry instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckpointArgs {
+    /// Store directory.
     dir: PathBuf,
     /// Print a single JSON object instead of text.
     #[arg(long)]
@@ -176,6 +332,11 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Info(args) => info::run(&args),
+        Command::Emit(args) => emit::run(&args),
+        Command::Recover(args) => recover::run(&args),
+        Command::State(args) => state::run(&args),
+        Command::History(args) => history::run(&args),
+        Command::Checkpoint(args) => checkpoint::run(&args),
     };
     match outcome {
         Ok(code) => code,
@@ -198,7 +359,10 @@ fn usage_error(error: &clap::Error) -> ExitCode {
         }
         // Without arguments clap would print the whole help as its "error".
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            report_failure("a command is required: append, dump, verify or info (see --help)");
+            report_failure(
+                "a command is required: append, dump, verify, info, emit, recover, state, \
+                 history or checkpoint (see --help)",
+            );
             ExitCode::from(EXIT_USAGE)
         }
         _ => {
@@ -231,6 +395,28 @@ fn report_failure(message: &str) {
         message.chars().map(|c| if c == '\n' || c == '\r' { ' ' } else { c }).collect();
     // Standard error is the last channel left; if it is closed there is nobody to tell.
     let _ = writeln!(std::io::stderr().lock(), "factlog: {single}");
+}
+
+/// Refuses a store directory that does not exist, before a writer open would create one there.
+fn require_dir(dir: &Path, exit_code: u8) -> Result<(), Failure> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(Failure::new(
+        exit_code,
+        format_args!(
+            "no store at {}: the directory does not exist (check the path; `factlog emit` \
+             creates a store)",
+            dir.display()
+        ),
+    ))
+}
+
+/// Opens the store in `dir` read-only, or says why it cannot be.
+fn open_read_only(dir: &Path, exit_code: u8) -> Result<factlog::Store, Failure> {
+    factlog::Store::open_read_only(dir, factlog::StoreOptions::new()).map_err(|error| {
+        Failure::new(exit_code, format_args!("cannot open {}: {error}", dir.display()))
+    })
 }
 
 /// Whether an output error only means the reader went away (e.g. `factlog dump | head`).

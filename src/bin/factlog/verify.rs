@@ -4,10 +4,20 @@
 //! Finding damage is the command's answer, not its failure: the report goes to standard output
 //! (text, or one JSON object with `--json`). Only a log that cannot be read at all (a missing
 //! directory, an I/O error) also gets the one-line `factlog: ...` message on standard error.
+//!
+//! `--deep` then opens the store read-only and asks the library to fold every event from
+//! scratch ([`factlog::Store::verify_deep`]): the newest snapshot must equal the fold of the
+//! events it covers and the state an open builds the fold of all of them, or the exit code is
+//! 2. A snapshot that had to be skipped is reported but does not change the exit code: it is
+//! only an accelerator, and an open falls back past it.
 
 use std::process::ExitCode;
 
-use factlog::{Error, ErrorKind, Options, SegmentVerify, TailCut, VerifyOutcome, VerifyReport};
+use factlog::harness::DeepVerify;
+use factlog::{
+    Error, ErrorKind, Options, SegmentVerify, Store, StoreOptions, TailCut, VerifyOutcome,
+    VerifyReport,
+};
 use serde_json::{Value, json};
 
 use crate::{Failure, Outcome, VerifyArgs};
@@ -74,19 +84,107 @@ fn torn_tail(cut: &TailCut) -> Finding<'static> {
     }
 }
 
-/// Prints the report and returns the exit code that goes with the finding.
+/// Prints the report and returns the exit code that goes with the finding (and with the deep
+/// check, when asked for and the log is readable).
 fn print(args: &VerifyArgs, report: Option<&VerifyReport>, finding: &Finding<'_>) -> ExitCode {
-    let exit_code = match finding {
+    let mut exit_code = match finding {
         Finding::Clean => EXIT_CLEAN,
         Finding::TornTail { .. } => EXIT_TORN_TAIL,
         Finding::Corrupt(_) => EXIT_CORRUPT,
     };
+    let deep = (args.deep && exit_code != EXIT_CORRUPT).then(|| deep_check(args));
+    if deep.as_ref().is_some_and(|deep| !deep_ok(deep)) {
+        exit_code = EXIT_CORRUPT;
+    }
     if args.json {
-        println!("{}", report_json(args, report, finding, exit_code));
+        let mut object = report_json(args, report, finding, exit_code);
+        if args.deep {
+            object["deep"] = deep.as_ref().map_or(Value::Null, deep_json);
+        }
+        println!("{object}");
     } else {
         print_text(report, finding);
+        if let Some(deep) = &deep {
+            print_deep_text(deep);
+        }
     }
     ExitCode::from(exit_code)
+}
+
+/// Folds the store's events from scratch and compares them with its snapshot and state.
+fn deep_check(args: &VerifyArgs) -> Result<DeepVerify, Error> {
+    Store::open_read_only(&args.dir, StoreOptions::new())?.verify_deep()
+}
+
+fn deep_ok(deep: &Result<DeepVerify, Error>) -> bool {
+    deep.as_ref().is_ok_and(|deep| deep.live_matches && deep.snapshot_matches != Some(false))
+}
+
+fn print_deep_text(deep: &Result<DeepVerify, Error>) {
+    let deep = match deep {
+        Ok(deep) => deep,
+        Err(error) => {
+            println!("deep: the store cannot be folded: {error}");
+            return;
+        }
+    };
+    println!("deep: {} events folded from scratch", deep.events);
+    match (&deep.snapshot, deep.snapshot_matches) {
+        (Some(meta), Some(true)) => println!(
+            "deep: snapshot {} (events through seq {}) equals the fold of its events",
+            meta.path.display(),
+            meta.covered_seq.0
+        ),
+        (Some(meta), _) => println!(
+            "deep: snapshot {} (events through seq {}) differs from the fold of its events: \
+             remove it, and the next open rebuilds the state from the events",
+            meta.path.display(),
+            meta.covered_seq.0
+        ),
+        (None, _) => println!("deep: no snapshot to compare"),
+    }
+    if deep.live_matches {
+        println!("deep: the state an open builds equals the fold of every event");
+    } else {
+        println!(
+            "deep: the state an open builds differs from the fold of every event: remove the \
+             snapshots, and the next open rebuilds the state from the events"
+        );
+    }
+    for (path, reason) in &deep.skipped_snapshots {
+        println!("deep: snapshot {} skipped by an open: {reason}", path.display());
+    }
+}
+
+fn deep_json(deep: &Result<DeepVerify, Error>) -> Value {
+    let ok = deep_ok(deep);
+    match deep {
+        Err(error) => json!({ "ok": ok, "error": error_json(error) }),
+        Ok(deep) => {
+            let snapshot = deep.snapshot.as_ref().map_or(Value::Null, |meta| {
+                json!({
+                    "path": meta.path.display().to_string(),
+                    "covered_seq": meta.covered_seq.0,
+                })
+            });
+            let skipped: Vec<Value> = deep
+                .skipped_snapshots
+                .iter()
+                .map(|(path, reason)| {
+                    json!({ "path": path.display().to_string(), "reason": reason })
+                })
+                .collect();
+            json!({
+                "ok": ok,
+                "events": deep.events,
+                "snapshot": snapshot,
+                "snapshot_matches": deep.snapshot_matches,
+                "live_matches": deep.live_matches,
+                "skipped_snapshots": skipped,
+                "error": Value::Null,
+            })
+        }
+    }
 }
 
 fn print_text(report: Option<&VerifyReport>, finding: &Finding<'_>) {
@@ -226,6 +324,12 @@ fn error_json(error: &Error) -> Value {
         ErrorKind::NotALog { dir } => json!({
             "kind": "not_a_log",
             "dir": dir.display().to_string(),
+            "message": message,
+        }),
+        ErrorKind::CorruptEvent { seq, reason } => json!({
+            "kind": "corrupt_event",
+            "seq": seq,
+            "reason": reason,
             "message": message,
         }),
         ErrorKind::Io { op, path, .. } => json!({

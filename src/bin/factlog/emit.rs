@@ -1,0 +1,346 @@
+//! `factlog emit`: typed events from standard input, one JSON object per line, each answered
+//! by one JSON line on standard output once it meets its durability.
+//!
+//! The reply is the acknowledgement, as the returned `Appended` is for a library caller: it is
+//! written only after the append returned. A refused line (bad JSON, a missing or mistyped
+//! field, a stale revision, a missing confirmation or approval, a limit) gets an error reply,
+//! nothing is written for it, and the stream goes on. A failure of the store itself (I/O, a
+//! poisoned writer) is replied to the same way and ends the command with exit code 1.
+//!
+//! Latency against throughput: replies go through a buffer that is flushed whenever standard
+//! input holds no further complete line, that is before every read that could block. A
+//! harness talking through a pipe sees each reply before it sends the next line; a file of a
+//! million deltas costs one `write` per buffer, not one per delta.
+//!
+//! Secrets (`{"$secret": ".."}`) are redacted by the library; this module never prints a body
+//! value, and no error message it builds quotes the input.
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::process::ExitCode;
+
+use factlog::harness::codec;
+use factlog::harness::event::AssistantDelta;
+use factlog::harness::{Body, EventType};
+use factlog::limits::EVENT_BODY_BYTES_MAX;
+use factlog::{AppendOptions, Appended, Durability, Error, ErrorKind, Store, StoreOptions};
+use serde_json::{Map, Value, json};
+
+use crate::{EmitArgs, Failure, Outcome};
+
+/// Exit code for every runtime failure of `emit`.
+const EXIT_FAILURE: u8 = 1;
+
+/// Longest input line read into memory, newline included. A stored body holds at most
+/// `EVENT_BODY_BYTES_MAX` bytes, but its JSON line may spell characters as longer escapes
+/// (`\u0041`), so the cap leaves room; the library enforces the real bound. The cap only
+/// keeps a line without a newline from growing the buffer without bound.
+const LINE_BYTES_MAX: u64 = 4 * EVENT_BODY_BYTES_MAX as u64;
+
+/// Bytes of the input buffer: many small lines per `read` when standard input is a file.
+const INPUT_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Bytes of the output buffer: many replies per `write` when they are not awaited.
+const OUTPUT_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The envelope keys of an input line; every other key belongs to the body.
+const KEY_TASK: &str = "task";
+const KEY_TYPE: &str = "type";
+const KEY_EXPECTED_REVISION: &str = "expected_revision";
+const KEY_DURABILITY: &str = "durability";
+
+pub fn run(args: &EmitArgs) -> Outcome {
+    let store = Store::open(&args.dir, StoreOptions::new()).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+    })?;
+    let emitted = emit_lines(&store);
+    // Closing syncs what was appended: the acknowledged events keep their promise either way,
+    // and the buffered ones become durable. The first failure is the one to report.
+    let closed = store.close();
+    emitted?;
+    closed.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What became of one input line.
+enum Reply {
+    /// The reply line and, when the store can take no more events, why.
+    Line { reply: Value, fatal: Option<String> },
+    /// An empty line: no reply.
+    Skip,
+}
+
+/// Reads every line of standard input and replies to each.
+fn emit_lines(store: &Store) -> Result<(), Failure> {
+    let stdin = io::stdin();
+    let mut input = BufReader::with_capacity(INPUT_BUFFER_BYTES, stdin.lock());
+    let stdout = io::stdout();
+    let mut output = BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, stdout.lock());
+    let mut line = Vec::new();
+    loop {
+        // The next read blocks unless a whole line is buffered: whoever waits for the
+        // replies written so far must get them first.
+        if !input.buffer().contains(&b'\n') {
+            output.flush().map_err(write_failed)?;
+        }
+        line.clear();
+        let reply = match read_line(&mut input, &mut line).map_err(read_failed)? {
+            Line::End => break,
+            Line::TooLong(bytes) => refused(&Error::from(ErrorKind::LimitExceeded {
+                what: "emit input line bytes",
+                value: bytes,
+                limit: LINE_BYTES_MAX,
+            })),
+            Line::Complete => handle_line(store, &line),
+        };
+        let Reply::Line { reply, fatal } = reply else { continue };
+        serde_json::to_writer(&mut output, &reply)
+            .map_err(io::Error::from)
+            .map_err(write_failed)?;
+        output.write_all(b"\n").map_err(write_failed)?;
+        if let Some(message) = fatal {
+            output.flush().map_err(write_failed)?;
+            return Err(Failure::new(EXIT_FAILURE, format_args!("append: {message}")));
+        }
+    }
+    output.flush().map_err(write_failed)
+}
+
+fn write_failed(error: io::Error) -> Failure {
+    Failure::new(EXIT_FAILURE, format_args!("writing stdout: {error}"))
+}
+
+fn read_failed(error: io::Error) -> Failure {
+    Failure::new(EXIT_FAILURE, format_args!("reading stdin: {error}"))
+}
+
+/// One line of input, as read.
+enum Line {
+    /// The end of input.
+    End,
+    /// A line (its newline removed), or the last bytes of input without one.
+    Complete,
+    /// A line longer than [`LINE_BYTES_MAX`], skipped through its newline; its length.
+    TooLong(u64),
+}
+
+/// Reads one line into `line`, at most [`LINE_BYTES_MAX`] bytes of it.
+fn read_line(input: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<Line> {
+    let read = input.by_ref().take(LINE_BYTES_MAX).read_until(b'\n', line)?;
+    if read == 0 {
+        return Ok(Line::End);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        return Ok(Line::Complete);
+    }
+    if (read as u64) < LINE_BYTES_MAX {
+        return Ok(Line::Complete);
+    }
+    line.clear();
+    Ok(Line::TooLong(read as u64 + skip_line(input)?))
+}
+
+/// Discards input through the next newline (or the end); returns the bytes discarded.
+fn skip_line(input: &mut impl BufRead) -> io::Result<u64> {
+    let mut skipped = 0;
+    loop {
+        let buffer = input.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(skipped);
+        }
+        if let Some(end) = buffer.iter().position(|&byte| byte == b'\n') {
+            input.consume(end + 1);
+            return Ok(skipped + end as u64 + 1);
+        }
+        let len = buffer.len();
+        input.consume(len);
+        skipped += len as u64;
+    }
+}
+
+/// A line the command itself refuses before the library sees it: the message says which
+/// field is wrong and never quotes the input, which may hold a secret.
+#[derive(Debug)]
+struct BadLine(String);
+
+impl fmt::Display for BadLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}; nothing was written (each line is one JSON object with \"task\", \"type\" and \
+             the body fields of that type: see format-spec/events.md)",
+            self.0
+        )
+    }
+}
+
+/// One parsed input line.
+struct Request {
+    task: String,
+    body: Body,
+    options: AppendOptions,
+}
+
+fn handle_line(store: &Store, line: &[u8]) -> Reply {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Reply::Skip;
+    }
+    let request = match parse(line) {
+        Ok(request) => request,
+        Err(Refusal::Line(bad)) => {
+            return Reply::Line {
+                reply: json!({ "error": "INVALID_EVENT", "message": bad.to_string() }),
+                fatal: None,
+            };
+        }
+        Err(Refusal::Library(error)) => return refused(&error),
+    };
+    match append(store, request) {
+        Ok(reply) => Reply::Line { reply, fatal: None },
+        Err(error) => refused(&error),
+    }
+}
+
+/// Why a line was not appended.
+enum Refusal {
+    Line(BadLine),
+    Library(Error),
+}
+
+impl From<BadLine> for Refusal {
+    fn from(bad: BadLine) -> Refusal {
+        Refusal::Line(bad)
+    }
+}
+
+/// Splits a line into its envelope keys and its typed body.
+fn parse(line: &[u8]) -> Result<Request, Refusal> {
+    let value: Value = serde_json::from_slice(line)
+        .map_err(|error| BadLine(format!("the line is not valid JSON ({error})")))?;
+    let Value::Object(mut object) = value else {
+        return Err(BadLine("the line is not a JSON object".to_owned()).into());
+    };
+    let task = match object.shift_remove(KEY_TASK) {
+        Some(Value::String(task)) if !task.is_empty() => task,
+        Some(_) => return Err(BadLine("\"task\" must be a non-empty string".to_owned()).into()),
+        None => return Err(BadLine("\"task\" is missing".to_owned()).into()),
+    };
+    let type_name = match object.shift_remove(KEY_TYPE) {
+        Some(Value::String(name)) => name,
+        Some(_) => return Err(BadLine("\"type\" must be a string".to_owned()).into()),
+        None => return Err(BadLine("\"type\" is missing".to_owned()).into()),
+    };
+    let Some(event_type) = EventType::from_name(&type_name) else {
+        let known: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
+        return Err(BadLine(format!(
+            "unknown event type {type_name:?} (known: {})",
+            known.join(", ")
+        ))
+        .into());
+    };
+    let options = AppendOptions {
+        expected_revision: expected_revision(object.shift_remove(KEY_EXPECTED_REVISION))?,
+        durability: durability(object.shift_remove(KEY_DURABILITY))?,
+    };
+    let body = body(event_type, object).map_err(Refusal::Library)?;
+    Ok(Request { task, body, options })
+}
+
+fn expected_revision(value: Option<Value>) -> Result<Option<u64>, BadLine> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(number)) if number.as_u64().is_some() => Ok(number.as_u64()),
+        Some(_) => Err(BadLine("\"expected_revision\" must be a non-negative integer".to_owned())),
+    }
+}
+
+fn durability(value: Option<Value>) -> Result<Option<Durability>, BadLine> {
+    let bad =
+        || BadLine("\"durability\" must be \"buffered\", \"flushed\" or \"synced\"".to_owned());
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(name)) => match name.as_str() {
+            "buffered" => Ok(Some(Durability::Buffered)),
+            "flushed" => Ok(Some(Durability::Flushed)),
+            "synced" => Ok(Some(Durability::Synced)),
+            _ => Err(bad()),
+        },
+        Some(_) => Err(bad()),
+    }
+}
+
+/// The typed body of `event_type` from the remaining keys of the line.
+fn body(event_type: EventType, fields: Map<String, Value>) -> Result<Body, Error> {
+    codec::body_from_value(event_type, Value::Object(fields)).map_err(|error| {
+        ErrorKind::InvalidEvent {
+            event_type: event_type.name().to_owned(),
+            reason: error.to_string(),
+        }
+        .into()
+    })
+}
+
+/// Appends the event; an `assistant/delta` without options takes the hot path.
+fn append(store: &Store, request: Request) -> Result<Value, Error> {
+    let task = store.task(&request.task)?;
+    let hot_path = request.options.expected_revision.is_none()
+        && matches!(request.options.durability, None | Some(Durability::Buffered));
+    match request.body {
+        Body::AssistantDelta(AssistantDelta { text }) if hot_path => {
+            let seq = task.delta(&text)?;
+            // Only this thread appends, so the revision now is the delta's.
+            Ok(json!({ "seq": seq.0, "task": request.task, "revision": task.revision() }))
+        }
+        body => match task.append_with(body, request.options)? {
+            Appended::Written { seq, revision } => {
+                Ok(json!({ "seq": seq.0, "task": request.task, "revision": revision }))
+            }
+            Appended::Duplicate { call_id, receipt, result_seq, revision } => Ok(json!({
+                "seq": result_seq.0,
+                "task": request.task,
+                "revision": revision,
+                "duplicate": true,
+                "call_id": call_id.as_str(),
+                "receipt": receipt,
+            })),
+        },
+    }
+}
+
+/// The reply to a refused or failed append; a failure of the store ends the stream.
+fn refused(error: &Error) -> Reply {
+    if let ErrorKind::StaleRevision { expected, actual, .. } = error.kind() {
+        let reply = json!({ "error": "STALE_REVISION", "expected": expected, "actual": actual });
+        return Reply::Line { reply, fatal: None };
+    }
+    let (code, fatal) = error_code(error.kind());
+    let message = error.to_string();
+    let fatal = fatal.then(|| message.clone());
+    Reply::Line { reply: json!({ "error": code, "message": message }), fatal }
+}
+
+/// The stable upper-snake code of an error, and whether the store can take no more events.
+fn error_code(kind: &ErrorKind) -> (&'static str, bool) {
+    match kind {
+        ErrorKind::StaleRevision { .. } => ("STALE_REVISION", false),
+        ErrorKind::InvalidEvent { .. } => ("INVALID_EVENT", false),
+        ErrorKind::NeedsConfirmation { .. } => ("NEEDS_CONFIRMATION", false),
+        ErrorKind::ApprovalRefused { .. } => ("APPROVAL_REFUSED", false),
+        ErrorKind::LimitExceeded { .. } => ("LIMIT_EXCEEDED", false),
+        ErrorKind::Io { .. } => ("IO", true),
+        ErrorKind::DiskFull { .. } => ("DISK_FULL", true),
+        ErrorKind::Poisoned { .. } => ("POISONED", true),
+        ErrorKind::ReadOnly => ("READ_ONLY", true),
+        ErrorKind::Locked { .. } => ("LOCKED", true),
+        ErrorKind::Corruption { .. } => ("CORRUPTION", true),
+        ErrorKind::TornTail { .. } => ("TORN_TAIL", true),
+        ErrorKind::UnsupportedVersion { .. } => ("UNSUPPORTED_VERSION", true),
+        ErrorKind::NotALog { .. } => ("NOT_A_LOG", true),
+        ErrorKind::InvalidOptions { .. } => ("INVALID_OPTIONS", true),
+        ErrorKind::CorruptEvent { .. } => ("CORRUPT_EVENT", true),
+        ErrorKind::CorruptSnapshot { .. } => ("CORRUPT_SNAPSHOT", true),
+        // A kind added to the library later: stop rather than guess it is harmless.
+        _ => ("ERROR", true),
+    }
+}

@@ -1,0 +1,112 @@
+//! `factlog recover`: the library's harness recovery, and its report.
+//!
+//! Without `--dry-run` the store is opened for writing and [`Store::recover`] appends each
+//! task's repair events (synced); a second run without new events writes nothing and reports
+//! the same decisions. With `--dry-run` the store is opened read-only (no lock, not a byte
+//! written) and [`Store::plan_recovery`] says what a real run would decide.
+//!
+//! The JSON form is the library's `RecoveryReport` serialised as it is, so its shape is the
+//! library's contract; the text form is one block per task.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
+use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
+use factlog::{Store, StoreOptions};
+
+use crate::{Failure, Outcome, RecoverArgs, require_dir};
+
+/// Exit code for every runtime failure of `recover`.
+const EXIT_FAILURE: u8 = 1;
+
+pub fn run(args: &RecoverArgs) -> Outcome {
+    require_dir(&args.dir, EXIT_FAILURE)?;
+    let open = if args.dry_run { Store::open_read_only } else { Store::open };
+    let store = open(&args.dir, StoreOptions::new()).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+    })?;
+    let report = if args.dry_run {
+        store.plan_recovery()
+    } else {
+        store.recover().map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("recovery could not be written: {error}"))
+        })?
+    };
+    store.close().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+    if args.json {
+        let text = serde_json::to_string(&report).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot format the report: {error}"))
+        })?;
+        println!("{text}");
+    } else {
+        print!("{}", report_text(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text form. Writing into a `String` cannot fail, so the `write!` results are dropped.
+fn report_text(report: &RecoveryReport) -> String {
+    let mut out = String::new();
+    for task in &report.tasks {
+        task_text(&mut out, task, report.dry_run);
+    }
+    let tasks = report.tasks.len();
+    let plural = if tasks == 1 { "" } else { "s" };
+    if report.dry_run {
+        let _ = writeln!(out, "dry run: {tasks} task{plural}, nothing written");
+    } else {
+        let _ = writeln!(
+            out,
+            "recovered {tasks} task{plural}: {} repair events written",
+            report.events_written
+        );
+    }
+    out
+}
+
+fn task_text(out: &mut String, task: &TaskRecovery, dry_run: bool) {
+    let resume = match task.resume {
+        Resume::Ready => "ready: may resume by itself".to_owned(),
+        Resume::NeedsConfirmation => {
+            "needs_confirmation: record a control/resume before any side effect".to_owned()
+        }
+    };
+    let _ = writeln!(out, "task {}: {resume}", task.task);
+    for call in &task.calls {
+        let mut line = format!(
+            "  call {} ({}): {} -> {}",
+            call.call_id,
+            call.tool,
+            call.outcome.as_str(),
+            call.plan.as_str()
+        );
+        if let Some(key) = &call.request_key {
+            let _ = write!(line, ", request key {key}");
+        }
+        if call.outcome == CallOutcome::Completed {
+            let receipt =
+                call.receipt.as_ref().map_or_else(|| "none".to_owned(), ToString::to_string);
+            let _ = write!(line, ", receipt {receipt}");
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if !task.expired.is_empty() {
+        let ids: Vec<&str> = task.expired.iter().map(ApprovalId::as_str).collect();
+        let _ = writeln!(out, "  expired approvals: {}", ids.join(", "));
+    }
+    if !task.expired_signals.is_empty() {
+        let seqs: Vec<String> = task.expired_signals.iter().map(u64::to_string).collect();
+        let _ = writeln!(out, "  expired cancel signals (seq): {}", seqs.join(", "));
+    }
+    if let Some(step) = task.interrupted_step {
+        let _ = writeln!(out, "  step {step} closed as interrupted");
+    }
+    if let Some(turn) = task.interrupted_turn {
+        let _ = writeln!(out, "  turn {turn} closed as interrupted");
+    }
+    if !dry_run {
+        let _ = writeln!(out, "  {} repair events written", task.events_written);
+    }
+}
