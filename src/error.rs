@@ -98,6 +98,14 @@ pub enum ErrorKind {
         /// The directory.
         dir: PathBuf,
     },
+    /// Records before `first_available` were reclaimed by an explicit
+    /// [`crate::Log::reclaim_before`]; reading from `requested` would skip them.
+    Reclaimed {
+        /// The first sequence number asked for.
+        requested: u64,
+        /// The first sequence number the log still holds.
+        first_available: u64,
+    },
     /// A compare-and-set append was based on a revision of the task that is no longer
     /// current; nothing was written.
     StaleRevision {
@@ -434,6 +442,12 @@ impl fmt::Display for Error {
                 "{} holds no factlog segments (and a new log is only created in an empty or \
                  missing directory): check the path",
                 dir.display()
+            ),
+            ErrorKind::Reclaimed { requested, first_available } => write!(
+                f,
+                "records before {first_available} were reclaimed, so reading from {requested} \
+                 would skip them: read from {first_available}, or (for a store) restore a \
+                 snapshot that covers them"
             ),
             ErrorKind::StaleRevision { task, expected, actual } => write!(
                 f,

@@ -271,7 +271,30 @@ impl Log {
             Inner::Writer { writer, .. } => writer.reader_view()?,
             Inner::ReadOnly { segments, last } => (segments.clone(), *last),
         };
+        let first_available = segments.first().map_or(1, |s| s.header.first_seq.0);
+        if from.0.max(1) < first_available {
+            return Err(ErrorKind::Reclaimed { requested: from.0, first_available }.into());
+        }
         Ok(Reader::new(Arc::clone(&self.fs), segments, from, last))
+    }
+
+    /// The first sequence number the log holds: 1 unless [`Log::reclaim_before`] removed
+    /// segments.
+    pub fn first_seq(&self) -> Result<Seq> {
+        let segments = match &self.inner {
+            Inner::Writer { writer, .. } => writer.reader_view()?.0,
+            Inner::ReadOnly { segments, .. } => segments.clone(),
+        };
+        Ok(segments.first().map_or(Seq(1), |s| s.header.first_seq))
+    }
+
+    /// Reclaims disk space: deletes the sealed segments whose every record is before
+    /// `keep_from`, oldest first, and syncs the directory. The active segment is never
+    /// deleted, and nothing else ever deletes a segment. Afterwards reading from before the
+    /// first kept record fails with [`ErrorKind::Reclaimed`]. Returns the number of segments
+    /// and bytes removed.
+    pub fn reclaim_before(&self, keep_from: Seq) -> Result<(usize, u64)> {
+        self.writer()?.reclaim_before(keep_from.0)
     }
 
     /// True if the log was opened with [`Log::open_read_only`].

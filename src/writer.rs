@@ -21,7 +21,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame;
-use crate::fs::{Fs, FsFile};
+use crate::fs::{Fs, FsFile, OpenMode};
 use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
     GROUP_COMMIT_SPIN_US_MAX, GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
@@ -586,6 +586,28 @@ impl Writer {
     /// The highest seq appended (0 for none).
     pub(crate) fn appended_seq(&self) -> u64 {
         self.appended_seq.load(Ordering::Acquire)
+    }
+
+    /// Removes the sealed segments whose every record is before `keep_from`, oldest first,
+    /// then syncs the directory. Returns how many segments and bytes were removed.
+    pub(crate) fn reclaim_before(&self, keep_from: u64) -> Result<(usize, u64)> {
+        let mut segments = self.segments.lock();
+        let mut removed = 0;
+        let mut bytes = 0;
+        // The active segment (the last) is never removed; a sealed one only if the next one
+        // starts at or before `keep_from`, so that nothing at or after it goes.
+        while segments.len() > 1 && segments[1].header.first_seq.0 <= keep_from {
+            let path = segments[0].path.clone();
+            let len = self.fs.open(&path, OpenMode::Read).and_then(|f| f.len()).unwrap_or(0);
+            self.fs.remove_file(&path).map_err(|e| Error::io("remove segment", &path, e))?;
+            segments.remove(0);
+            removed += 1;
+            bytes += len;
+        }
+        if removed > 0 {
+            self.fs.sync_dir(&self.dir).map_err(|e| Error::io("fsync directory", &self.dir, e))?;
+        }
+        Ok((removed, bytes))
     }
 
     /// Writes the buffer out and returns the segments and the last seq a reader may read.

@@ -159,9 +159,10 @@ fn tool_entry(call_id: CallId, tool: String, args: Option<Value>, outcome: &'sta
 impl Store {
     /// The model-visible history of task `task`, projected from its events. Reads the log
     /// from the start (or from the last `context/compacted` event, whose summary replaces the
-    /// history before it).
+    /// history before it). After [`Store::reclaim`] it starts at the first kept event.
     pub fn history(&self, task: &str) -> Result<Vec<Entry>> {
-        let from = self.task_state(task).map_or(1, |t| t.session.compacted_seq.max(1));
+        let compacted = self.task_state(task).map_or(1, |t| t.session.compacted_seq.max(1));
+        let from = compacted.max(self.log().first_seq()?.0);
         let mut projection = Projection::default();
         let mut reader = self.log().read_from(Seq(from))?;
         while let Some(record) = reader.next_ref() {
