@@ -305,8 +305,6 @@ fn verify_deep_checks_the_state_against_the_events() {
 }
 
 #[test]
-#[ignore = "Store::verify_deep folds its snapshot candidate through seq 0 and so never finds \
-            one (src/harness/store_open.rs, verify_deep); run with --ignored once fixed"]
 fn verify_deep_compares_the_newest_snapshot_with_its_events() {
     let (_temp, dir) = temp_log();
     small_store(&dir);

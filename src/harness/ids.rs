@@ -74,9 +74,16 @@ impl TaskId {
 
 /// Checks that `id` may be used as a task id.
 pub(crate) fn check_task_id(id: &str) -> Result<()> {
-    if id.is_empty() || id.len() > TASK_ID_BYTES_MAX {
+    if id.is_empty() {
+        return Err(ErrorKind::InvalidEvent {
+            event_type: "any".to_owned(),
+            reason: "the task id is empty: give every event a task id of 1 to 128 bytes".to_owned(),
+        }
+        .into());
+    }
+    if id.len() > TASK_ID_BYTES_MAX {
         return Err(ErrorKind::LimitExceeded {
-            what: "task id bytes (at least 1)",
+            what: "task id bytes",
             value: id.len() as u64,
             limit: TASK_ID_BYTES_MAX as u64,
         }

@@ -82,6 +82,7 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
             checkpoint: Mutex::new(()),
             snapshot_seq: AtomicU64::new(snapshot_seq),
             since_snapshot_bytes: AtomicU64::new(0),
+            snapshot_error: Mutex::new(None),
         }),
     })
 }
@@ -177,7 +178,8 @@ impl Store {
     /// and with the live state. Returns the snapshot checked (if any).
     pub fn verify_deep(&self) -> Result<DeepVerify> {
         let inner = &self.inner;
-        let latest = fold_log(&*inner.fs, &inner.dir, &inner.log, 0, true)?;
+        let through = inner.log.last_seq().map_or(0, |s| s.0);
+        let latest = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true)?;
         let snapshot = latest.snapshot.clone();
         let snapshot_matches = match &snapshot {
             Some(meta) => {

@@ -24,9 +24,13 @@ pub fn run(args: &DumpArgs) -> Outcome {
     let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;
-    let reader = log
-        .read_from(Seq(args.from))
-        .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("read: {error}")))?;
+    let read_error = |error| Failure::new(EXIT_FAILURE, format_args!("read: {error}"));
+    // After an explicit reclaim the log starts later: dump what is left, and say so.
+    let first = log.first_seq().map_err(read_error)?;
+    if args.from.max(1) < first.0 {
+        eprintln!("factlog: records before {first} were reclaimed; dumping from {first}");
+    }
+    let reader = log.read_from(Seq(args.from.max(first.0))).map_err(read_error)?;
 
     let stdout = io::stdout();
     let mut output = BufWriter::new(stdout.lock());
