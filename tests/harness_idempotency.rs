@@ -261,3 +261,26 @@ fn a_result_after_an_unknown_outcome_completes_the_call() {
     assert_eq!(state.side_effects[&k].receipt, Some(json!({"payment": "p-9"})));
     assert_eq!(state.execution.retries, 0, "verifying is not a retry");
 }
+
+#[test]
+fn a_key_in_flight_under_another_call_id_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::harness::open(dir.path());
+    let key = factlog::harness::request_key::derive(&"t1".into(), "pay:invoice-9", 1);
+    common::harness::append(
+        &store,
+        "t1",
+        common::harness::call("p1", "pay", Effect::Idempotent, Some(&key)),
+    );
+    let before = common::harness::last_seq(&store);
+    let task = store.task("t1").unwrap();
+    let e = common::harness::err_of(task.append(common::harness::call(
+        "p2",
+        "pay",
+        Effect::Idempotent,
+        Some(&key),
+    )));
+    assert!(common::harness::is_invalid_event(&e, "tool/call"), "{e}");
+    assert!(e.to_string().contains("in flight"), "{e}");
+    assert_eq!(common::harness::last_seq(&store), before);
+}

@@ -745,3 +745,31 @@ fn a_recovery_only_event_from_a_caller_is_refused() {
     let appended = store.task("t1").expect("task").append(result("c1", None)).expect("result");
     assert!(matches!(appended, Appended::Written { .. }));
 }
+
+#[test]
+fn calls_of_one_message_are_reported_in_the_order_the_model_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::harness::open(dir.path());
+    let h = |b| common::harness::append(&store, "t1", b);
+    h(common::harness::turn_start());
+    h(common::harness::assistant("", &[("z-last", "a"), ("m-middle", "b"), ("a-first", "c")]));
+    h(common::harness::call("a-first", "c", Effect::ReadOnly, None));
+    h(common::harness::result("a-first", None));
+    h(common::harness::call("m-middle", "b", Effect::ReadOnly, None));
+    let report = store.recover().unwrap();
+    let order: Vec<&str> = report.tasks[0].calls.iter().map(|c| c.call_id.as_str()).collect();
+    assert_eq!(order, ["z-last", "m-middle", "a-first"]);
+}
+
+#[test]
+fn recover_on_a_read_only_store_is_refused_even_with_nothing_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::harness::open(dir.path());
+    common::harness::append(&store, "t1", common::harness::user("hi"));
+    store.recover().unwrap();
+    store.close().unwrap();
+    let ro = factlog::Store::open_read_only(dir.path(), common::harness::options()).unwrap();
+    let e = common::harness::err_of(ro.recover());
+    assert!(matches!(e.kind(), factlog::ErrorKind::ReadOnly), "{e}");
+    assert!(ro.plan_recovery().events_written == 0);
+}

@@ -117,6 +117,19 @@ fn check_dispatch(
             result_seq: effect.result_seq,
         });
     }
+    if let Some(key) = &call.request_key
+        && let Some(effect) = task.side_effects.get(key)
+        && effect.status == CallStatus::Dispatched
+        && effect.call_id != call.call_id
+    {
+        return Err(invalid(
+            event_type,
+            format!(
+                "request key {:?} is in flight with call {:?}: record its tool/result first",
+                key.0, effect.call_id.0
+            ),
+        ));
+    }
     if let Some(existing) = task.session.calls.get(&call.call_id) {
         match existing.status {
             CallStatus::Completed => {

@@ -130,7 +130,7 @@ pub fn encode_body(body: &Body) -> Result<EncodedBody> {
                 d.text.as_bytes().to_vec(),
             ));
         }
-        Body::Opaque(o) => return Ok((o.tag, SCHEMA_VERSION, o.encoding, o.bytes.clone())),
+        Body::Opaque(o) => return Ok((o.tag, o.schema, o.encoding, o.bytes.clone())),
         Body::Contract(b) => (EventType::Contract, json(b)),
         Body::Phase(b) => (EventType::Phase, json(b)),
         Body::Plan(b) => (EventType::Plan, json(b)),
@@ -247,8 +247,14 @@ pub fn decode(seq: Seq, record: &[u8]) -> Result<Event> {
 }
 
 fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
-    let opaque =
-        || Body::Opaque(Opaque { tag: env.tag, encoding: env.encoding, bytes: env.body.to_vec() });
+    let opaque = || {
+        Body::Opaque(Opaque {
+            tag: env.tag,
+            schema: env.schema,
+            encoding: env.encoding,
+            bytes: env.body.to_vec(),
+        })
+    };
     let Some(event_type) = EventType::from_tag(env.tag) else { return Ok(opaque()) };
     if env.schema != SCHEMA_VERSION {
         return Ok(opaque());

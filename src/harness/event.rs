@@ -175,6 +175,8 @@ pub enum Body {
 pub struct Opaque {
     /// The wire tag.
     pub tag: u16,
+    /// The body schema version it was written with.
+    pub schema: u16,
     /// The body encoding byte.
     pub encoding: u8,
     /// The body bytes.

@@ -69,10 +69,11 @@ fn apply_body(task: &mut TaskState, event: &Event) {
         Body::AssistantMessage(m) => {
             task.session.assistant_messages += 1;
             let turn = task.execution.open_turn.unwrap_or(0);
-            for requested in &m.tool_calls {
+            for (index, requested) in m.tool_calls.iter().enumerate() {
                 let call = task.session.calls.entry(requested.call_id.clone()).or_default();
                 if call.announced_seq == 0 {
                     call.announced_seq = seq;
+                    call.announced_index = u32::try_from(index).unwrap_or(u32::MAX);
                     call.tool.clone_from(&requested.tool);
                     call.turn = turn;
                 }

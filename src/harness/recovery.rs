@@ -109,7 +109,7 @@ pub struct Row {
 const OPEN: &[CallStatus] = &[CallStatus::Dispatched, CallStatus::OutcomeUnknown];
 
 /// The decision table (`format-spec/harness-recovery.md`, "Decision table"). Every
-/// combination of facts matches exactly one row; `tests/harness_recovery_table.rs` proves it.
+/// combination of facts matches exactly one row; `tests/harness_recovery.rs` proves it.
 pub const DECISION_TABLE: &[Row] = &[
     Row {
         number: 1,
@@ -297,9 +297,13 @@ pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
             CallStatus::Completed => c.dispatched_seq > closed,
         })
         .collect();
+    // In the order the model asked for them; calls no message asked for, by dispatch.
     open_calls.sort_by_key(|(_, c)| {
-        let dispatched = if c.dispatched_seq == 0 { u64::MAX } else { c.dispatched_seq };
-        if c.announced_seq > 0 { (c.announced_seq, dispatched) } else { (c.dispatched_seq, 0) }
+        if c.announced_seq > 0 {
+            (c.announced_seq, c.announced_index)
+        } else {
+            (c.dispatched_seq, 0)
+        }
     });
     let mut bodies = Vec::new();
     let mut calls = Vec::new();
@@ -404,6 +408,9 @@ impl Store {
     /// then syncs. Call it once after opening, before resuming work: restoring is not
     /// resuming. Running it again without new events writes nothing.
     pub fn recover(&self) -> Result<RecoveryReport> {
+        if self.log().is_read_only() {
+            return Err(crate::error::ErrorKind::ReadOnly.into());
+        }
         let mut report = RecoveryReport { dry_run: false, tasks: Vec::new(), events_written: 0 };
         for cell in self.cells() {
             if cell.revision.load(std::sync::atomic::Ordering::Acquire) == 0 {

@@ -101,6 +101,8 @@ pub struct Call {
     pub turn: u64,
     /// The sequence number of the `assistant/message` that asked for it (0: none).
     pub announced_seq: u64,
+    /// Its position among that message's `tool_calls`.
+    pub announced_index: u32,
     /// The sequence number of its latest `tool/call` (0: never dispatched).
     pub dispatched_seq: u64,
     /// How many times it was dispatched.

@@ -328,7 +328,9 @@ impl Store {
         self.inner.log.flush(durability)
     }
 
-    /// Flushes and closes the store, syncing everything appended.
+    /// Flushes and closes the store, syncing everything appended. If other clones of this
+    /// store (or [`Task`] handles) are still alive, it syncs and leaves the store open for
+    /// them: the directory lock is released when the last one is dropped.
     pub fn close(self) -> Result<()> {
         match Arc::try_unwrap(self.inner) {
             Ok(inner) => inner.log.close(),
