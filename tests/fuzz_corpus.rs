@@ -14,10 +14,18 @@ use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
-use bodies::{frame_decode, ops_crash, seeds, segment_header, snapshot_decode, tail_recovery};
+use bodies::{
+    event_decode, frame_decode, ops_crash, seeds, segment_header, snapshot_decode, tail_recovery,
+};
 
-const TARGETS: [&str; 5] =
-    ["frame_decode", "segment_header", "tail_recovery", "ops_crash", "snapshot_decode"];
+const TARGETS: [&str; 6] = [
+    "frame_decode",
+    "segment_header",
+    "tail_recovery",
+    "ops_crash",
+    "snapshot_decode",
+    "event_decode",
+];
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
@@ -131,6 +139,19 @@ fn snapshot_decode_corpus_replays_and_holds_valid_and_invalid_files() {
 }
 
 #[test]
+fn event_decode_corpus_replays_and_reaches_every_path() {
+    let outcomes = corpus("event_decode", event_decode::run);
+    let reached = |what: &str, f: fn(&event_decode::Outcome) -> bool| {
+        assert!(outcomes.iter().any(f), "no seed reaches {what}: {outcomes:?}");
+    };
+    reached("a typed event", |o| o.decoded && !o.opaque);
+    reached("an opaque event", |o| o.opaque);
+    reached("a refused body", |o| o.envelope && !o.decoded);
+    reached("a refused envelope", |o| !o.envelope);
+    reached("an accepted JSON body", |o| o.json_body);
+}
+
+#[test]
 fn regressions_stay_fixed() {
     let mut replayed = 0;
     replayed += replay(&inputs("regressions", "frame_decode"), frame_decode::run).len();
@@ -138,6 +159,7 @@ fn regressions_stay_fixed() {
     replayed += replay(&inputs("regressions", "tail_recovery"), tail_recovery::run).len();
     replayed += replay(&inputs("regressions", "ops_crash"), ops_crash::run).len();
     replayed += replay(&inputs("regressions", "snapshot_decode"), snapshot_decode::run).len();
+    replayed += replay(&inputs("regressions", "event_decode"), event_decode::run).len();
     println!("{replayed} regression inputs replayed");
 }
 
@@ -181,11 +203,18 @@ fn committed_seeds_are_what_the_generator_makes() {
 
 /// The segment vectors are real segment files: each goes whole through the header and recovery
 /// bodies, and through the frame decoder from offset 64 under its own salt. The snapshot
-/// vectors go whole through the snapshot decoder.
+/// vectors go whole through the snapshot decoder, the event record vectors through the event
+/// decoder.
 #[test]
 fn format_vectors_pass_through_the_fuzz_bodies() {
     let vectors = vectors();
     for (stem, bytes) in &vectors {
+        if seeds::is_event_vector(stem) {
+            let outcome = catch_unwind(|| event_decode::run(bytes));
+            let outcome = outcome.unwrap_or_else(|_| panic!("vector {stem} fails event_decode"));
+            assert_eq!(outcome.decoded, !stem.ends_with("-bad-magic"), "vector {stem}");
+            continue;
+        }
         if seeds::is_snapshot_vector(stem) {
             let valid = catch_unwind(|| snapshot_decode::run(bytes));
             let valid = valid.unwrap_or_else(|_| panic!("vector {stem} fails snapshot_decode"));

@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod event_decode;
 pub mod frame_decode;
 pub mod input;
 pub mod ops_crash;

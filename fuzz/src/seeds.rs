@@ -11,7 +11,7 @@ use factlog::frame;
 use factlog::segment::SegmentHeader;
 use factlog::{SegmentId, Seq};
 
-use super::{frame_decode, snapshot_decode};
+use super::{event_decode, frame_decode, snapshot_decode};
 
 /// The salt of the format spec's examples.
 pub const SALT: u64 = 0x0123_4567_89AB_CDEF;
@@ -48,6 +48,9 @@ pub fn all() -> Vec<Seed> {
     }
     for (name, bytes) in snapshot_decode::seeds() {
         add("snapshot_decode", name, bytes);
+    }
+    for (name, bytes) in event_decode::seeds() {
+        add("event_decode", &name, bytes);
     }
     seeds
 }
@@ -310,15 +313,19 @@ fn ops_seeds() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 /// The inputs a format vector (`format-spec/vectors/NNN-name.bin`) gives each target, named
-/// `vector-NNN-name`. A snapshot vector (`NNN-snapshot-*`) feeds `snapshot_decode` whole. A
-/// segment vector feeds the segment targets, cut after its last non-zero byte (rounded up to 8,
-/// at least the header) so the inputs stay small; the replay test also feeds every vector
-/// whole.
+/// `vector-NNN-name`. A snapshot vector (`NNN-snapshot-*`) feeds `snapshot_decode` whole, an
+/// event record vector (`NNN-event-*`) feeds `event_decode` whole. A segment vector feeds the
+/// segment targets, cut after its last non-zero byte (rounded up to 8, at least the header) so
+/// the inputs stay small; the replay test also feeds every vector whole.
 #[must_use]
 pub fn from_vector(stem: &str, file: &[u8]) -> Vec<Seed> {
     if is_snapshot_vector(stem) {
         let name = format!("vector-{stem}");
         return vec![Seed { target: "snapshot_decode", name, bytes: file.to_vec() }];
+    }
+    if is_event_vector(stem) {
+        let name = format!("vector-{stem}");
+        return vec![Seed { target: "event_decode", name, bytes: file.to_vec() }];
     }
     let used = file.iter().rposition(|&b| b != 0).map_or(0, |at| at + 1);
     let kept = &file[..used.next_multiple_of(8).max(64).min(file.len())];
@@ -341,4 +348,10 @@ pub fn from_vector(stem: &str, file: &[u8]) -> Vec<Seed> {
 #[must_use]
 pub fn is_snapshot_vector(stem: &str) -> bool {
     stem.get(3..).is_some_and(|rest| rest.starts_with("-snapshot-"))
+}
+
+/// Whether a vector's stem names one event record (`NNN-event-*`) rather than a segment.
+#[must_use]
+pub fn is_event_vector(stem: &str) -> bool {
+    stem.get(3..).is_some_and(|rest| rest.starts_with("-event-"))
 }
