@@ -276,7 +276,8 @@ struct Read {
 /// Reads every record of `log`, checking that the sequence numbers have no gap.
 fn read_all(log: &Log, bytes_on_disk: usize) -> Read {
     let mut read = Read { records: Vec::new(), error: None };
-    let reader = match log.read_from(Seq(1)) {
+    // A log may start after seq 1 (its earlier segments reclaimed): read all it holds.
+    let reader = match log.first_seq().and_then(|first| log.read_from(first)) {
         Ok(reader) => reader,
         Err(e) => {
             read.error = Some(e.to_string());

@@ -332,7 +332,7 @@ struct DeltaJson {
 
 /// The JSON object of a body (for `dump`, `state` and the CLI): the typed fields and the
 /// unknown ones. `assistant/delta` gives `{"text": ...}`; an opaque body with a JSON encoding
-/// gives its object, a binary one `{"opaque_base64_len": N}`.
+/// gives its object, a binary one `{"opaque_bytes": N}` (its length).
 pub fn body_to_value(body: &Body) -> serde_json::Value {
     use serde_json::{Value, json};
     fn v<T: Serialize>(t: &T) -> Value {
