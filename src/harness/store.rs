@@ -34,7 +34,9 @@ use crate::log::Log;
 use crate::options::Options;
 use crate::types::{Durability, Seq};
 
-/// Options of a [`Store`]: the log's options and the snapshot policy.
+/// Options of a [`Store`]: the log's options and the snapshot policy. A policy snapshot is
+/// written by the append (other than a delta) that makes it due, before that append returns;
+/// a failure to write it does not fail the append ([`Store::last_snapshot_error`]).
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub(crate) log: Options,
