@@ -100,6 +100,66 @@ pub fn check(
     Ok(Verdict::Write)
 }
 
+/// The part of `task` that checking `bodies` in order can look at: the execution and
+/// control flags, and only the calls, request keys and approvals the bodies name. A batch is
+/// checked against this view, folded forward event by event, so its cost follows the size of
+/// the batch and not the length of the task's history.
+#[must_use]
+pub fn batch_view(task: &TaskState, bodies: &[Body]) -> TaskState {
+    let mut view = TaskState {
+        execution: task.execution.clone(),
+        revision: task.revision,
+        last_seq: task.last_seq,
+        ..TaskState::default()
+    };
+    view.control.needs_confirmation = task.control.needs_confirmation;
+    view.control.paused = task.control.paused;
+    let take_call = |view: &mut TaskState, id: &CallId| {
+        if let Some(call) = task.session.calls.get(id) {
+            view.session.calls.entry(id.clone()).or_insert_with(|| call.clone());
+            if let Some(key) = &call.request_key
+                && let Some(effect) = task.side_effects.get(key)
+            {
+                view.side_effects.entry(key.clone()).or_insert_with(|| effect.clone());
+            }
+        }
+    };
+    for body in bodies {
+        match body {
+            Body::AssistantMessage(m) => {
+                m.tool_calls.iter().for_each(|c| take_call(&mut view, &c.call_id));
+            }
+            Body::ToolCall(c) => {
+                take_call(&mut view, &c.call_id);
+                if let Some(key) = &c.request_key
+                    && let Some(effect) = task.side_effects.get(key)
+                {
+                    view.side_effects.entry(key.clone()).or_insert_with(|| effect.clone());
+                }
+                if let Some(id) = &c.approval_id
+                    && let Some(approval) = task.control.approvals.get(id)
+                {
+                    view.control.approvals.insert(id.clone(), approval.clone());
+                }
+            }
+            Body::ToolResult(r) => take_call(&mut view, &r.call_id),
+            Body::ToolOutcomeUnknown(u) => take_call(&mut view, &u.call_id),
+            Body::ApprovalRequest(a) => copy_approval(task, &mut view, &a.approval_id),
+            Body::ApprovalGrant(g) => copy_approval(task, &mut view, &g.approval_id),
+            Body::ApprovalDeny(d) => copy_approval(task, &mut view, &d.approval_id),
+            Body::ApprovalExpired(e) => copy_approval(task, &mut view, &e.approval_id),
+            _ => {}
+        }
+    }
+    view
+}
+
+fn copy_approval(task: &TaskState, view: &mut TaskState, id: &crate::harness::ids::ApprovalId) {
+    if let Some(approval) = task.control.approvals.get(id) {
+        view.control.approvals.insert(id.clone(), approval.clone());
+    }
+}
+
 fn check_dispatch(
     task_id: &TaskId,
     task: &TaskState,

@@ -199,8 +199,10 @@ pub(crate) struct Inner {
     pub(crate) checkpoint: Mutex<()>,
     /// The seq the newest snapshot covers (0: none): events since it are `last_seq - this`.
     pub(crate) snapshot_seq: AtomicU64,
-    /// Record bytes appended since the newest snapshot, deltas included.
-    pub(crate) since_snapshot_bytes: AtomicU64,
+    /// Record bytes appended since open, deltas included; written only under the log's lock.
+    pub(crate) appended_bytes: AtomicU64,
+    /// `appended_bytes` when the newest snapshot was written.
+    pub(crate) snapshot_bytes_mark: AtomicU64,
     /// Why the last policy snapshot failed, if it did.
     pub(crate) snapshot_error: Mutex<Option<String>>,
 }
@@ -390,11 +392,12 @@ impl Task {
         inner.log.append_with(len, Durability::Buffered, |seq, out| {
             let revision = cell.revision.load(Ordering::Relaxed) + 1;
             codec::write_delta(out, task, revision, now, text);
+            // Every writer of these counters holds the log's lock: a load and a store suffice.
             cell.revision.store(revision, Ordering::Release);
             cell.last_seq.store(seq.0, Ordering::Release);
-            cell.deltas.fetch_add(1, Ordering::AcqRel);
-            cell.delta_bytes.fetch_add(text.len() as u64, Ordering::AcqRel);
-            inner.since_snapshot_bytes.fetch_add(len as u64, Ordering::AcqRel);
+            bump(&cell.deltas, 1);
+            bump(&cell.delta_bytes, text.len() as u64);
+            bump(&inner.appended_bytes, len as u64);
             Ok(())
         })
     }
@@ -477,7 +480,7 @@ impl Store {
                 }
             }
             if bodies.len() > 1 && i + 1 < bodies.len() {
-                let state = scratch.get_or_insert_with(|| locked.clone());
+                let state = scratch.get_or_insert_with(|| check::batch_view(&locked, &bodies));
                 fold::apply_to_task(state, &probe_event(&cell.id, body.clone(), now));
             }
         }
@@ -503,6 +506,7 @@ impl Store {
             }
             cell.revision.store(current + count, Ordering::Release);
             cell.last_seq.store(seq.0 + count - 1, Ordering::Release);
+            bump(&self.inner.appended_bytes, bytes as u64);
             Ok(())
         };
         let first = if records.len() == 1 {
@@ -537,15 +541,16 @@ impl Store {
             fold::apply_to_task(&mut locked, &event);
         }
         drop(locked);
-        self.after_append(Seq(first.0 + count - 1), bytes as u64, turn_ended);
+        self.after_append(Seq(first.0 + count - 1), turn_ended);
         Ok(Appended::Written { seq: first, revision })
     }
 
     /// The snapshot policy: counts what was appended and writes a snapshot when one is due.
-    fn after_append(&self, last: Seq, bytes: u64, turn_ended: bool) {
+    fn after_append(&self, last: Seq, turn_ended: bool) {
         let options = &self.inner.options;
         let events = last.0.saturating_sub(self.inner.snapshot_seq.load(Ordering::Acquire));
-        let bytes = self.inner.since_snapshot_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        let bytes = self.inner.appended_bytes.load(Ordering::Acquire)
+            - self.inner.snapshot_bytes_mark.load(Ordering::Acquire);
         let due = (options.snapshot_every_events > 0 && events >= options.snapshot_every_events)
             || (options.snapshot_every_bytes > 0 && bytes >= options.snapshot_every_bytes)
             || (turn_ended && options.snapshot_at_turn_end);
@@ -557,6 +562,11 @@ impl Store {
             *self.inner.snapshot_error.lock() = outcome.err().map(|e| e.to_string());
         }
     }
+}
+
+/// Adds `n` to a counter whose every writer holds the log's writer lock.
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Release);
 }
 
 fn probe_event(task: &TaskId, body: Body, now: u64) -> Event {

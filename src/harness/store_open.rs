@@ -81,7 +81,8 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
             cells: RwLock::new(cells),
             checkpoint: Mutex::new(()),
             snapshot_seq: AtomicU64::new(snapshot_seq),
-            since_snapshot_bytes: AtomicU64::new(0),
+            appended_bytes: AtomicU64::new(0),
+            snapshot_bytes_mark: AtomicU64::new(0),
             snapshot_error: Mutex::new(None),
         }),
     })
@@ -249,6 +250,7 @@ pub(crate) fn checkpoint_locked(store: &Store) -> Result<SnapshotMeta> {
     if inner.log.is_read_only() {
         return Err(ErrorKind::ReadOnly.into());
     }
+    let appended_before = inner.appended_bytes.load(Ordering::Acquire);
     inner.log.flush(crate::types::Durability::Flushed)?;
     let through = inner.log.last_seq().map_or(0, |s| s.0);
     let folded = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true)?;
@@ -259,6 +261,8 @@ pub(crate) fn checkpoint_locked(store: &Store) -> Result<SnapshotMeta> {
     let meta = snapshot::write(&*inner.fs, &inner.dir, Seq(through), STATE_SCHEMA, &body)?;
     snapshot::prune(&*inner.fs, &inner.dir, SNAPSHOTS_KEPT)?;
     inner.snapshot_seq.store(through, Ordering::Release);
-    inner.since_snapshot_bytes.store(0, Ordering::Release);
+    // Bytes appended from the read above on count towards the next snapshot; the few of them
+    // this one already covers only make the next one come a little earlier.
+    inner.snapshot_bytes_mark.store(appended_before, Ordering::Release);
     Ok(meta)
 }
