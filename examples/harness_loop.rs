@@ -10,7 +10,8 @@ use factlog::harness::{Body, Outcome, Plan, Resume, request_key};
 use factlog::{Appended, Store, StoreOptions};
 use serde_json::json;
 
-fn main() -> factlog::Result<()> {
+/// Runs the loop in a temporary directory; panics if the store does not behave as described.
+pub fn main() -> factlog::Result<()> {
     let dir = tempfile::tempdir().expect("temporary directory");
 
     // The first process: it crashes while `publish` runs.
