@@ -197,12 +197,8 @@ impl Writer {
         Ok(Seq(seq))
     }
 
-    /// Appends several records as one all-or-nothing frame; returns the first one's seq.
-    pub(crate) fn append_batch<P: AsRef<[u8]>>(
-        &self,
-        records: &[P],
-        durability: Durability,
-    ) -> Result<Seq> {
+    /// Checks a batch against the limits; returns its payload bytes.
+    fn check_batch<P: AsRef<[u8]>>(&self, records: &[P]) -> Result<usize> {
         if records.is_empty() || records.len() > BATCH_RECORDS_MAX {
             return Err(ErrorKind::LimitExceeded {
                 what: "batch records (at least 1)",
@@ -213,6 +209,16 @@ impl Writer {
         }
         let payload = frame::batch_payload_bytes(records);
         self.check_payload("batch payload bytes", payload)?;
+        Ok(payload)
+    }
+
+    /// Appends several records as one all-or-nothing frame; returns the first one's seq.
+    pub(crate) fn append_batch<P: AsRef<[u8]>>(
+        &self,
+        records: &[P],
+        durability: Durability,
+    ) -> Result<Seq> {
+        let payload = self.check_batch(records)?;
         let _active = Counted::enter(&self.synced_active, durability == Durability::Synced);
         let frame_len = frame::frame_bytes(payload);
         let count = records.len() as u64;
@@ -233,16 +239,7 @@ impl Writer {
         durability: Durability,
         gate: impl FnOnce(Seq, &mut [Vec<u8>]) -> Result<()>,
     ) -> Result<Seq> {
-        if records.is_empty() || records.len() > BATCH_RECORDS_MAX {
-            return Err(ErrorKind::LimitExceeded {
-                what: "batch records (at least 1)",
-                value: records.len() as u64,
-                limit: BATCH_RECORDS_MAX as u64,
-            }
-            .into());
-        }
-        let payload = frame::batch_payload_bytes(records);
-        self.check_payload("batch payload bytes", payload)?;
+        let payload = self.check_batch(records)?;
         let _active = Counted::enter(&self.synced_active, durability == Durability::Synced);
         let frame_len = frame::frame_bytes(payload);
         let count = records.len() as u64;
