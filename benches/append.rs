@@ -25,6 +25,8 @@ use factlog::{Durability, Log, Options};
 use tempfile::TempDir;
 
 mod common;
+#[path = "common/settle.rs"]
+mod settle;
 
 /// Segment capacity of the buffered log: room for about 19 million 32-byte records, more than
 /// the warm-up and measurement append.
@@ -39,37 +41,10 @@ const SYNCED_PAYLOAD_BYTES: usize = 128;
 /// Threads of the group-commit bench.
 const GROUP_THREADS: u64 = 8;
 
-/// Name of the file the preallocator fills (`format-spec/segment.md`, "Preallocation").
-const PREALLOC_FILE_NAME: &str = "prealloc.tmp";
-
-/// The longest a bench waits for a background preallocation before giving up.
-const PREALLOC_WAIT_MAX: Duration = Duration::from_secs(120);
-
-/// Waits until the background preallocator of the log in `dir` has written its next file of
-/// `segment_bytes` zeros and that file is on disk. A freshly opened log starts preparing its
-/// second segment at once; without this wait its zeros would be written back during the first
-/// samples of a measurement.
-fn wait_for_prealloc(dir: &Path, segment_bytes: u64) {
-    let path = dir.join(PREALLOC_FILE_NAME);
-    let started = Instant::now();
-    while !std::fs::metadata(&path).is_ok_and(|m| m.len() == segment_bytes) {
-        assert!(
-            started.elapsed() < PREALLOC_WAIT_MAX,
-            "{} did not reach {segment_bytes} bytes within {PREALLOC_WAIT_MAX:?}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // Every zero is written once the file has its full length; syncing it here waits for their
-    // writeback, after which the preallocator's own fdatasync returns at once.
-    File::open(&path).and_then(|file| file.sync_data()).expect("sync the preallocated file");
-    std::thread::sleep(Duration::from_millis(50));
-}
-
 /// Opens a fresh log in `dir` with `options` and waits for its preallocation to settle.
 fn open_settled(dir: &Path, options: Options, segment_bytes: u64) -> Log {
     let log = Log::open(dir, options).expect("open the bench log");
-    wait_for_prealloc(dir, segment_bytes);
+    settle::wait_for_prealloc(dir, segment_bytes);
     log
 }
 

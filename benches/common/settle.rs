@@ -1,5 +1,5 @@
 //! Waiting for a freshly opened log's background preallocation, so that its zeros are not
-//! written back during a measurement (the same wait as `benches/append.rs`).
+//! written back during a measurement. Shared by `benches/append.rs` and `benches/harness.rs`.
 
 use std::fs::File;
 use std::path::Path;
