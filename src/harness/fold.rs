@@ -3,7 +3,7 @@
 //!
 //! `apply` is total: it accepts any event a log may hold, including ones the store would have
 //! refused (a result for an unknown call is recorded as a call of its own). The checks that
-//! refuse bad events before they are written live in [`crate::harness::store`].
+//! refuse bad events before they are written live in `harness/check.rs`, run by the store.
 //!
 //! An `assistant/delta` only touches the task's revision, last sequence number and delta
 //! counters, which commute with every other event's effect. That is what lets the store

@@ -233,7 +233,9 @@ impl std::fmt::Debug for Task {
 }
 
 impl Store {
-    /// Opens (or creates) the store in `dir`: see [`crate::harness::store_open`].
+    /// Opens (or creates) the store in `dir`: opens the log (recovering its tail), loads the
+    /// newest valid snapshot and replays the events after it ([`OpenReport`] says what it
+    /// did). Writes nothing but what the log's own open writes; run [`Store::recover`] next.
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
         crate::harness::store_open::open(dir.as_ref(), options, false)
     }
