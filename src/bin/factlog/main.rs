@@ -11,6 +11,7 @@
 mod append;
 mod base64;
 mod checkpoint;
+mod demo;
 mod dump;
 mod emit;
 mod history;
@@ -177,6 +178,25 @@ enum Command {
                             written (the message says why)\n  2  bad arguments\n\n\
                             Example:\n  factlog checkpoint /tmp/factlog-store --json")]
     Checkpoint(CheckpointArgs),
+
+    /// Run a simulated agent harness whose writer is killed mid tool call, then recover it.
+    ///
+    /// A child process (this binary again) runs a high-risk task: streamed deltas, a
+    /// read-only search, approvals, then a side-effecting publish call with a request key
+    /// into a simulated service (`external/articles.json` in the store), and is killed with
+    /// SIGKILL once that call is synced and publishing started. The demo then reopens the
+    /// store, runs recovery and prints its report (completed and unknown calls with their
+    /// plans, expired approvals, why resuming needs confirmation), confirms, resolves the
+    /// unknown call by its plan without publishing twice, finishes the task and prints what
+    /// persistence cost. The seed picks the service (queryable: verify; idempotent:
+    /// retry_same_key) and whether the article landed before the crash. Without DIR it runs
+    /// in a temporary directory and leaves nothing behind.
+    #[command(after_help = "Exit codes:\n  0  the demo ran as described\n  1  it could not \
+                            run or did not go as designed (the message says why)\n  2  bad \
+                            arguments\n\n\
+                            Example:\n  factlog demo\n  factlog demo /tmp/factlog-demo-store \
+                            --seed 3 --json")]
+    Demo(DemoArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -268,6 +288,22 @@ struct HistoryArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct DemoArgs {
+    /// Store directory to keep (new or empty); default: a temporary one, removed at the end.
+    dir: Option<PathBuf>,
+    /// Decides the publish service's kind, whether the crash comes after the article landed,
+    /// and the topic.
+    #[arg(long, default_value_t = demo::DEFAULT_SEED)]
+    seed: u64,
+    /// Print a single JSON summary instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Run as the writer process that the demo kills (internal).
+    #[arg(long, hide = true)]
+    child: bool,
+}
+
+#[derive(Debug, clap::Args)]
 struct CheckpointArgs {
     /// Store directory.
     dir: PathBuf,
@@ -337,6 +373,7 @@ fn main() -> ExitCode {
         Command::State(args) => state::run(&args),
         Command::History(args) => history::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
+        Command::Demo(args) => demo::run(&args),
     };
     match outcome {
         Ok(code) => code,
