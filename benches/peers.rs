@@ -23,6 +23,8 @@
 //!   cut after each critical event, written with `write` + `fdatasync` (450 pairs) into a new,
 //!   growing file, so every `fdatasync` also commits a size change. The issue's target is
 //!   stated against this one: factlog at or below 0.6x of it and below every baseline.
+//!   These are the JSON lines' bytes (about 108 a token), about 13% more than factlog's frames
+//!   (about 96 a token); one floor serves every store, so all ratios share one denominator.
 //! - `floor_prealloc`: the same 450 pairs at the same offsets (`pwrite`) into a file
 //!   preallocated with zeros and synced once, outside the timing (the workload's "physical
 //!   floor").
@@ -39,7 +41,8 @@
 //! floor, factlog / sqlite (ratio of the medians and ratio of the paired ratios), and
 //! `floor_prealloc / floor_append`.
 //!
-//! Run with `cargo bench --bench peers` (about a minute and a half, sample size 10). Smoke
+//! Run with `cargo bench --bench peers` (30-60 s: sample size 10, 3 s of measurement a bench;
+//! more where a noisy disk slows the untimed set-up and the paired floors). Smoke
 //! test: `cargo bench --bench peers -- --test`.
 
 use std::fs::{File, OpenOptions};
@@ -387,7 +390,7 @@ fn peers(c: &mut Criterion) {
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
         .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(1));
 
     let mut floors: Vec<(&str, Vec<f64>)> = Vec::new();
