@@ -6,21 +6,43 @@
 //! `--raw`, is printed as a raw payload, exactly as before events existed. Raw output is
 //! lossless: `text` escapes every byte that is not printable UTF-8, `json` adds the exact
 //! bytes in base64 whenever the payload is not valid UTF-8.
+//!
+//! `--task` and `--type` select events by their envelope (read without decoding the body, so
+//! they also select an event whose body is damaged); a record that is not an event never
+//! matches them. `--to` ends the range, inclusive. The line format is shared with `tail`
+//! through [`Printer`].
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use factlog::harness::{Event, codec};
+use factlog::harness::{Event, EventType, codec};
 use factlog::{ErrorKind, Log, Options, Seq};
 use serde_json::{Map, Value};
 
-use crate::{DumpArgs, DumpFormat, Failure, Outcome, base64, is_broken_pipe};
+use crate::{DumpArgs, DumpFormat, EXIT_USAGE, Failure, Outcome, base64, is_broken_pipe};
 
 /// Exit code for every runtime failure of `dump`.
 const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &DumpArgs) -> Outcome {
+    if let Some(name) = &args.event_type {
+        check_type_name(name)?;
+    }
+    if let Some(to) = args.to
+        && to < args.from
+    {
+        return Err(Failure::new(
+            EXIT_USAGE,
+            format_args!("--to {to} is before --from {}: nothing to print (see --help)", args.from),
+        ));
+    }
+    let printer = Printer {
+        format: args.format,
+        raw: args.raw,
+        task: args.task.as_deref(),
+        event_type: args.event_type.as_deref(),
+    };
     let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;
@@ -38,8 +60,11 @@ pub fn run(args: &DumpArgs) -> Outcome {
     for record in reader {
         let record =
             record.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("read: {error}")))?;
+        if args.to.is_some_and(|to| record.seq.0 > to) {
+            break;
+        }
         line.clear();
-        record_line(&mut line, args, record.seq, &record.payload);
+        printer.line(&mut line, record.seq, &record.payload);
         if let Err(error) = output.write_all(line.as_bytes()) {
             return write_failed(&error);
         }
@@ -50,8 +75,23 @@ pub fn run(args: &DumpArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Refuses a `--type` that no event can have: a known type name or `opaque/0xTAG`.
+pub fn check_type_name(name: &str) -> Result<(), Failure> {
+    if EventType::from_name(name).is_some() || name.starts_with("opaque/0x") {
+        return Ok(());
+    }
+    let known: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
+    Err(Failure::new(
+        EXIT_USAGE,
+        format_args!(
+            "unknown event type {name:?} for --type; the types are: {} (or opaque/0xTAG)",
+            known.join(", ")
+        ),
+    ))
+}
+
 /// A closed pipe means the reader has seen enough (`factlog dump DIR | head`): not a failure.
-fn write_failed(error: &io::Error) -> Outcome {
+pub fn write_failed(error: &io::Error) -> Outcome {
     if is_broken_pipe(error) {
         Ok(ExitCode::SUCCESS)
     } else {
@@ -59,12 +99,50 @@ fn write_failed(error: &io::Error) -> Outcome {
     }
 }
 
+/// How records are selected and printed, shared by `dump` and `tail`.
+#[derive(Debug, Clone, Copy)]
+pub struct Printer<'a> {
+    /// The line format.
+    pub format: DumpFormat,
+    /// Print every record raw, without decoding events.
+    pub raw: bool,
+    /// Only events of this task.
+    pub task: Option<&'a str>,
+    /// Only events of this type name (`tool/call`, `opaque/0x0123`).
+    pub event_type: Option<&'a str>,
+}
+
+impl Printer<'_> {
+    /// Appends the line of one record if the filters select it; returns whether they did.
+    pub fn line(&self, out: &mut String, seq: Seq, payload: &[u8]) -> bool {
+        if !self.selects(seq, payload) {
+            return false;
+        }
+        record_line(out, self.format, self.raw, seq, payload);
+        true
+    }
+
+    fn selects(&self, seq: Seq, payload: &[u8]) -> bool {
+        if self.task.is_none() && self.event_type.is_none() {
+            return true;
+        }
+        let Ok(envelope) = codec::peek(seq, payload) else { return false };
+        self.task.is_none_or(|task| envelope.task == task)
+            && self.event_type.is_none_or(|name| type_name_of_tag(envelope.tag) == name)
+    }
+}
+
+/// The type name of a wire tag, as `Body::type_name` spells it.
+fn type_name_of_tag(tag: u16) -> String {
+    EventType::from_tag(tag).map_or_else(|| format!("opaque/{tag:#06x}"), |t| t.name().to_owned())
+}
+
 /// Appends the line of one record: its event, or its raw payload.
-fn record_line(out: &mut String, args: &DumpArgs, seq: Seq, payload: &[u8]) {
-    let decoded = if args.raw { None } else { Some(codec::decode(seq, payload)) };
-    match (decoded, args.format) {
+fn record_line(out: &mut String, format: DumpFormat, raw: bool, seq: Seq, payload: &[u8]) {
+    let decoded = if raw { None } else { Some(codec::decode(seq, payload)) };
+    match (decoded, format) {
         (Some(Ok(event)), DumpFormat::Text) => event_text_line(out, &event),
-        (Some(Ok(event)), DumpFormat::Json) => event_json_line(out, &event),
+        (Some(Ok(event)), DumpFormat::Json) => event_json_line(out, &event, false),
         // Starts like an event but does not decode: the bytes, and why.
         (Some(Err(error)), DumpFormat::Json) if codec::peek(seq, payload).is_ok() => {
             let reason = match error.kind() {
@@ -78,8 +156,9 @@ fn record_line(out: &mut String, args: &DumpArgs, seq: Seq, payload: &[u8]) {
     }
 }
 
-/// The envelope fields of an event line, in the order they are printed.
-const ENVELOPE_KEYS: [&str; 5] = ["seq", "task", "revision", "timestamp_us", "type"];
+/// The envelope fields of an event line, in the order they are printed; `schema` only in
+/// `export` lines.
+const ENVELOPE_KEYS: [&str; 6] = ["seq", "task", "revision", "timestamp_us", "type", "schema"];
 
 /// Appends `SEQ<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>compact body JSON\n`.
 fn event_text_line(out: &mut String, event: &Event) {
@@ -91,19 +170,24 @@ fn event_text_line(out: &mut String, event: &Event) {
 
 /// Appends `{"seq":..,"task":..,"revision":..,"timestamp_us":..,"type":..,..body}\n`. A body
 /// field named like an envelope field is kept as `body.NAME`; a body that is not an object
-/// (an opaque event's) goes under `body`.
-fn event_json_line(out: &mut String, event: &Event) {
+/// (an opaque event's) goes under `body`. With `with_schema` (export) the body schema version
+/// follows `type` as `schema`.
+pub fn event_json_line(out: &mut String, event: &Event, with_schema: bool) {
+    let envelope = if with_schema { &ENVELOPE_KEYS[..] } else { &ENVELOPE_KEYS[..5] };
     let mut object = Map::new();
     object.insert(ENVELOPE_KEYS[0].to_owned(), Value::from(event.seq.0));
     object.insert(ENVELOPE_KEYS[1].to_owned(), Value::from(event.task.as_str()));
     object.insert(ENVELOPE_KEYS[2].to_owned(), Value::from(event.revision));
     object.insert(ENVELOPE_KEYS[3].to_owned(), Value::from(event.timestamp_us));
     object.insert(ENVELOPE_KEYS[4].to_owned(), Value::from(event.body.type_name()));
+    if with_schema {
+        object.insert(ENVELOPE_KEYS[5].to_owned(), Value::from(event.schema));
+    }
     match codec::body_to_value(&event.body) {
         Value::Object(fields) => {
             for (key, value) in fields {
                 let key =
-                    if ENVELOPE_KEYS.contains(&key.as_str()) { format!("body.{key}") } else { key };
+                    if envelope.contains(&key.as_str()) { format!("body.{key}") } else { key };
                 object.insert(key, value);
             }
         }
@@ -223,7 +307,7 @@ mod tests {
         let body =
             factlog::harness::Body::UserMessage(UserMessage { text: "hi\n".to_owned(), extra });
         let mut json = String::new();
-        event_json_line(&mut json, &event(body.clone()));
+        event_json_line(&mut json, &event(body.clone()), false);
         assert_eq!(
             json,
             "{\"seq\":3,\"task\":\"t\\t1\",\"revision\":2,\"timestamp_us\":9,\

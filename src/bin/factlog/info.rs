@@ -3,13 +3,32 @@
 //!
 //! A read-only open runs the same recovery analysis as a writer open, so `info` also says what
 //! a writer open would cut from a torn tail.
+//!
+//! For a store it also shows the snapshot files (each decoded to say whether it is valid) and
+//! the tasks (id, revision, last seq) through a read-only store open. A log whose first record
+//! is not an event (written by `factlog append`) has no tasks: they are skipped with a note,
+//! as they are when the store cannot be folded; neither changes the exit code, since the log
+//! itself was read.
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use factlog::{Log, LogInfo, Options, Seq, TailCut};
+use factlog::harness::codec;
+use factlog::{Log, LogInfo, Options, Seq, Store, StoreOptions, TailCut};
 use serde_json::{Value, json};
 
+use crate::purge::{CheckedSnapshot, checked_snapshots};
 use crate::{Failure, InfoArgs, Outcome};
+
+/// One task of a store, as `info` shows it.
+struct TaskLine {
+    id: String,
+    revision: u64,
+    last_seq: u64,
+}
+
+/// The tasks of the store, or why there are none to show.
+type Tasks = Result<Vec<TaskLine>, String>;
 
 /// Exit code for every runtime failure of `info`.
 const EXIT_FAILURE: u8 = 1;
@@ -21,12 +40,95 @@ pub fn run(args: &InfoArgs) -> Outcome {
     let info =
         log.info().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("info: {error}")))?;
     let tail_cut = log.recovery_report().tail_cut.as_ref();
+    let snapshots = checked_snapshots(&args.dir).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"))
+    })?;
+    let tasks = tasks(&args.dir, &log, &info);
     if args.json {
-        println!("{}", info_json(&info, tail_cut));
+        println!("{}", info_json(&info, tail_cut, &snapshots, &tasks));
     } else {
         print_text(&info, tail_cut);
+        print_store_text(&info, &snapshots, &tasks);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tasks, through a read-only store open, if the log holds events.
+fn tasks(dir: &Path, log: &Log, info: &LogInfo) -> Tasks {
+    let Some(first) = info.first_seq else { return Ok(Vec::new()) };
+    let mut reader =
+        log.read_from(first).map_err(|error| format!("cannot read the log: {error}"))?;
+    match reader.next() {
+        None => return Ok(Vec::new()),
+        Some(Err(error)) => return Err(format!("cannot read the log: {error}")),
+        Some(Ok(record)) if codec::peek(record.seq, &record.payload).is_err() => {
+            return Err("the log holds raw records, not events: it is not a store".to_owned());
+        }
+        Some(Ok(_)) => {}
+    }
+    let store = Store::open_read_only(dir, StoreOptions::new())
+        .map_err(|error| format!("cannot open the store: {error}"))?;
+    Ok(store
+        .task_ids()
+        .into_iter()
+        .filter_map(|id| {
+            let state = store.task_state(id.as_str())?;
+            Some(TaskLine {
+                id: id.as_str().to_owned(),
+                revision: state.revision,
+                last_seq: state.last_seq,
+            })
+        })
+        .collect())
+}
+
+/// The last seq of each segment (`None` for an empty one): the next one's first seq - 1, or the
+/// log's last seq for the active one.
+fn segment_last_seqs(info: &LogInfo) -> Vec<Option<u64>> {
+    let log_last = info.last_seq.map_or(0, |seq| seq.0);
+    (0..info.segments.len())
+        .map(|i| {
+            let first = info.segments[i].first_seq.0;
+            let end = info.segments.get(i + 1).map_or(log_last, |next| next.first_seq.0 - 1);
+            (end >= first).then_some(end)
+        })
+        .collect()
+}
+
+fn print_store_text(info: &LogInfo, snapshots: &[CheckedSnapshot], tasks: &Tasks) {
+    let segment_bytes: u64 = info.segments.iter().map(|segment| segment.file_bytes).sum();
+    println!("segment bytes: {segment_bytes}");
+    if let Some(first) = info.segments.first().map(|segment| segment.first_seq)
+        && first.0 > 1
+    {
+        println!("reclaimed: seqs 1..={} (the log starts at seq {})", first.0 - 1, first.0);
+    }
+    let snapshot_bytes: u64 = snapshots.iter().map(|s| s.file.file_bytes).sum();
+    println!("snapshots: {} ({snapshot_bytes} bytes)", snapshots.len());
+    for checked in snapshots {
+        let validity = checked
+            .error
+            .as_deref()
+            .map_or_else(|| "valid".to_owned(), |reason| format!("not valid: {reason}"));
+        println!(
+            "  snapshot {}: covers seq {}, {} bytes, {validity}",
+            checked.file.path.display(),
+            checked.file.covered_seq.0,
+            checked.file.file_bytes
+        );
+    }
+    match tasks {
+        Ok(tasks) => {
+            println!("tasks: {}", tasks.len());
+            for task in tasks {
+                println!(
+                    "  task {}: revision {}, last seq {}",
+                    task.id, task.revision, task.last_seq
+                );
+            }
+        }
+        Err(note) => println!("tasks: skipped ({note})"),
+    }
 }
 
 fn seq_text(seq: Option<Seq>) -> String {
@@ -62,20 +164,53 @@ fn print_text(info: &LogInfo, tail_cut: Option<&TailCut>) {
     }
 }
 
-fn info_json(info: &LogInfo, tail_cut: Option<&TailCut>) -> Value {
+fn info_json(
+    info: &LogInfo,
+    tail_cut: Option<&TailCut>,
+    snapshots: &[CheckedSnapshot],
+    tasks: &Tasks,
+) -> Value {
     let segments: Vec<Value> = info
         .segments
         .iter()
-        .map(|segment| {
+        .zip(segment_last_seqs(info))
+        .map(|(segment, last_seq)| {
             json!({
                 "id": segment.id.0,
                 "path": segment.path.display().to_string(),
                 "first_seq": segment.first_seq.0,
+                "last_seq": last_seq,
                 "file_bytes": segment.file_bytes,
                 "sealed": segment.sealed,
             })
         })
         .collect();
+    let snapshot_values: Vec<Value> = snapshots
+        .iter()
+        .map(|checked| {
+            json!({
+                "path": checked.file.path.display().to_string(),
+                "covered_seq": checked.file.covered_seq.0,
+                "file_bytes": checked.file.file_bytes,
+                "valid": checked.error.is_none(),
+                "error": checked.error,
+            })
+        })
+        .collect();
+    let (task_values, tasks_note) = match tasks {
+        Ok(tasks) => {
+            let values: Vec<Value> = tasks
+                .iter()
+                .map(|task| {
+                    json!({ "id": task.id, "revision": task.revision, "last_seq": task.last_seq })
+                })
+                .collect();
+            (Value::from(values), Value::Null)
+        }
+        Err(note) => (Value::Null, Value::from(note.as_str())),
+    };
+    let reclaimed_through =
+        info.segments.first().map(|segment| segment.first_seq.0 - 1).filter(|through| *through > 0);
     let torn_tail = tail_cut.map_or(Value::Null, |cut| {
         json!({
             "segment": cut.segment.0,
@@ -91,5 +226,11 @@ fn info_json(info: &LogInfo, tail_cut: Option<&TailCut>) -> Value {
         "last_seq": info.last_seq.map(|seq| seq.0),
         "durable_seq": info.durable_seq.map(|seq| seq.0),
         "torn_tail": torn_tail,
+        "reclaimed_through": reclaimed_through,
+        "segment_bytes": info.segments.iter().map(|segment| segment.file_bytes).sum::<u64>(),
+        "snapshots": snapshot_values,
+        "snapshot_bytes": snapshots.iter().map(|s| s.file.file_bytes).sum::<u64>(),
+        "tasks": task_values,
+        "tasks_skipped": tasks_note,
     })
 }

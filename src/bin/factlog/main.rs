@@ -14,10 +14,13 @@ mod checkpoint;
 mod demo;
 mod dump;
 mod emit;
+mod export;
 mod history;
 mod info;
+mod purge;
 mod recover;
 mod state;
+mod tail;
 mod verify;
 
 use std::fmt;
@@ -76,9 +79,14 @@ enum Command {
     /// a lossy string and `payload_b64` the exact bytes in standard base64. A record that
     /// starts like an event but does not decode is printed raw; in json with a
     /// `corrupt_event` field saying why.
-    #[command(after_help = "Exit codes:\n  0  every record was printed\n  1  the log could not \
-                            be opened or read (the message says why)\n  2  bad arguments\n\n\
-                            Example:\n  factlog dump /tmp/factlog-demo --from 2 --format json")]
+    ///
+    /// `--task` and `--type` keep only the events of that task and of that type (by their
+    /// envelope; records that are not events are left out); `--to` ends the range, inclusive.
+    #[command(after_help = "Exit codes:\n  0  every selected record was printed\n  1  the log \
+                            could not be opened or read (the message says why)\n  2  bad \
+                            arguments (an unknown --type, --to before --from)\n\n\
+                            Example:\n  factlog dump /tmp/factlog-demo --from 2 --format json\n  \
+                            factlog dump /tmp/factlog-store --task t1 --type tool/call --to 40")]
     Dump(DumpArgs),
 
     /// Check every segment of a log, record by record (read-only).
@@ -98,10 +106,57 @@ enum Command {
     Verify(VerifyArgs),
 
     /// Show the segments, sequence range and durable sequence number of a log (read-only).
+    ///
+    /// For a store also its snapshot files (covered seq, size, valid or why not), its tasks
+    /// (id, revision, last seq), the total sizes and the seqs removed by a purge. A log of raw
+    /// records has no tasks: they are skipped with a note.
     #[command(after_help = "Exit codes:\n  0  information printed\n  1  the log could not be \
                             opened (the message says why)\n  2  bad arguments\n\n\
                             Example:\n  factlog info /tmp/factlog-demo --json")]
     Info(InfoArgs),
+
+    /// Print the records of a log like `dump`; with --follow keep printing new ones (read-only).
+    ///
+    /// Lines as `dump` prints them (`--json`: as `dump --format json`). With `-f` the command
+    /// runs beside a live writer as a second process: every 100 ms it opens the log again
+    /// read-only (no lock) and prints the records written since the last one printed, until it
+    /// is interrupted or its reader goes away. A record shows once it is at least flushed.
+    #[command(after_help = "Exit codes:\n  0  every record printed (without -f), or the reader \
+                            of standard output went away\n  1  the log could not be opened or \
+                            read; with -f, for 5 s in a row (the message says why)\n  2  bad \
+                            arguments\n\n\
+                            Example:\n  factlog tail /tmp/factlog-store -f --json")]
+    Tail(TailArgs),
+
+    /// Export every event of a store as JSON Lines, one object per event (read-only).
+    ///
+    /// Each line is the typed JSON of `dump --format json` plus the body schema: `seq`,
+    /// `task`, `revision`, `timestamp_us`, `type`, `schema`, then the body fields (one named
+    /// like an envelope field as `body.NAME`). A store holds only events: a record that is not
+    /// one (a raw `factlog append` record, a damaged event) stops the export with exit 1,
+    /// naming the record, after the lines before it.
+    #[command(after_help = "Exit codes:\n  0  every event exported\n  1  the store could not \
+                            be opened or read, or holds a record that is not an event (the \
+                            message says why)\n  2  bad arguments (--jsonl missing)\n\n\
+                            Example:\n  factlog export /tmp/factlog-store --jsonl --task t1 \
+                            > t1.jsonl")]
+    Export(ExportArgs),
+
+    /// Reclaim disk space: delete the log segments the oldest valid snapshot covers.
+    ///
+    /// Only with `--before-snapshot` (its only mode): deletes the sealed segments whose every
+    /// event the oldest valid snapshot covers, never the active one, and prints them. Full
+    /// replay from the first event, `verify --deep` and the history before the first kept event
+    /// are no longer possible afterwards. Without a valid snapshot nothing is removed.
+    /// `--dry-run` opens the store read-only and only prints what would be removed.
+    #[command(after_help = "Exit codes:\n  0  done (also when nothing was to be removed)\n  \
+                            1  the store could not be opened (missing, locked, damaged) or a \
+                            segment could not be removed (the message says why)\n  2  bad \
+                            arguments, or --before-snapshot missing\n\n\
+                            Example:\n  factlog checkpoint /tmp/factlog-store\n  \
+                            factlog purge /tmp/factlog-store --before-snapshot --dry-run\n  \
+                            factlog purge /tmp/factlog-store --before-snapshot --json")]
+    Purge(PurgeArgs),
 
     /// Append typed events, one JSON object per line of standard input, and reply to each.
     ///
@@ -222,6 +277,15 @@ struct DumpArgs {
     /// Print every record raw (as `factlog append` records), without decoding events.
     #[arg(long)]
     raw: bool,
+    /// Only the events of this task.
+    #[arg(long, value_name = "TASK")]
+    task: Option<String>,
+    /// Only the events of this type (e.g. `tool/call`).
+    #[arg(long = "type", value_name = "TYPE")]
+    event_type: Option<String>,
+    /// Last sequence number to print (inclusive).
+    #[arg(long, value_name = "SEQ")]
+    to: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -240,6 +304,49 @@ struct VerifyArgs {
 struct InfoArgs {
     /// Log directory.
     dir: PathBuf,
+    /// Print a single JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct TailArgs {
+    /// Log directory.
+    dir: PathBuf,
+    /// Keep printing the records appended after the last one printed.
+    #[arg(long, short = 'f')]
+    follow: bool,
+    /// First sequence number to print (sequence numbers start at 1).
+    #[arg(long, value_name = "SEQ", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    from: u64,
+    /// Print one JSON object per record instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ExportArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// Write JSON Lines, one object per event (the only format, and required).
+    #[arg(long)]
+    jsonl: bool,
+    /// Only the events of this task.
+    #[arg(long, value_name = "TASK")]
+    task: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct PurgeArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// Delete the segments the oldest valid snapshot covers (the only mode, and required).
+    #[arg(long)]
+    before_snapshot: bool,
+    /// Open read-only and only print what would be removed.
+    #[arg(long)]
+    dry_run: bool,
     /// Print a single JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -368,6 +475,9 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Info(args) => info::run(&args),
+        Command::Tail(args) => tail::run(&args),
+        Command::Export(args) => export::run(&args),
+        Command::Purge(args) => purge::run(&args),
         Command::Emit(args) => emit::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::State(args) => state::run(&args),
@@ -398,7 +508,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             report_failure(
                 "a command is required: append, dump, verify, info, emit, recover, state, \
-                 history or checkpoint (see --help)",
+                 history, checkpoint, tail, export or purge (see --help)",
             );
             ExitCode::from(EXIT_USAGE)
         }

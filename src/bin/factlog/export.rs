@@ -1,0 +1,86 @@
+//! `factlog export`: every event of a store as one JSON object per line (JSON Lines), through
+//! a read-only open (no lock, nothing written).
+//!
+//! A line is the typed JSON of `dump --format json` plus the body schema version: the
+//! envelope `seq`, `task`, `revision`, `timestamp_us`, `type`, `schema`, then the body fields
+//! (one named like an envelope field as `body.NAME`). Tools that read agent transcripts as
+//! JSONL take one object per line with a `type`.
+//!
+//! A store holds only events, so a record that is not one (a raw `factlog append` record, or an
+//! event that does not decode) is not skipped: the export stops there with exit 1 and says
+//! which record it is, rather than hand on a transcript with a silent hole. The lines before it
+//! have been printed.
+
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+use factlog::harness::codec;
+use factlog::{ErrorKind, Log, Options, Seq};
+
+use crate::dump::{event_json_line, write_failed};
+use crate::{EXIT_USAGE, ExportArgs, Failure, Outcome};
+
+/// Exit code for every runtime failure of `export`.
+const EXIT_FAILURE: u8 = 1;
+
+pub fn run(args: &ExportArgs) -> Outcome {
+    if !args.jsonl {
+        return Err(Failure::new(
+            EXIT_USAGE,
+            "export needs a format: --jsonl, the only one (see --help)",
+        ));
+    }
+    let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+    })?;
+    let read_error = |error| Failure::new(EXIT_FAILURE, format_args!("read: {error}"));
+    let first = log.first_seq().map_err(read_error)?;
+    if first.0 > 1 {
+        eprintln!("factlog: records before {first} were reclaimed; exporting from {first}");
+    }
+    let reader = log.read_from(first).map_err(read_error)?;
+    let stdout = io::stdout();
+    let mut output = BufWriter::new(stdout.lock());
+    let mut line = String::new();
+    for record in reader {
+        let record = record.map_err(read_error)?;
+        let event = codec::decode(record.seq, &record.payload)
+            .map_err(|error| not_an_event(record.seq, &record.payload, &error))?;
+        if args.task.as_deref().is_some_and(|task| event.task.as_str() != task) {
+            continue;
+        }
+        line.clear();
+        event_json_line(&mut line, &event, true);
+        if let Err(error) = output.write_all(line.as_bytes()) {
+            return write_failed(&error);
+        }
+    }
+    if let Err(error) = output.flush() {
+        return write_failed(&error);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The failure for a record that is not a decodable event.
+fn not_an_event(seq: Seq, payload: &[u8], error: &factlog::Error) -> Failure {
+    if codec::peek(seq, payload).is_err() {
+        return Failure::new(
+            EXIT_FAILURE,
+            format_args!(
+                "record {seq} is not an event (a raw record, as `factlog append` writes): \
+                 export reads stores, which hold only events; `factlog dump` prints raw records"
+            ),
+        );
+    }
+    let reason = match error.kind() {
+        ErrorKind::CorruptEvent { reason, .. } => reason.clone(),
+        _ => error.to_string(),
+    };
+    Failure::new(
+        EXIT_FAILURE,
+        format_args!(
+            "record {seq} is an event that does not decode ({reason}); `factlog dump --format \
+             json` shows its bytes"
+        ),
+    )
+}

@@ -1,0 +1,198 @@
+//! `factlog purge --before-snapshot`: reclaims disk space by deleting the sealed segments whose
+//! every record the oldest valid snapshot covers (`format-spec/snapshot.md`, "Reclaiming
+//! space"), only when asked, through the library's `Store::reclaim` under a writer open.
+//!
+//! `--dry-run` computes the same set read-only (no lock, nothing written): the oldest snapshot
+//! file that decodes, and the sealed segments whose successor starts at or before its covered
+//! seq + 1, which is the rule `Store::reclaim` applies. The active segment is never removed.
+//! A real purge lists the segments it removed by comparing the segment list before and after
+//! the reclaim, both taken under the writer's lock.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use factlog::fs::RealFs;
+use factlog::harness::snapshot::{self, SnapshotFile};
+use factlog::{Log, LogInfo, Options, SegmentInfo, Seq, Store, StoreOptions};
+use serde_json::{Value, json};
+
+use crate::{EXIT_USAGE, Failure, Outcome, PurgeArgs, require_dir};
+
+/// Exit code for every runtime failure of `purge`.
+const EXIT_FAILURE: u8 = 1;
+
+/// A snapshot file with the outcome of decoding it.
+pub struct CheckedSnapshot {
+    /// The file, by name.
+    pub file: SnapshotFile,
+    /// Why it does not decode; `None` when it is valid.
+    pub error: Option<String>,
+}
+
+/// Every snapshot file of the store in `dir`, oldest first, each decoded to judge it.
+pub fn checked_snapshots(dir: &Path) -> Result<Vec<CheckedSnapshot>, factlog::Error> {
+    let files = snapshot::list(&RealFs, dir)?;
+    Ok(files
+        .into_iter()
+        .map(|file| {
+            let error = match std::fs::read(&file.path) {
+                Ok(bytes) => snapshot::decode(&file.path, &bytes).err().map(|e| e.to_string()),
+                Err(error) => Some(format!("cannot read it: {error}")),
+            };
+            CheckedSnapshot { file, error }
+        })
+        .collect())
+}
+
+pub fn run(args: &PurgeArgs) -> Outcome {
+    if !args.before_snapshot {
+        return Err(Failure::new(
+            EXIT_USAGE,
+            "purge removes only what a snapshot covers: pass --before-snapshot, its only mode \
+             (add --dry-run to see what it would remove first; see --help)",
+        ));
+    }
+    let snapshot_error =
+        |error| Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"));
+    let (snapshots, removed, first_seq) = if args.dry_run {
+        let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+        })?;
+        let info = info(&log)?;
+        let snapshots = checked_snapshots(&args.dir).map_err(snapshot_error)?;
+        let removed = oldest_valid(&snapshots)
+            .map(|covered| covered_segments(&info, covered))
+            .unwrap_or_default();
+        let first_seq = kept_first_seq(&info, &removed);
+        (snapshots, removed, first_seq)
+    } else {
+        require_dir(&args.dir, EXIT_FAILURE)?;
+        let store = Store::open(&args.dir, StoreOptions::new()).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+        })?;
+        let snapshots = checked_snapshots(&args.dir).map_err(snapshot_error)?;
+        let before = info(store.log())?;
+        store.reclaim().map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot reclaim segments: {error}"))
+        })?;
+        let after = info(store.log())?;
+        store
+            .close()
+            .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+        let removed: Vec<SegmentInfo> = before
+            .segments
+            .into_iter()
+            .filter(|segment| after.segments.iter().all(|kept| kept.id != segment.id))
+            .collect();
+        let first_seq = after.segments.first().map_or(Seq(1), |segment| segment.first_seq);
+        (snapshots, removed, first_seq)
+    };
+    let oldest = snapshots.iter().find(|s| s.error.is_none()).map(|s| &s.file);
+    if args.json {
+        println!("{}", report_json(args.dry_run, &snapshots, oldest, &removed, first_seq));
+    } else {
+        print_text(args.dry_run, &snapshots, oldest, &removed, first_seq);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn info(log: &Log) -> Result<LogInfo, Failure> {
+    log.info().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("info: {error}")))
+}
+
+/// The covered seq of the oldest snapshot that decodes.
+fn oldest_valid(snapshots: &[CheckedSnapshot]) -> Option<Seq> {
+    snapshots.iter().find(|s| s.error.is_none()).map(|s| s.file.covered_seq)
+}
+
+/// The sealed segments, oldest first, whose every record is at or before `covered`: those the
+/// next segment of which starts at or before `covered + 1`. Never the active (last) segment.
+fn covered_segments(info: &LogInfo, covered: Seq) -> Vec<SegmentInfo> {
+    let keep_from = covered.0 + 1;
+    info.segments
+        .windows(2)
+        .take_while(|pair| pair[1].first_seq.0 <= keep_from)
+        .map(|pair| pair[0].clone())
+        .collect()
+}
+
+/// The first seq the log holds once `removed` (a prefix of its segments) is gone.
+fn kept_first_seq(info: &LogInfo, removed: &[SegmentInfo]) -> Seq {
+    info.segments.get(removed.len()).map_or(Seq(1), |segment| segment.first_seq)
+}
+
+fn print_text(
+    dry_run: bool,
+    snapshots: &[CheckedSnapshot],
+    oldest: Option<&SnapshotFile>,
+    removed: &[SegmentInfo],
+    first_seq: Seq,
+) {
+    for skipped in snapshots.iter().take_while(|s| s.error.is_some()) {
+        let reason = skipped.error.as_deref().unwrap_or_default();
+        println!("snapshot {} is not valid, passed over: {reason}", skipped.file.path.display());
+    }
+    let Some(oldest) = oldest else {
+        println!("no valid snapshot: nothing to remove (run `factlog checkpoint` first)");
+        return;
+    };
+    println!(
+        "oldest valid snapshot: {} covers the events through seq {}",
+        oldest.path.display(),
+        oldest.covered_seq.0
+    );
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for segment in removed {
+        println!(
+            "{verb} segment {} {}: first seq {}, {} bytes",
+            segment.id.0,
+            segment.path.display(),
+            segment.first_seq.0,
+            segment.file_bytes
+        );
+    }
+    let bytes: u64 = removed.iter().map(|segment| segment.file_bytes).sum();
+    println!(
+        "{verb} {} segments, {bytes} bytes; the log {} at seq {}",
+        removed.len(),
+        if dry_run { "would start" } else { "starts" },
+        first_seq.0
+    );
+}
+
+fn report_json(
+    dry_run: bool,
+    snapshots: &[CheckedSnapshot],
+    oldest: Option<&SnapshotFile>,
+    removed: &[SegmentInfo],
+    first_seq: Seq,
+) -> Value {
+    let skipped: Vec<Value> = snapshots
+        .iter()
+        .take_while(|s| s.error.is_some())
+        .map(|s| json!({ "path": s.file.path.display().to_string(), "reason": s.error }))
+        .collect();
+    let snapshot = oldest.map_or(Value::Null, |file| {
+        json!({ "path": file.path.display().to_string(), "covered_seq": file.covered_seq.0 })
+    });
+    let segments: Vec<Value> = removed
+        .iter()
+        .map(|segment| {
+            json!({
+                "id": segment.id.0,
+                "path": segment.path.display().to_string(),
+                "first_seq": segment.first_seq.0,
+                "file_bytes": segment.file_bytes,
+            })
+        })
+        .collect();
+    json!({
+        "dry_run": dry_run,
+        "snapshot": snapshot,
+        "skipped_snapshots": skipped,
+        "segments": segments,
+        "removed_segments": removed.len(),
+        "removed_bytes": removed.iter().map(|segment| segment.file_bytes).sum::<u64>(),
+        "first_seq": first_seq.0,
+    })
+}
