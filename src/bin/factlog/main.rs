@@ -10,6 +10,7 @@
 
 mod append;
 mod base64;
+mod bench;
 mod checkpoint;
 mod demo;
 mod dump;
@@ -63,6 +64,38 @@ enum Command {
                             Example:\n  printf 'hello\\nworld\\n' | factlog append \
                             /tmp/factlog-demo --durability synced")]
     Append(AppendArgs),
+
+    /// Measure the persistence cost per token of an agent session under each policy.
+    ///
+    /// Runs the agent-session workload (per turn: turn/start, user/message, then per step
+    /// step/start, TOKENS assistant/delta, tool/call, tool/result, step/end; then turn/end)
+    /// under each policy, interleaved over --runs runs, in a scratch directory on the disk to
+    /// measure: factlog (the store's default tier per type, each step closed by one batch of
+    /// tool/result + step/end: 2*steps+1 fdatasyncs per turn), all-synced (every event
+    /// Synced), all-buffered (the same encoded records through the raw Log, Buffered, one
+    /// final sync: the store itself refuses Buffered for its Synced-default types),
+    /// jsonl-every and jsonl-critical (a JSONL file synced after every line, or only after
+    /// tool/call, tool/result and turn/end) and floor (pwrite+fdatasync into a preallocated
+    /// file, the factlog policy's syncs and bytes). all-synced and jsonl-every run only
+    /// --every-turns turns and are reported per token like the others.
+    ///
+    /// Reports per policy: ns per token (median, min-max over runs), bytes on disk per token,
+    /// fsyncs per turn, p50/p99 latency of the synced appends, and the ratio to the floor of
+    /// the same run. --json prints one object: {"workload":{"turns","steps","tokens",
+    /// "delta_bytes","result_bytes","tasks","runs","every_turns","events_per_session"},
+    /// "policies":[{"name","note","turns","tokens","ns_per_token":{"median","min","max"},
+    /// "bytes_per_token","fsyncs_per_turn","fsyncs_per_turn_by_flusher",
+    /// "synced_appends_per_run","synced_latency_us":{"p50","p99"} (null without synced
+    /// appends),"ratio_to_floor":{"median","min","max"}}]}. A progress line goes to standard
+    /// error when it is a terminal and the bench takes over a second.
+    #[command(after_help = "Exit codes:\n  0  every policy measured, the report printed \
+                            (and the SVG written)\n  1  a policy could not run, or the scratch \
+                            directory, the SVG or the report could not be written (the \
+                            message says why)\n  2  bad arguments\n\n\
+                            Example:\n  factlog bench --runs 3\n  \
+                            factlog bench --turns 2 --steps 2 --tokens 10 --runs 1 --json \
+                            --svg /tmp/bench.svg")]
+    Bench(bench::BenchArgs),
 
     /// Print every record from a sequence number on, one line per record (read-only).
     ///
@@ -472,6 +505,7 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Append(args) => append::run(&args),
+        Command::Bench(args) => bench::run(&args),
         Command::Dump(args) => dump::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Info(args) => info::run(&args),

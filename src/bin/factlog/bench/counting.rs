@@ -1,0 +1,174 @@
+//! A file system that passes every call to [`RealFs`] and counts the writes and `fdatasync`s
+//! of the store's own threads, so the bench reports what a policy cost the disk.
+//!
+//! The background preallocator's zeros (thread `factlog-prealloc`) are not counted: they are
+//! written ahead, off the append path, and the bench waits for them before it starts timing.
+//! Syncs of the background flusher (thread `factlog-flusher`) are counted, and also apart.
+//! For the floor, each sync records the bytes written since the previous one.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use factlog::fs::{DirLock, Fs, FsFile, OpenMode, RealFs};
+use parking_lot::Mutex;
+
+/// The name of the log's background flusher thread (`src/log.rs`).
+const FLUSHER_THREAD_NAME: &str = "factlog-flusher";
+
+/// The name of the segment preallocator thread (`src/prealloc.rs`).
+const PREALLOC_THREAD_NAME: &str = "factlog-prealloc";
+
+/// Counters shared between a [`CountingFs`] and the bench.
+#[derive(Debug, Default)]
+pub struct Counters {
+    syncs: AtomicU64,
+    syncs_by_flusher: AtomicU64,
+    write_bytes: AtomicU64,
+    /// Bytes written since the last counted sync.
+    pending_bytes: AtomicU64,
+    /// Bytes written between consecutive syncs, one entry per sync.
+    chunks: Mutex<Vec<u64>>,
+}
+
+/// The counters at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    /// Every counted `fdatasync`.
+    pub syncs: u64,
+    /// Those issued by the background flusher.
+    pub syncs_by_flusher: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+}
+
+impl Counts {
+    /// What happened between `earlier` and `self`.
+    pub fn since(self, earlier: Counts) -> Counts {
+        Counts {
+            syncs: self.syncs - earlier.syncs,
+            syncs_by_flusher: self.syncs_by_flusher - earlier.syncs_by_flusher,
+            write_bytes: self.write_bytes - earlier.write_bytes,
+        }
+    }
+}
+
+impl Counters {
+    /// The counts now.
+    pub fn read(&self) -> Counts {
+        Counts {
+            syncs: self.syncs.load(Ordering::Acquire),
+            syncs_by_flusher: self.syncs_by_flusher.load(Ordering::Acquire),
+            write_bytes: self.write_bytes.load(Ordering::Acquire),
+        }
+    }
+
+    /// Forgets the recorded chunks (and bytes not yet synced).
+    pub fn reset_chunks(&self) {
+        self.chunks.lock().clear();
+        self.pending_bytes.store(0, Ordering::Release);
+    }
+
+    /// The bytes written between consecutive syncs since the last reset.
+    pub fn chunks(&self) -> Vec<u64> {
+        self.chunks.lock().clone()
+    }
+}
+
+fn counted_thread() -> bool {
+    std::thread::current().name() != Some(PREALLOC_THREAD_NAME)
+}
+
+/// [`RealFs`], counted.
+#[derive(Debug)]
+pub struct CountingFs {
+    counters: Arc<Counters>,
+}
+
+impl CountingFs {
+    /// A counting file system and the handle on its counters.
+    pub fn new() -> (Arc<CountingFs>, Arc<Counters>) {
+        let counters = Arc::new(Counters::default());
+        (Arc::new(CountingFs { counters: Arc::clone(&counters) }), counters)
+    }
+}
+
+impl Fs for CountingFs {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        RealFs.create_dir_all(path)
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        RealFs.list_dir(path)
+    }
+
+    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
+        let inner = RealFs.open(path, mode)?;
+        Ok(Box::new(CountingFile { inner, counters: Arc::clone(&self.counters) }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_file(path)
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.sync_dir(path)
+    }
+
+    fn lock_dir(&self, dir: &Path) -> io::Result<Option<Box<dyn DirLock>>> {
+        RealFs.lock_dir(dir)
+    }
+
+    fn map(&self, path: &Path) -> io::Result<Bytes> {
+        RealFs.map(path)
+    }
+
+    fn random_u64(&self) -> u64 {
+        RealFs.random_u64()
+    }
+}
+
+#[derive(Debug)]
+struct CountingFile {
+    inner: Box<dyn FsFile>,
+    counters: Arc<Counters>,
+}
+
+impl FsFile for CountingFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_exact_at(buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if counted_thread() {
+            let bytes = buf.len() as u64;
+            self.counters.write_bytes.fetch_add(bytes, Ordering::AcqRel);
+            self.counters.pending_bytes.fetch_add(bytes, Ordering::AcqRel);
+        }
+        self.inner.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let outcome = self.inner.sync_data();
+        let thread = std::thread::current();
+        if thread.name() != Some(PREALLOC_THREAD_NAME) {
+            if thread.name() == Some(FLUSHER_THREAD_NAME) {
+                self.counters.syncs_by_flusher.fetch_add(1, Ordering::AcqRel);
+            }
+            self.counters.syncs.fetch_add(1, Ordering::AcqRel);
+            let chunk = self.counters.pending_bytes.swap(0, Ordering::AcqRel);
+            self.counters.chunks.lock().push(chunk);
+        }
+        outcome
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+}

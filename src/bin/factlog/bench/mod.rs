@@ -1,0 +1,329 @@
+//! `factlog bench`: the persistence cost per token of the agent-session workload
+//! (`/work/shared/mission/workload.md`) under each durability policy, beside plain-file
+//! baselines and the physical floor measured in the same run.
+//!
+//! Each run measures every policy once, in an order rotated from run to run, so a slow spell
+//! of the shared disk does not fall on one policy only. Before the runs, one untimed session
+//! of the `factlog` policy (the reference, also a warm-up) gives `all-buffered` its records
+//! and `floor` its `fdatasync` count and bytes.
+
+mod counting;
+mod policies;
+mod report;
+mod workload;
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use crate::{Failure, Outcome};
+use policies::{JsonlSync, Measured, Reference, StoreMode};
+use report::{PolicyReport, Workload};
+use workload::{Line, Session, Shape};
+
+/// Exit code for every runtime failure of `bench`.
+const EXIT_FAILURE: u8 = 1;
+
+/// How long a bench runs before it shows a progress line.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// Arguments of `factlog bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Turns per session.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    turns: u32,
+    /// Steps per turn.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    steps: u32,
+    /// Streamed tokens (assistant/delta events) per step.
+    #[arg(long, default_value_t = 200,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    tokens: u32,
+    /// Bytes of text of each token.
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    delta_bytes: u32,
+    /// Approximate bytes of each tool/result (its output text is 64 bytes less).
+    #[arg(long, default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(64..=65_536))]
+    result_bytes: u32,
+    /// Tasks run in parallel, one thread each, all in one store (or one JSONL file).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    tasks: u32,
+    /// Interleaved runs of every policy.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: u32,
+    /// Turns per session of the policies that sync every event (all-synced, jsonl-every):
+    /// at most this many, reported per token like the others.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    every_turns: u32,
+    /// Scratch directory on the disk to measure: a fresh subdirectory is made in it and
+    /// removed at the end. Default: the system temporary directory.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write a standalone SVG chart to FILE.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+}
+
+/// The policies, in the order they are reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    Factlog,
+    AllSynced,
+    AllBuffered,
+    JsonlEvery,
+    JsonlCritical,
+    Floor,
+}
+
+const POLICIES: [Policy; 6] = [
+    Policy::Factlog,
+    Policy::AllSynced,
+    Policy::AllBuffered,
+    Policy::JsonlEvery,
+    Policy::JsonlCritical,
+    Policy::Floor,
+];
+
+impl Policy {
+    fn name(self) -> &'static str {
+        match self {
+            Policy::Factlog => "factlog",
+            Policy::AllSynced => "all-synced",
+            Policy::AllBuffered => "all-buffered",
+            Policy::JsonlEvery => "jsonl-every",
+            Policy::JsonlCritical => "jsonl-critical",
+            Policy::Floor => "floor",
+        }
+    }
+
+    fn note(self) -> &'static str {
+        match self {
+            Policy::Factlog => {
+                "Store with each type's default tier; each step closed by one batch of \
+                 tool/result + step/end (2*steps+1 fdatasyncs per turn)"
+            }
+            Policy::AllSynced => {
+                "Store, every event alone with durability Synced (deltas via append_with)"
+            }
+            Policy::AllBuffered => {
+                "raw Log::append(Buffered) of the factlog policy's encoded records, one final \
+                 flush(Synced); bypasses the store (it refuses Buffered for Synced-default types)"
+            }
+            Policy::JsonlEvery => "JSONL file, one write per line, fdatasync after every line",
+            Policy::JsonlCritical => {
+                "JSONL file, one write per line, fdatasync after tool/call, tool/result, turn/end"
+            }
+            Policy::Floor => {
+                "pwrite+fdatasync into a preallocated, synced file: the reference factlog run's \
+                 fdatasyncs with the bytes it wrote before each"
+            }
+        }
+    }
+
+    /// Whether the policy syncs every event, and so runs only `--every-turns` turns.
+    fn syncs_every_event(self) -> bool {
+        matches!(self, Policy::AllSynced | Policy::JsonlEvery)
+    }
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    fn new(parent: Option<&Path>) -> Result<Scratch, Failure> {
+        let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = parent.join(format!("factlog-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot create {}: {error}", path.display()))
+        })?;
+        Ok(Scratch { path })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // A scratch directory that cannot be removed is left behind; nothing depends on it.
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A progress line on standard error, only when it is a terminal and the bench is long.
+struct Progress {
+    started: Instant,
+    enabled: bool,
+    shown: bool,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress { started: Instant::now(), enabled: std::io::stderr().is_terminal(), shown: false }
+    }
+
+    fn show(&mut self, text: &str) {
+        if self.enabled && self.started.elapsed() >= PROGRESS_AFTER {
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r\x1b[Kfactlog bench: {text}");
+            let _ = stderr.flush();
+            self.shown = true;
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.shown {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
+            self.shown = false;
+        }
+    }
+}
+
+/// What the runs share.
+struct Inputs {
+    full: Vec<Session>,
+    every: Vec<Session>,
+    full_lines: Vec<Vec<Line>>,
+    every_lines: Vec<Vec<Line>>,
+    reference: Reference,
+    floor_file: File,
+}
+
+fn failed(message: String) -> Failure {
+    Failure::new(EXIT_FAILURE, message)
+}
+
+pub fn run(args: &BenchArgs) -> Outcome {
+    let shape = Shape {
+        turns: args.turns,
+        steps: args.steps,
+        tokens: args.tokens,
+        delta_bytes: args.delta_bytes as usize,
+        result_bytes: args.result_bytes as usize,
+    };
+    let every_shape = shape.with_turns_max(args.every_turns);
+    let tasks = args.tasks as usize;
+    let scratch = Scratch::new(args.dir.as_deref())?;
+    let mut progress = Progress::new();
+    progress.show("reference run");
+    let sessions = |shape: Shape| (0..tasks).map(|i| workload::session(shape, i)).collect();
+    let full: Vec<Session> = sessions(shape);
+    let every: Vec<Session> = sessions(every_shape);
+    let reference =
+        policies::reference(&scratch.path.join("reference"), full.clone()).map_err(failed)?;
+    let floor_bytes = reference.chunks.iter().sum::<u64>();
+    let floor_file = policies::preallocated_file(
+        &scratch.path.join("floor.bin"),
+        floor_bytes.next_multiple_of(1 << 20) + (1 << 20),
+    )
+    .map_err(failed)?;
+    let inputs = Inputs {
+        full_lines: full.iter().map(workload::jsonl_lines).collect(),
+        every_lines: every.iter().map(workload::jsonl_lines).collect(),
+        full,
+        every,
+        reference,
+        floor_file,
+    };
+
+    let mut measured: Vec<Vec<Measured>> = vec![Vec::new(); POLICIES.len()];
+    for run in 0..args.runs as usize {
+        for k in 0..POLICIES.len() {
+            let index = (k + run) % POLICIES.len();
+            let policy = POLICIES[index];
+            progress.show(&format!("run {}/{}: {}", run + 1, args.runs, policy.name()));
+            let dir = scratch.path.join(format!("run{run}-{}", policy.name()));
+            let m = measure(policy, &dir, &inputs).map_err(failed)?;
+            measured[index].push(m);
+        }
+    }
+    progress.clear();
+
+    let floor_index = POLICIES.iter().position(|&p| p == Policy::Floor).unwrap_or(0);
+    let floor_tokens = shape.deltas() * tasks as u64;
+    let floor_ns: Vec<f64> = measured[floor_index]
+        .iter()
+        .map(|m| m.elapsed.as_nanos() as f64 / floor_tokens as f64)
+        .collect();
+    let reports: Vec<PolicyReport> = POLICIES
+        .iter()
+        .zip(measured)
+        .map(|(&policy, runs)| {
+            let s = if policy.syncs_every_event() { every_shape } else { shape };
+            let mut note = policy.note().to_owned();
+            if policy.syncs_every_event() && s.turns < shape.turns {
+                note.push_str(&format!(" [only {} of {} turns, per token]", s.turns, shape.turns));
+            }
+            PolicyReport {
+                name: policy.name(),
+                note,
+                turns: s.turns,
+                tokens: s.deltas() * tasks as u64,
+                turns_total: u64::from(s.turns) * tasks as u64,
+                runs,
+                floor_ns_per_token: floor_ns.clone(),
+            }
+        })
+        .collect();
+    let workload = Workload {
+        turns: shape.turns,
+        steps: shape.steps,
+        tokens: shape.tokens,
+        delta_bytes: shape.delta_bytes,
+        result_bytes: shape.result_bytes,
+        tasks,
+        runs: args.runs as usize,
+        every_turns: args.every_turns,
+        events_per_session: shape.events(),
+    };
+    if let Some(path) = &args.svg {
+        std::fs::write(path, report::svg(&workload, &reports)).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    let text = if args.json {
+        format!("{}\n", report::json(&workload, &reports))
+    } else {
+        report::table(&workload, &reports)
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(error) if crate::is_broken_pipe(&error) => Ok(ExitCode::SUCCESS),
+        Err(error) => Err(Failure::new(EXIT_FAILURE, format_args!("write the report: {error}"))),
+    }
+}
+
+/// One timed session of `policy`, in the fresh directory `dir` when it needs one.
+fn measure(policy: Policy, dir: &Path, inputs: &Inputs) -> Result<Measured, String> {
+    match policy {
+        Policy::Factlog => policies::store(dir, inputs.full.clone(), StoreMode::Tiers),
+        Policy::AllSynced => policies::store(dir, inputs.every.clone(), StoreMode::AllSynced),
+        Policy::AllBuffered => policies::raw_buffered(dir, &inputs.reference),
+        Policy::JsonlEvery | Policy::JsonlCritical => {
+            std::fs::create_dir_all(dir)
+                .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+            let (lines, sync) = if policy == Policy::JsonlEvery {
+                (&inputs.every_lines, JsonlSync::Every)
+            } else {
+                (&inputs.full_lines, JsonlSync::Critical)
+            };
+            policies::jsonl(&dir.join("session.jsonl"), lines, sync)
+        }
+        Policy::Floor => policies::floor(&inputs.floor_file, &inputs.reference.chunks),
+    }
+    .inspect(|_| {
+        // Each store directory holds a 32 MiB segment and a 32 MiB preallocation: remove it
+        // at once, so a long bench does not fill the scratch disk.
+        let _ = std::fs::remove_dir_all(dir);
+    })
+}

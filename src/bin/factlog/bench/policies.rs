@@ -1,0 +1,374 @@
+//! One timed session of each policy. Every runner writes into a fresh directory (the floor
+//! into its preallocated file), runs one thread per task started together, and returns the
+//! wall time from the start until every thread is done and the policy's last sync returned.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use factlog::harness::Body;
+use factlog::harness::codec;
+use factlog::harness::event::AssistantDelta;
+use factlog::{AppendOptions, Appended, Durability, Log, Options, Seq, Store, StoreOptions, Task};
+use parking_lot::Mutex;
+
+use super::counting::{Counters, CountingFs};
+use super::workload::{Action, Line, Session};
+
+/// The longest the bench waits for a fresh log's background preallocation.
+const PREALLOC_WAIT_MAX: Duration = Duration::from_secs(120);
+
+/// Name of the file the preallocator fills (`format-spec/segment.md`, "Preallocation").
+const PREALLOC_FILE_NAME: &str = "prealloc.tmp";
+
+/// What one timed session cost.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Wall time of the session.
+    pub elapsed: Duration,
+    /// `fdatasync`s issued during it.
+    pub syncs: u64,
+    /// Those issued by the store's background flusher (also in `syncs`).
+    pub syncs_by_flusher: u64,
+    /// Bytes written (for a JSONL file: its length).
+    pub bytes: u64,
+    /// The duration of every synced append, in nanoseconds.
+    pub synced_latencies_ns: Vec<u64>,
+}
+
+/// How the store policies append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreMode {
+    /// The store's defaults per event type; each step closed by one batch of `tool/result` +
+    /// `step/end`.
+    Tiers,
+    /// Every event alone with `durability: Some(Synced)`.
+    AllSynced,
+}
+
+/// What a reference run of the tiered store leaves for the other policies.
+pub struct Reference {
+    /// Each task's records, as the store encoded them.
+    pub records: Vec<Vec<Vec<u8>>>,
+    /// Bytes written between consecutive `fdatasync`s.
+    pub chunks: Vec<u64>,
+}
+
+type Failed = String;
+
+fn store_error(what: &str) -> impl Fn(factlog::Error) -> Failed + '_ {
+    move |error| format!("{what}: {error}")
+}
+
+/// Waits until the log in `dir` has its next segment preallocated and on disk, so its zeros
+/// are not written back during the measurement.
+pub fn wait_for_prealloc(dir: &Path) -> Result<(), Failed> {
+    let path = dir.join(PREALLOC_FILE_NAME);
+    let segment_bytes = factlog::limits::SEGMENT_BYTES_DEFAULT;
+    let started = Instant::now();
+    while !std::fs::metadata(&path).is_ok_and(|m| m.len() == segment_bytes) {
+        if started.elapsed() > PREALLOC_WAIT_MAX {
+            return Err(format!(
+                "{} did not reach {segment_bytes} bytes within {PREALLOC_WAIT_MAX:?}",
+                path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    File::open(&path)
+        .and_then(|file| file.sync_data())
+        .map_err(|error| format!("sync {}: {error}", path.display()))?;
+    std::thread::sleep(Duration::from_millis(20));
+    Ok(())
+}
+
+/// Runs `work(i)` on one thread per task, all released together; returns the wall time from
+/// the release until every thread is done, and what each returned.
+fn parallel<T: Send>(
+    tasks: usize,
+    work: impl Fn(usize) -> Result<T, Failed> + Sync,
+) -> Result<(Duration, Vec<T>), Failed> {
+    let barrier = Barrier::new(tasks + 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..tasks)
+            .map(|i| {
+                let barrier = &barrier;
+                let work = &work;
+                scope.spawn(move || {
+                    barrier.wait();
+                    work(i)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let mut out = Vec::with_capacity(tasks);
+        let mut failure = None;
+        for handle in handles {
+            match handle.join() {
+                Ok(Ok(value)) => out.push(value),
+                Ok(Err(error)) => failure = failure.or(Some(error)),
+                Err(_) => failure = failure.or(Some("a bench thread panicked".to_owned())),
+            }
+        }
+        let elapsed = start.elapsed();
+        failure.map_or(Ok((elapsed, out)), Err)
+    })
+}
+
+fn written(outcome: factlog::Result<Appended>) -> Result<(), Failed> {
+    match outcome.map_err(store_error("append"))? {
+        Appended::Written { .. } => Ok(()),
+        Appended::Duplicate { call_id, .. } => Err(format!("call {call_id} taken for a duplicate")),
+    }
+}
+
+/// Appends `body` with `options`, timing it into `latencies` when `synced`.
+fn timed_append(
+    task: &Task,
+    bodies: Vec<Body>,
+    options: AppendOptions,
+    synced: bool,
+    latencies: &mut Vec<u64>,
+) -> Result<(), Failed> {
+    let start = Instant::now();
+    written(task.append_batch_with(bodies, options))?;
+    if synced {
+        latencies.push(start.elapsed().as_nanos() as u64);
+    }
+    Ok(())
+}
+
+fn default_synced(body: &Body) -> bool {
+    body.event_type().is_some_and(|t| t.default_durability() == Durability::Synced)
+}
+
+/// One session per task through the typed API of one store.
+fn perform(task: &Task, session: Session, mode: StoreMode) -> Result<Vec<u64>, Failed> {
+    let mut latencies = Vec::new();
+    let synced = AppendOptions { durability: Some(Durability::Synced), ..Default::default() };
+    for action in session.actions {
+        match (action, mode) {
+            (Action::Delta(range), StoreMode::Tiers) => {
+                task.delta(&session.deltas[range]).map_err(store_error("delta"))?;
+            }
+            (Action::Delta(range), StoreMode::AllSynced) => {
+                let text = session.deltas[range].to_owned();
+                let body = Body::AssistantDelta(AssistantDelta { text });
+                timed_append(task, vec![body], synced, true, &mut latencies)?;
+            }
+            (Action::Append(body), StoreMode::Tiers) => {
+                let is_synced = default_synced(&body);
+                timed_append(
+                    task,
+                    vec![*body],
+                    AppendOptions::default(),
+                    is_synced,
+                    &mut latencies,
+                )?;
+            }
+            (Action::Append(body), StoreMode::AllSynced) => {
+                timed_append(task, vec![*body], synced, true, &mut latencies)?;
+            }
+            (Action::CloseStep(bodies), StoreMode::Tiers) => {
+                let bodies = Vec::from(*bodies);
+                timed_append(task, bodies, AppendOptions::default(), true, &mut latencies)?;
+            }
+            (Action::CloseStep(bodies), StoreMode::AllSynced) => {
+                for body in *bodies {
+                    timed_append(task, vec![body], synced, true, &mut latencies)?;
+                }
+            }
+        }
+    }
+    Ok(latencies)
+}
+
+fn open_store(dir: &Path) -> Result<(Store, Arc<Counters>), Failed> {
+    let (fs, counters) = CountingFs::new();
+    let options = StoreOptions::new().log(Options::new().fs(fs));
+    let store = Store::open(dir, options)
+        .map_err(|error| format!("cannot open a store in {}: {error}", dir.display()))?;
+    wait_for_prealloc(dir)?;
+    Ok((store, counters))
+}
+
+/// The sessions through a fresh store in `dir`; with `reference`, also what the reference
+/// gives the other policies (read back from the store before it is closed).
+fn store_session(
+    dir: &Path,
+    sessions: Vec<Session>,
+    mode: StoreMode,
+    reference: bool,
+) -> Result<(Measured, Option<Reference>), Failed> {
+    let (store, counters) = open_store(dir)?;
+    let tasks: Vec<Task> = sessions
+        .iter()
+        .map(|s| store.task(&s.task).map_err(store_error("task")))
+        .collect::<Result<_, _>>()?;
+    let slots: Vec<Mutex<Option<Session>>> =
+        sessions.into_iter().map(|s| Mutex::new(Some(s))).collect();
+    counters.reset_chunks();
+    let before = counters.read();
+    let (elapsed, latencies) = parallel(tasks.len(), |i| {
+        let session = slots[i].lock().take().ok_or("a session ran twice")?;
+        perform(&tasks[i], session, mode)
+    })?;
+    let counts = counters.read().since(before);
+    let chunks = counters.chunks();
+    let reference = if reference {
+        store.flush(Durability::Synced).map_err(store_error("flush"))?;
+        let mut records: Vec<Vec<Vec<u8>>> = vec![Vec::new(); tasks.len()];
+        let reader = store.log().read_from(Seq(1)).map_err(store_error("read back"))?;
+        for record in reader {
+            let record = record.map_err(store_error("read back"))?;
+            let envelope = codec::peek(record.seq, &record.payload).map_err(store_error("peek"))?;
+            let index = tasks.iter().position(|t| t.id().as_str() == envelope.task);
+            if let Some(index) = index {
+                records[index].push(record.payload.to_vec());
+            }
+        }
+        Some(Reference { records, chunks })
+    } else {
+        None
+    };
+    drop(tasks);
+    store.close().map_err(store_error("close the store"))?;
+    let measured = Measured {
+        elapsed,
+        syncs: counts.syncs,
+        syncs_by_flusher: counts.syncs_by_flusher,
+        bytes: counts.write_bytes,
+        synced_latencies_ns: latencies.concat(),
+    };
+    Ok((measured, reference))
+}
+
+/// The untimed reference run of the tiered store (also a warm-up).
+pub fn reference(dir: &Path, sessions: Vec<Session>) -> Result<Reference, Failed> {
+    let (_, reference) = store_session(dir, sessions, StoreMode::Tiers, true)?;
+    reference.ok_or_else(|| "no reference".to_owned())
+}
+
+/// One timed session of a store policy.
+pub fn store(dir: &Path, sessions: Vec<Session>, mode: StoreMode) -> Result<Measured, Failed> {
+    Ok(store_session(dir, sessions, mode, false)?.0)
+}
+
+/// The reference's records through `Log::append`, `Buffered`, then one `flush(Synced)`.
+pub fn raw_buffered(dir: &Path, reference: &Reference) -> Result<Measured, Failed> {
+    let (fs, counters) = CountingFs::new();
+    let log = Log::open(dir, Options::new().fs(fs))
+        .map_err(|error| format!("cannot open a log in {}: {error}", dir.display()))?;
+    wait_for_prealloc(dir)?;
+    let before = counters.read();
+    let (elapsed, ()) = {
+        let (threads, _) = parallel(reference.records.len(), |i| {
+            for record in &reference.records[i] {
+                log.append(record, Durability::Buffered).map_err(store_error("append"))?;
+            }
+            Ok(())
+        })?;
+        (threads, ())
+    };
+    let flush_started = Instant::now();
+    log.flush(Durability::Synced).map_err(store_error("flush"))?;
+    let flush = flush_started.elapsed();
+    let counts = counters.read().since(before);
+    log.close().map_err(store_error("close the log"))?;
+    Ok(Measured {
+        elapsed: elapsed + flush,
+        syncs: counts.syncs,
+        syncs_by_flusher: counts.syncs_by_flusher,
+        bytes: counts.write_bytes,
+        synced_latencies_ns: vec![flush.as_nanos() as u64],
+    })
+}
+
+/// Which JSONL lines are followed by an `fdatasync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonlSync {
+    /// Every line.
+    Every,
+    /// Only the lines of critical events.
+    Critical,
+}
+
+/// Each task's lines into one new JSONL file, one `write` per line under one lock, followed
+/// (under the same lock) by an `fdatasync` as `sync` says.
+pub fn jsonl(path: &Path, lines: &[Vec<Line>], sync: JsonlSync) -> Result<Measured, Failed> {
+    let file = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|error| format!("cannot create {}: {error}", path.display()))?;
+    let file = Mutex::new(file);
+    let io = |error: std::io::Error| format!("write {}: {error}", path.display());
+    let (elapsed, results) = parallel(lines.len(), |i| {
+        let mut latencies = Vec::new();
+        let mut syncs = 0u64;
+        for line in &lines[i] {
+            let synced = sync == JsonlSync::Every || line.critical;
+            let start = Instant::now();
+            let mut file = file.lock();
+            file.write_all(&line.bytes).map_err(io)?;
+            if synced {
+                file.sync_data().map_err(io)?;
+                drop(file);
+                latencies.push(start.elapsed().as_nanos() as u64);
+                syncs += 1;
+            }
+        }
+        Ok((latencies, syncs))
+    })?;
+    let bytes = file.lock().metadata().map_err(io)?.len();
+    let syncs = results.iter().map(|r| r.1).sum();
+    let latencies = results.into_iter().flat_map(|r| r.0).collect();
+    Ok(Measured { elapsed, syncs, syncs_by_flusher: 0, bytes, synced_latencies_ns: latencies })
+}
+
+/// A file of `bytes` zeros, written and synced, as factlog's segments are preallocated.
+pub fn preallocated_file(path: &Path, bytes: u64) -> Result<File, Failed> {
+    let io = |error: std::io::Error| format!("floor file {}: {error}", path.display());
+    let file = OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(io)?;
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < bytes {
+        let n = (bytes - at).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], at).map_err(io)?;
+        at += n as u64;
+    }
+    file.sync_all().map_err(io)?;
+    Ok(file)
+}
+
+/// The floor: for each chunk of the reference, one `pwrite` of that many bytes right after the
+/// previous one and an `fdatasync`, into the preallocated `file`.
+pub fn floor(file: &File, chunks: &[u64]) -> Result<Measured, Failed> {
+    let largest = chunks.iter().copied().max().unwrap_or(0) as usize;
+    let content: Vec<u8> = (0..largest).map(|i| b'a' + (i % 26) as u8).collect();
+    let io = |error: std::io::Error| format!("floor write: {error}");
+    let mut latencies = Vec::with_capacity(chunks.len());
+    let mut offset = 0u64;
+    let start = Instant::now();
+    for &chunk in chunks {
+        let began = Instant::now();
+        if chunk > 0 {
+            file.write_all_at(&content[..chunk as usize], offset).map_err(io)?;
+        }
+        file.sync_data().map_err(io)?;
+        latencies.push(began.elapsed().as_nanos() as u64);
+        offset += chunk;
+    }
+    let elapsed = start.elapsed();
+    Ok(Measured {
+        elapsed,
+        syncs: chunks.len() as u64,
+        syncs_by_flusher: 0,
+        bytes: offset,
+        synced_latencies_ns: latencies,
+    })
+}
