@@ -10,7 +10,6 @@
 //! temporary directory that is removed at the end, whatever happens.
 
 mod child;
-mod counting_fs;
 mod external;
 mod scenario;
 
@@ -285,7 +284,7 @@ fn run_demo(
         after.execution.turns
     );
     let events = store.log().last_seq().map_or(0, |s| s.0);
-    let parent_syncs = counters.syncs();
+    let parent_syncs = counters.total_syncs();
     store.close().map_err(fail("close"))?;
 
     // 4. What persistence cost.

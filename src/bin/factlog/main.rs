@@ -12,6 +12,7 @@ mod append;
 mod base64;
 mod bench;
 mod checkpoint;
+mod counting_fs;
 mod demo;
 mod dump;
 mod emit;

@@ -7,7 +7,6 @@
 //! of the `factlog` policy (the reference, also a warm-up) gives `all-buffered` its records
 //! and `floor` its `fdatasync` count and bytes.
 
-mod counting;
 mod policies;
 mod report;
 mod workload;

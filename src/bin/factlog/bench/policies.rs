@@ -15,8 +15,8 @@ use factlog::harness::event::AssistantDelta;
 use factlog::{AppendOptions, Appended, Durability, Log, Options, Seq, Store, StoreOptions, Task};
 use parking_lot::Mutex;
 
-use super::counting::{Counters, CountingFs};
 use super::workload::{Action, Line, Session};
+use crate::counting_fs::{Counters, CountingFs};
 
 /// The longest the bench waits for a fresh log's background preallocation.
 const PREALLOC_WAIT_MAX: Duration = Duration::from_secs(120);

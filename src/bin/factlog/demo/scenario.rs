@@ -11,7 +11,7 @@ use std::sync::Arc;
 use factlog::harness::event::Effect;
 use factlog::{Options, StoreOptions};
 
-use super::counting_fs::{Counters, CountingFs};
+use crate::counting_fs::{Counters, CountingFs};
 
 /// The demo's task.
 pub const TASK: &str = "publish-article";

@@ -1,5 +1,6 @@
-//! A file system that passes every call to [`RealFs`] and counts the writes and `fdatasync`s
-//! of the store's own threads, so the bench reports what a policy cost the disk.
+//! A file system that passes every call to [`RealFs`] and counts the writes, `fdatasync`s and
+//! directory `fsync`s of the store's own threads: what `bench` and `demo` report as the cost a
+//! run put on the disk. Counting changes nothing that reaches the disk.
 //!
 //! The background preallocator's zeros (thread `factlog-prealloc`) are not counted: they are
 //! written ahead, off the append path, and the bench waits for them before it starts timing.
@@ -26,6 +27,7 @@ const PREALLOC_THREAD_NAME: &str = "factlog-prealloc";
 pub struct Counters {
     syncs: AtomicU64,
     syncs_by_flusher: AtomicU64,
+    dir_syncs: AtomicU64,
     write_bytes: AtomicU64,
     /// Bytes written since the last counted sync.
     pending_bytes: AtomicU64,
@@ -40,6 +42,8 @@ pub struct Counts {
     pub syncs: u64,
     /// Those issued by the background flusher.
     pub syncs_by_flusher: u64,
+    /// `fsync`s of directories.
+    pub dir_syncs: u64,
     /// Bytes written.
     pub write_bytes: u64,
 }
@@ -50,6 +54,7 @@ impl Counts {
         Counts {
             syncs: self.syncs - earlier.syncs,
             syncs_by_flusher: self.syncs_by_flusher - earlier.syncs_by_flusher,
+            dir_syncs: self.dir_syncs - earlier.dir_syncs,
             write_bytes: self.write_bytes - earlier.write_bytes,
         }
     }
@@ -61,8 +66,15 @@ impl Counters {
         Counts {
             syncs: self.syncs.load(Ordering::Acquire),
             syncs_by_flusher: self.syncs_by_flusher.load(Ordering::Acquire),
+            dir_syncs: self.dir_syncs.load(Ordering::Acquire),
             write_bytes: self.write_bytes.load(Ordering::Acquire),
         }
+    }
+
+    /// Every counted `fdatasync` of a file and `fsync` of a directory so far.
+    pub fn total_syncs(&self) -> u64 {
+        let counts = self.read();
+        counts.syncs + counts.dir_syncs
     }
 
     /// Forgets the recorded chunks (and bytes not yet synced).
@@ -118,6 +130,9 @@ impl Fs for CountingFs {
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        if counted_thread() {
+            self.counters.dir_syncs.fetch_add(1, Ordering::AcqRel);
+        }
         RealFs.sync_dir(path)
     }
 
