@@ -216,6 +216,13 @@ pub enum CorruptionReason {
     NameMismatch,
     /// Segment identifiers or first sequence numbers do not follow each other.
     SegmentOrder,
+    /// Segments of one log are written in different format versions.
+    MixedFormatVersions {
+        /// The version of the segments before it.
+        expected: u16,
+        /// The version of this one.
+        found: u16,
+    },
     /// A frame is invalid where every frame must be valid.
     BadFrame(FrameFault),
     /// A valid frame carries a sequence number other than the expected one.
@@ -302,6 +309,11 @@ impl fmt::Display for CorruptionReason {
             CorruptionReason::SegmentOrder => {
                 f.write_str("segment ids or first sequence numbers are out of order")
             }
+            CorruptionReason::MixedFormatVersions { expected, found } => write!(
+                f,
+                "segment format version {found} follows segments of version {expected}; \
+                 a log is written in one version"
+            ),
             CorruptionReason::BadFrame(fault) => write!(f, "invalid frame: {fault}"),
             CorruptionReason::SequenceMismatch { expected, found } => {
                 write!(f, "expected sequence number {expected}, found {found}")

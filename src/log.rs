@@ -26,6 +26,7 @@ pub struct Log {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     report: RecoveryReport,
+    format_version: u16,
     inner: Inner,
 }
 
@@ -106,7 +107,14 @@ impl Log {
         let mut segs = listing.segments;
         if segs.is_empty() {
             let first = Preallocator::new(Arc::clone(&fs), &dir, options.segment_bytes, false)?;
-            let (_file, meta) = segments::install(&*fs, &dir, first.take()?, SegmentId(1), Seq(1))?;
+            let (_file, meta) = segments::install(
+                &*fs,
+                &dir,
+                first.take()?,
+                SegmentId(1),
+                Seq(1),
+                options.new_log_format_version,
+            )?;
             segs.push(meta);
         }
         let active = segs.last().expect("at least one segment").clone();
@@ -160,8 +168,16 @@ impl Log {
             fs,
             dir,
             report,
+            format_version: active.header.format_version,
             inner: Inner::Writer { writer, flusher, lock: Some(lock), closed: false },
         })
+    }
+
+    /// The segment format version of this log (`format-spec/versions.md`): every segment of
+    /// a log has the same. A new log gets [`Options::new_log_format_version`].
+    #[must_use]
+    pub fn format_version(&self) -> u16 {
+        self.format_version
     }
 
     /// Opens the log in `dir` for reading only: no lock, no write of any kind, so it works
@@ -185,7 +201,13 @@ impl Log {
             last_seq: some_seq(last),
             tail_cut,
         };
-        Ok(Log { fs, dir, report, inner: Inner::ReadOnly { segments: listing.segments, last } })
+        Ok(Log {
+            fs,
+            dir,
+            report,
+            format_version: active.header.format_version,
+            inner: Inner::ReadOnly { segments: listing.segments, last },
+        })
     }
 
     fn writer(&self) -> Result<&Writer> {

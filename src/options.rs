@@ -12,6 +12,7 @@ use crate::limits::{
     FLUSH_DELAY_US_MAX, SEGMENT_BYTES_ALIGN, SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_MAX,
     SEGMENT_BYTES_MIN,
 };
+use crate::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 use crate::types::RecoveryMode;
 
 /// How to open a log. A builder: `Options::new().segment_bytes(1 << 20)`.
@@ -22,6 +23,7 @@ pub struct Options {
     pub(crate) flush_delay: Duration,
     pub(crate) recovery_mode: RecoveryMode,
     pub(crate) background_threads: bool,
+    pub(crate) new_log_format_version: u16,
     pub(crate) fs: Arc<dyn Fs>,
 }
 
@@ -35,8 +37,18 @@ impl Options {
             flush_delay: Duration::from_micros(FLUSH_DELAY_US_DEFAULT),
             recovery_mode: RecoveryMode::default(),
             background_threads: true,
+            new_log_format_version: FORMAT_VERSION,
             fs: Arc::new(RealFs),
         }
+    }
+
+    /// The segment format version a new log is created in; an existing log keeps its own
+    /// (`format-spec/versions.md`). From 1 to [`FORMAT_VERSION`]: version 1 keeps a new log
+    /// readable by builds that know only version 1. Default: [`FORMAT_VERSION`].
+    #[must_use]
+    pub fn new_log_format_version(mut self, version: u16) -> Options {
+        self.new_log_format_version = version;
+        self
     }
 
     /// Capacity of each segment file; a segment is rolled when the next frame does not fit.
@@ -114,6 +126,13 @@ impl Options {
                 self.flush_delay
             )));
         }
+        let v = self.new_log_format_version;
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&v) {
+            return Err(Error::invalid_options(format!(
+                "new_log_format_version is {v}: this build writes versions {FORMAT_VERSION_MIN} \
+                 to {FORMAT_VERSION}"
+            )));
+        }
         Ok(())
     }
 }
@@ -132,6 +151,7 @@ impl fmt::Debug for Options {
             .field("flush_delay", &self.flush_delay)
             .field("recovery_mode", &self.recovery_mode)
             .field("background_threads", &self.background_threads)
+            .field("new_log_format_version", &self.new_log_format_version)
             .field("fs", &self.fs)
             .finish()
     }

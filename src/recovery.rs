@@ -151,7 +151,7 @@ mod tests {
     use crate::limits::SEGMENT_HEADER_BYTES;
 
     fn header() -> SegmentHeader {
-        SegmentHeader { id: SegmentId(1), first_seq: Seq(1), salt: 99 }
+        SegmentHeader { format_version: 1, id: SegmentId(1), first_seq: Seq(1), salt: 99 }
     }
 
     /// A segment of `n` records of 40 bytes each, each written after the previous was synced

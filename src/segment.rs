@@ -13,8 +13,11 @@ use crate::types::{SegmentId, Seq};
 
 /// The magic bytes at offset 0 of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"FACTLSEG";
-/// The segment format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The newest segment format version this build reads and writes; it writes it in every new
+/// log (`format-spec/versions.md`). Version 2 has the layout of version 1.
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest segment format version this build reads and appends to.
+pub const FORMAT_VERSION_MIN: u16 = 1;
 /// The `content` value of a segment holding event-log records.
 pub const CONTENT_EVENT_LOG: u16 = 1;
 /// File-name suffix of segment files.
@@ -23,6 +26,8 @@ pub const SEGMENT_SUFFIX: &str = ".seg";
 /// The decoded header of a segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The format version the segment is written in: every segment of a log has the same.
+    pub format_version: u16,
     /// Position of the segment in the directory, from 1.
     pub id: SegmentId,
     /// Sequence number of the first record the segment holds.
@@ -37,7 +42,7 @@ impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_BYTES] {
         let mut out = [0u8; SEGMENT_HEADER_BYTES];
         out[0..8].copy_from_slice(&SEGMENT_MAGIC);
-        out[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[8..10].copy_from_slice(&self.format_version.to_le_bytes());
         out[10..12].copy_from_slice(&CONTENT_EVENT_LOG.to_le_bytes());
         out[12..16].copy_from_slice(&(SEGMENT_HEADER_BYTES as u32).to_le_bytes());
         out[16..24].copy_from_slice(&self.id.0.to_le_bytes());
@@ -85,7 +90,7 @@ pub fn decode_header(bytes: &[u8], path: &Path) -> Result<SegmentHeader> {
         return Err(bad(CorruptionReason::BadMagic));
     }
     let version = u16_at(8);
-    if version != FORMAT_VERSION {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
         return Err(ErrorKind::UnsupportedVersion {
             path: path.to_path_buf(),
             found: version,
@@ -106,8 +111,12 @@ pub fn decode_header(bytes: &[u8], path: &Path) -> Result<SegmentHeader> {
     if header[40..60].iter().any(|&b| b != 0) {
         return Err(bad(CorruptionReason::BadHeaderField("reserved")));
     }
-    let parsed =
-        SegmentHeader { id: SegmentId(u64_at(16)), first_seq: Seq(u64_at(24)), salt: u64_at(32) };
+    let parsed = SegmentHeader {
+        format_version: version,
+        id: SegmentId(u64_at(16)),
+        first_seq: Seq(u64_at(24)),
+        salt: u64_at(32),
+    };
     if parsed.id.0 == 0 {
         return Err(bad(CorruptionReason::BadHeaderField("segment_id")));
     }
@@ -181,7 +190,7 @@ mod tests {
     use super::*;
 
     fn header() -> SegmentHeader {
-        SegmentHeader { id: SegmentId(2), first_seq: Seq(17), salt: 0xfeed_beef }
+        SegmentHeader { format_version: 1, id: SegmentId(2), first_seq: Seq(17), salt: 0xfeed_beef }
     }
 
     #[test]
@@ -202,7 +211,10 @@ mod tests {
         b[0] = b'X';
         assert_eq!(reason(&b), "BadMagic");
         let mut b = header().encode();
-        b[8] = 2;
+        b[8] = 3;
+        assert!(reason(&b).starts_with("UnsupportedVersion"));
+        let mut b = header().encode();
+        b[8] = 0;
         assert!(reason(&b).starts_with("UnsupportedVersion"));
         let mut b = header().encode();
         b[33] ^= 1;

@@ -78,6 +78,17 @@ pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
                     CorruptionReason::SegmentOrder,
                 ));
             }
+            if header.format_version != prev.header.format_version {
+                return Err(Error::corruption(
+                    Some(header.id),
+                    &path,
+                    8,
+                    CorruptionReason::MixedFormatVersions {
+                        expected: prev.header.format_version,
+                        found: header.format_version,
+                    },
+                ));
+            }
         }
         segments.push(SegmentMeta { header, path });
     }
@@ -124,8 +135,9 @@ pub fn install(
     prealloc: &Path,
     id: SegmentId,
     first_seq: Seq,
+    format_version: u16,
 ) -> Result<(Box<dyn FsFile>, SegmentMeta)> {
-    let header = SegmentHeader { id, first_seq, salt: fs.random_u64() };
+    let header = SegmentHeader { format_version, id, first_seq, salt: fs.random_u64() };
     let file =
         fs.open(prealloc, OpenMode::ReadWrite).map_err(|e| Error::io("open", prealloc, e))?;
     file.write_all_at(&header.encode(), 0).map_err(|e| Error::io("write header", prealloc, e))?;
@@ -147,9 +159,9 @@ mod tests {
         let dir = tmp.path();
         let pre = dir.join(PREALLOC_FILE_NAME);
         preallocate(&RealFs, &pre, 8192).unwrap();
-        let (_file, one) = install(&RealFs, dir, &pre, SegmentId(1), Seq(1)).unwrap();
+        let (_file, one) = install(&RealFs, dir, &pre, SegmentId(1), Seq(1), 2).unwrap();
         preallocate(&RealFs, &pre, 8192).unwrap();
-        let (_file, two) = install(&RealFs, dir, &pre, SegmentId(2), Seq(40)).unwrap();
+        let (_file, two) = install(&RealFs, dir, &pre, SegmentId(2), Seq(40), 2).unwrap();
         let listing = list(&RealFs, dir).unwrap();
         assert_eq!(listing.segments, vec![one, two]);
         assert_eq!(std::fs::metadata(&listing.segments[1].path).unwrap().len(), 8192);
@@ -161,9 +173,9 @@ mod tests {
         let dir = tmp.path();
         let pre = dir.join(PREALLOC_FILE_NAME);
         preallocate(&RealFs, &pre, 8192).unwrap();
-        install(&RealFs, dir, &pre, SegmentId(1), Seq(1)).unwrap();
+        install(&RealFs, dir, &pre, SegmentId(1), Seq(1), 2).unwrap();
         preallocate(&RealFs, &pre, 8192).unwrap();
-        install(&RealFs, dir, &pre, SegmentId(3), Seq(5)).unwrap();
+        install(&RealFs, dir, &pre, SegmentId(3), Seq(5), 2).unwrap();
         let err = list(&RealFs, dir).unwrap_err();
         assert!(err.is_corruption(), "{err}");
     }

@@ -502,9 +502,15 @@ impl Writer {
         // Nothing is lost if no file can be prepared: the append fails and a later one retries.
         let prealloc = self.prealloc.take()?;
         let next_id = SegmentId(state.active.id.0 + 1);
-        let (file, meta) =
-            segments::install(&*self.fs, &self.dir, prealloc, next_id, Seq(state.next_seq))
-                .map_err(|e| self.poison(e))?;
+        let (file, meta) = segments::install(
+            &*self.fs,
+            &self.dir,
+            prealloc,
+            next_id,
+            Seq(state.next_seq),
+            state.active.format_version,
+        )
+        .map_err(|e| self.poison(e))?;
         self.prealloc.request();
         {
             let mut io = self.io.lock();

@@ -139,14 +139,14 @@ fn a_future_format_version_exits_2() {
     let (_temp, dir) = temp_log();
     append_fixed(&dir, 3);
     let segments = segment_paths(&dir);
-    write_at(&segments[0], 8, &2_u16.to_le_bytes());
+    write_at(&segments[0], 8, &3_u16.to_le_bytes());
 
     let (code, report) = verify_json(&dir);
     assert_eq!(code, Some(2), "{report}");
     assert_eq!(report["outcome"], "corrupt");
     assert_eq!(report["corruption"]["kind"], "unsupported_version", "{report}");
-    assert_eq!(report["corruption"]["found"], 2);
-    assert_eq!(report["corruption"]["supported"], 1);
+    assert_eq!(report["corruption"]["found"], 3);
+    assert_eq!(report["corruption"]["supported"], 2);
 }
 
 #[test]

@@ -43,7 +43,7 @@ fn options() -> Options {
 }
 
 fn common_header() -> SegmentHeader {
-    SegmentHeader { id: SegmentId(1), first_seq: Seq(1), salt: SALT }
+    SegmentHeader { format_version: 1, id: SegmentId(1), first_seq: Seq(1), salt: SALT }
 }
 
 fn vectors_dir() -> PathBuf {
@@ -666,11 +666,12 @@ fn vectors() -> Vec<Vector> {
             name: "006-future-version",
             about: &[
                 "006-future-version: 001 with format_version 2 (bytes 8 and 9 are 02 00) and",
-                "header_crc 0, which does not match the header.",
-                "Expected: in every mode, for the read-only open and for verify:",
-                "UnsupportedVersion { found 2, supported 1 }, not BadHeaderChecksum: the version",
-                "is checked before the checksum. A writer open leaves only LOCK behind: the",
-                "segment is unchanged and no prealloc.tmp is created. verify: exit 2.",
+                "header_crc 0, which does not match the header. Written when 1 was the only",
+                "version; 014 now tests a version from the future.",
+                "Expected from a build that knows only version 1: UnsupportedVersion { found 2,",
+                "supported 1 }. From a build that knows versions 1 and 2 (this one): in every",
+                "mode, for the read-only open and for verify: Corruption { segment None, offset",
+                "0, reason BadHeaderChecksum }. The file is unchanged. verify: exit 2.",
             ],
             build: || {
                 base_image().damage(8, &[2, 0], "damage: format_version set to 2").damage(
@@ -679,11 +680,19 @@ fn vectors() -> Vec<Vector> {
                     "damage: header_crc set to 0",
                 )
             },
-            header: Err(Refusal::UnsupportedVersion { found: 2, supported: 1 }),
+            header: Err(Refusal::Corruption {
+                segment: None,
+                offset: 0,
+                reason: CorruptionReason::BadHeaderChecksum,
+            }),
             decodes: with(base_decodes(), [(168, Decode::End)]),
             end: None,
             records: vec![],
-            outcome: Outcome::Refused(Refusal::UnsupportedVersion { found: 2, supported: 1 }),
+            outcome: Outcome::Refused(Refusal::Corruption {
+                segment: None,
+                offset: 0,
+                reason: CorruptionReason::BadHeaderChecksum,
+            }),
         },
         Vector {
             name: "007-bad-magic",
@@ -776,6 +785,29 @@ fn vectors() -> Vec<Vector> {
             end: Some(144),
             records: vec![b"a".to_vec(), b"bc".to_vec(), b"def".to_vec(), b"after".to_vec()],
             outcome: Outcome::Clean,
+        },
+        Vector {
+            name: "014-future-version",
+            about: &[
+                "014-future-version: 001 with format_version 3 (bytes 8 and 9 are 03 00) and",
+                "header_crc 0, which does not match the header.",
+                "Expected: in every mode, for the read-only open and for verify:",
+                "UnsupportedVersion { found 3, supported 2 }, not BadHeaderChecksum: the version",
+                "is checked before the checksum. A writer open leaves only LOCK behind: the",
+                "segment is unchanged and no prealloc.tmp is created. verify: exit 2.",
+            ],
+            build: || {
+                base_image().damage(8, &[3, 0], "damage: format_version set to 3").damage(
+                    60,
+                    &[0; 4],
+                    "damage: header_crc set to 0",
+                )
+            },
+            header: Err(Refusal::UnsupportedVersion { found: 3, supported: 2 }),
+            decodes: with(base_decodes(), [(168, Decode::End)]),
+            end: None,
+            records: vec![],
+            outcome: Outcome::Refused(Refusal::UnsupportedVersion { found: 3, supported: 2 }),
         },
     ]
 }
@@ -1099,6 +1131,11 @@ fn vector_008_oversized_length() {
 #[test]
 fn vector_009_batch() {
     check("009-batch");
+}
+
+#[test]
+fn vector_014_future_version() {
+    check("014-future-version");
 }
 
 /// Snapshot vectors (`NNN-snapshot-*`) are snapshot files, checked by

@@ -56,7 +56,7 @@ pub fn all() -> Vec<Seed> {
 }
 
 fn header(first_seq: u64) -> SegmentHeader {
-    SegmentHeader { id: SegmentId(1), first_seq: Seq(first_seq), salt: SALT }
+    SegmentHeader { format_version: 1, id: SegmentId(1), first_seq: Seq(first_seq), salt: SALT }
 }
 
 /// The base frames of `format-spec/vectors/README.md`: three single records, each written

@@ -152,7 +152,7 @@ fn header_from(input: &mut Input<'_>, previous: Option<(SegmentHeader, u64)>) ->
             _ => (prev.id.0 + 1, next_seq),
         },
     };
-    SegmentHeader { id: SegmentId(id), first_seq: Seq(first_seq), salt }
+    SegmentHeader { format_version: 1, id: SegmentId(id), first_seq: Seq(first_seq), salt }
 }
 
 /// A sequence number: mostly small, sometimes at the top of the range, sometimes anything.
