@@ -93,6 +93,12 @@ pub enum ErrorKind {
     },
     /// The log was opened read-only.
     ReadOnly,
+    /// A rewrite of the log's segments (`factlog migrate`) was committed but not completed,
+    /// and a read-only open cannot complete it.
+    RewritePending {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The directory holds no log.
     NotALog {
         /// The directory.
@@ -216,6 +222,8 @@ pub enum CorruptionReason {
     NameMismatch,
     /// Segment identifiers or first sequence numbers do not follow each other.
     SegmentOrder,
+    /// The commit marker of a segment rewrite is damaged (what is wrong).
+    BadRewriteMarker(&'static str),
     /// Segments of one log are written in different format versions.
     MixedFormatVersions {
         /// The version of the segments before it.
@@ -308,6 +316,9 @@ impl fmt::Display for CorruptionReason {
             }
             CorruptionReason::SegmentOrder => {
                 f.write_str("segment ids or first sequence numbers are out of order")
+            }
+            CorruptionReason::BadRewriteMarker(what) => {
+                write!(f, "the rewrite marker is damaged ({what})")
             }
             CorruptionReason::MixedFormatVersions { expected, found } => write!(
                 f,
@@ -449,6 +460,12 @@ impl fmt::Display for Error {
             ErrorKind::ReadOnly => {
                 f.write_str("log is open read-only: open it with Log::open to append")
             }
+            ErrorKind::RewritePending { dir } => write!(
+                f,
+                "{} holds a committed migration that is not yet switched in: open it for writing \
+                 once (any factlog command that writes, or `factlog migrate` again) to finish it",
+                dir.display()
+            ),
             ErrorKind::NotALog { dir } => write!(
                 f,
                 "{} holds no factlog segments (and a new log is only created in an empty or \

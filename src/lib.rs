@@ -101,6 +101,7 @@ mod options;
 mod prealloc;
 mod reader;
 pub mod recovery;
+pub mod rewrite;
 pub mod segment;
 pub mod segments;
 mod types;

@@ -12,6 +12,7 @@ use crate::options::Options;
 use crate::prealloc::Preallocator;
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
+use crate::rewrite;
 use crate::segments::{self, SegmentMeta};
 use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
 use crate::writer::{Writer, WriterStart};
@@ -96,12 +97,20 @@ impl Log {
         let dir = dir.as_ref().to_path_buf();
         let fs = Arc::clone(&options.fs);
         ensure_dir(&*fs, &dir)?;
-        // Refuse someone else's directory before leaving anything in it, not even a lock file.
-        refuse_foreign(&segments::list(&*fs, &dir)?, &dir)?;
+        // A committed rewrite is ours and is completed under the lock before anything is read;
+        // without one, refuse someone else's directory before leaving anything in it, not even
+        // a lock file.
+        let rewriting = rewrite::pending(&*fs, &dir)?.is_some();
+        if !rewriting {
+            refuse_foreign(&segments::list(&*fs, &dir)?, &dir)?;
+        }
         let lock = fs
             .lock_dir(&dir)
             .map_err(|e| Error::io("lock", &dir, e))?
             .ok_or_else(|| Error::from(ErrorKind::Locked { dir: dir.clone() }))?;
+        if rewrite::finish(&*fs, &dir)?.is_none() {
+            rewrite::clear_staged(&*fs, &dir)?;
+        }
         let listing = segments::list(&*fs, &dir)?;
         refuse_foreign(&listing, &dir)?;
         let mut segs = listing.segments;
@@ -187,6 +196,9 @@ impl Log {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let fs = Arc::clone(&options.fs);
+        if rewrite::pending(&*fs, &dir)?.is_some() {
+            return Err(ErrorKind::RewritePending { dir }.into());
+        }
         let listing = list_existing(&*fs, &dir)?;
         let Some(active) = listing.segments.last().cloned() else {
             return Err(ErrorKind::NotALog { dir }.into());
