@@ -99,6 +99,12 @@ pub enum ErrorKind {
         /// The directory.
         dir: PathBuf,
     },
+    /// `factlog migrate` found that the rewritten store would not mean what the store means,
+    /// and changed nothing.
+    MigrationRefused {
+        /// What differs.
+        reason: String,
+    },
     /// The directory holds no log.
     NotALog {
         /// The directory.
@@ -465,6 +471,11 @@ impl fmt::Display for Error {
                 "{} holds a committed migration that is not yet switched in: open it for writing \
                  once (any factlog command that writes, or `factlog migrate` again) to finish it",
                 dir.display()
+            ),
+            ErrorKind::MigrationRefused { reason } => write!(
+                f,
+                "migration refused, nothing was switched: {reason}; the store is unchanged and \
+                 still opens with this build (report this as a bug with `factlog dump --raw`)"
             ),
             ErrorKind::NotALog { dir } => write!(
                 f,
