@@ -387,6 +387,33 @@ pub fn list(fs: &dyn Fs, store_dir: &Path) -> Result<Vec<SnapshotFile>> {
     Ok(files)
 }
 
+/// Refuses a store that holds a snapshot file of a format version newer than this build's
+/// ([`ErrorKind::UnsupportedVersion`]): a newer build wrote to the store, and this one must not
+/// guess (`format-spec/versions.md`, "The promise"). Reads only the first 10 bytes of each
+/// file; a file without the snapshot magic, or too short, is left for [`load_newest`] to skip
+/// as damaged. Called before a store opens its log, so a refusal writes nothing.
+pub fn refuse_newer(fs: &dyn Fs, store_dir: &Path) -> Result<()> {
+    let dir = snapshot_dir(store_dir);
+    for (_, path) in snapshots_by_name(fs, &dir)? {
+        let file = fs.open(&path, OpenMode::Read).map_err(|e| Error::io("open", &path, e))?;
+        let mut head = [0u8; VERSION_AT + 2];
+        if file.len().map_err(|e| Error::io("stat", &path, e))? < head.len() as u64 {
+            continue;
+        }
+        file.read_exact_at(&mut head, 0).map_err(|e| Error::io("read", &path, e))?;
+        let version = u16::from_le_bytes([head[VERSION_AT], head[VERSION_AT + 1]]);
+        if head[..VERSION_AT] == SNAPSHOT_MAGIC && version > SNAPSHOT_FORMAT_VERSION {
+            return Err(ErrorKind::UnsupportedVersion {
+                path,
+                found: version,
+                supported: SNAPSHOT_FORMAT_VERSION,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Loads the newest valid snapshot of `store_dir/snapshots/`: tries the files newest first by
 /// the `covered_seq` in their names and returns the first that can be read, decodes, holds the
 /// `covered_seq` of its name and is accepted by `accept`. `accept` sees the checked header and

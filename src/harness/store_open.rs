@@ -49,6 +49,7 @@ pub(crate) struct Folded {
 }
 
 pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result<Store> {
+    snapshot::refuse_newer(&*options.log.fs, dir)?;
     let log = if read_only {
         Log::open_read_only(dir, options.log.clone())?
     } else {
