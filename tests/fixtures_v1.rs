@@ -3,91 +3,18 @@
 //! records, folded state, recovery plan and open report are compared with the expectations the
 //! release wrote beside it. The fixtures themselves are never written to.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+mod common;
 
-use factlog::harness::codec;
-use factlog::{Options, Seq, Store, StoreOptions};
-use serde_json::{Value, json};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    if from.is_dir() {
-        fs::create_dir_all(to).unwrap();
-        for entry in fs::read_dir(from).unwrap() {
-            let entry = entry.unwrap();
-            copy_tree(&entry.path(), &to.join(entry.file_name()));
-        }
-    } else {
-        fs::copy(from, to).unwrap();
-    }
-}
-
-/// A writable copy of the fixture's store.
-fn copy_of(name: &str) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    copy_tree(&fixture(name).join("store"), tmp.path());
-    tmp
-}
-
-fn options() -> StoreOptions {
-    StoreOptions::new().log(Options::new().segment_bytes(8192).background_threads(false))
-}
-
-fn expected(name: &str, file: &str) -> Value {
-    let text = fs::read_to_string(fixture(name).join("expected").join(file)).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn expected_events(name: &str) -> Vec<Value> {
-    let text = fs::read_to_string(fixture(name).join("expected/events.jsonl")).unwrap();
-    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
-}
-
-/// Every record of the store as stored, in the form of `expected/events.jsonl`.
-fn stored_events(store: &Store) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut reader = store.log().read_from(Seq(1)).unwrap();
-    while let Some(record) = reader.next_ref() {
-        let (seq, payload) = record.unwrap();
-        let env = codec::peek(seq, payload).unwrap();
-        let body = if env.encoding == codec::ENCODING_JSON {
-            json!({ "json": serde_json::from_slice::<Value>(env.body).unwrap() })
-        } else {
-            json!({ "hex": env.body.iter().map(|b| format!("{b:02x}")).collect::<String>() })
-        };
-        out.push(json!({
-            "seq": seq.0,
-            "tag": env.tag,
-            "schema": env.schema,
-            "encoding": env.encoding,
-            "task": env.task,
-            "revision": env.revision,
-            "timestamp_us": env.timestamp_us,
-            "body": body,
-        }));
-    }
-    out
-}
-
-fn open_report(store: &Store) -> Value {
-    let report = store.open_report();
-    json!({
-        "snapshot_covered_seq": report.snapshot.as_ref().map(|m| m.covered_seq.0),
-        "replayed_events": report.replayed_events,
-        "tasks": report.tasks,
-        "last_seq": report.log.last_seq.map(|s| s.0),
-        "tail_cut": report.log.tail_cut.as_ref().map(|c| json!({"offset": c.offset, "bytes": c.bytes})),
-    })
-}
+use common::fixtures::{
+    copy_of, digest_tree, expected, expected_events, fixture, open_report, options, stored_events,
+};
+use factlog::{Seq, Store};
+use serde_json::json;
 
 /// Opens a copy of `name` and checks it against every expectation; returns the open store.
 fn check(name: &str) -> (tempfile::TempDir, Store) {
-    let dir = copy_of(name);
-    let store = Store::open(dir.path(), options()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (dir, path) = copy_of(name);
+    let store = Store::open(&path, options()).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(store.log().format_version(), 1, "{name}: a fixture stays in format 1");
     assert_eq!(open_report(&store), expected(name, "open.json"), "{name}: open report");
     let events = stored_events(&store);
@@ -131,7 +58,7 @@ fn a_store_with_a_call_in_flight_gets_the_recovery_plan_the_release_gave() {
     assert_eq!(written["tasks"][0]["calls"], planned["tasks"][0]["calls"]);
     assert_eq!(written["tasks"][0]["expired"], planned["tasks"][0]["expired"]);
     store.close().unwrap();
-    let again = Store::open(dir.path(), options()).unwrap();
+    let again = Store::open(dir.path().join("store"), options()).unwrap();
     assert_eq!(again.plan_recovery().events_written, 0);
 }
 
@@ -157,20 +84,4 @@ fn the_fixtures_in_the_repository_are_never_written() {
         drop(store);
         assert_eq!(digest_tree(&fixture(name)), before, "{name}");
     }
-}
-
-fn digest_tree(dir: &Path) -> Vec<(PathBuf, u32)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        if path.is_dir() {
-            for entry in fs::read_dir(&path).unwrap() {
-                stack.push(entry.unwrap().path());
-            }
-        } else {
-            out.push((path.clone(), crc32fast::hash(&fs::read(&path).unwrap())));
-        }
-    }
-    out.sort();
-    out
 }
