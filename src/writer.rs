@@ -61,6 +61,10 @@ struct Io {
     file: Arc<dyn FsFile>,
     path: Arc<Path>,
     offset: u64,
+    /// The end of what is durable in `file`: every byte before it was synced. When it equals
+    /// `offset`, a synced write-out needs no `fdatasync` of earlier bytes and is done by one
+    /// [`FsFile::write_all_at_synced`].
+    synced_offset: u64,
 }
 
 #[derive(Default)]
@@ -128,6 +132,7 @@ impl Writer {
                 file: Arc::from(start.active_file),
                 path: Arc::from(active.path.as_path()),
                 offset: start.end_offset,
+                synced_offset: start.end_offset,
             }),
             syncing: std::sync::Mutex::new(false),
             synced: std::sync::Condvar::new(),
@@ -460,14 +465,36 @@ impl Writer {
         self.synced_fresh.store(0, Ordering::Release);
         self.swap_into(&mut state, &mut io);
         drop(state);
+        // Records before `through` that are not in `file` are in sealed segments, which were
+        // synced when they were sealed.
+        if io.synced_offset == io.offset && !io.spare.is_empty() {
+            // Nothing unsynced precedes the buffer: one synced write (O_DSYNC) is the whole
+            // sync, cheaper than a write and an fdatasync. The io lock is held through it so
+            // that no other write lands before it unsynced.
+            if let Err(e) = io.file.write_all_at_synced(&io.spare, io.offset) {
+                return Err(self.poison(Error::io("synced write", &io.path, e)));
+            }
+            io.offset += io.spare.len() as u64;
+            io.synced_offset = io.offset;
+            io.spare.clear();
+            self.written_seq.fetch_max(through, Ordering::AcqRel);
+            self.durable_seq.fetch_max(through, Ordering::AcqRel);
+            return Ok(());
+        }
         self.write_spare(&mut io, through)?;
+        let covered = io.offset;
         let file = Arc::clone(&io.file);
         let path = Arc::clone(&io.path);
         drop(io);
-        // Records before `through` that are not in `file` are in sealed segments, which were
-        // synced when they were sealed.
         if let Err(e) = file.sync_data() {
             return Err(self.poison(Error::io("fdatasync", &path, e)));
+        }
+        {
+            // A roll may have switched files meanwhile; the new file's own mark then stands.
+            let mut io = self.io.lock();
+            if Arc::ptr_eq(&io.file, &file) {
+                io.synced_offset = io.synced_offset.max(covered);
+            }
         }
         self.durable_seq.fetch_max(through, Ordering::AcqRel);
         Ok(())
@@ -517,6 +544,7 @@ impl Writer {
             io.file = Arc::from(file);
             io.path = Arc::from(meta.path.as_path());
             io.offset = SEGMENT_HEADER_BYTES as u64;
+            io.synced_offset = SEGMENT_HEADER_BYTES as u64;
         }
         state.active = meta.header;
         state.salt_crc = meta.header.salt_crc();
