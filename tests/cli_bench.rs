@@ -91,9 +91,43 @@ fn json_has_every_policy_and_the_workload_counts() {
     assert_eq!(row("jsonl-every")["fsyncs_per_turn"], 31.0);
     assert_eq!(row("jsonl-critical")["fsyncs_per_turn"], 5.0);
     assert_eq!(row("all-synced")["synced_appends_per_run"], 62.0);
-    // The floor repeats the reference run's fdatasyncs with the bytes it wrote.
-    assert!(row("floor")["fsyncs_per_turn"].as_f64().expect("fsyncs") >= 5.0);
+    // The floor replays the same run's factlog session: its fdatasyncs, with its bytes.
+    assert_eq!(row("floor")["fsyncs_per_turn"], factlog["fsyncs_per_turn"]);
     assert_eq!(row("floor")["bytes_per_token"], factlog["bytes_per_token"]);
+    assert_empty(dir.path());
+}
+
+#[test]
+fn two_tasks_in_parallel_double_the_tokens_and_keep_the_floor_honest() {
+    let dir = TempDir::new().expect("tempdir");
+    let text = success(&bench(dir.path(), &["--tasks", "2", "--json"]));
+    let report: Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(report["workload"]["tasks"], 2);
+    let rows = report["policies"].as_array().expect("a policies array");
+    let row = |name: &str| &rows[POLICIES.iter().position(|&p| p == name).expect("a policy")];
+    for row in rows {
+        let name = &row["name"];
+        // Twice the one-task count of 2 turns x 2 steps x 10 tokens.
+        assert_eq!(row["tokens"], 2 * 2 * 2 * 10, "{name}");
+        assert!(row["fsyncs_per_turn"].as_f64().is_some_and(|v| v > 0.0), "{name}");
+        for field in ["median", "min", "max"] {
+            assert!(row["ratio_to_floor"][field].as_f64().is_some_and(|v| v > 0.0), "{name}");
+        }
+    }
+    // Each task's turns are counted: per turn of a task the same syncs as with one task.
+    assert_eq!(row("jsonl-every")["fsyncs_per_turn"], 31.0);
+    assert_eq!(row("jsonl-critical")["fsyncs_per_turn"], 5.0);
+    assert_eq!(row("all-synced")["synced_appends_per_run"], 124.0);
+    assert_eq!(row("factlog")["synced_appends_per_run"], 20.0);
+    // The group commit may merge the two tasks' syncs, so there are at most 5 a turn plus
+    // the flusher's; the floor replays exactly the syncs and bytes of the same run's session.
+    let factlog = row("factlog");
+    let appender = factlog["fsyncs_per_turn"].as_f64().expect("fsyncs")
+        - factlog["fsyncs_per_turn_by_flusher"].as_f64().expect("flusher fsyncs");
+    assert!(appender > 0.0 && appender <= 5.0 + 1e-9, "{factlog}");
+    assert_eq!(row("floor")["fsyncs_per_turn"], factlog["fsyncs_per_turn"]);
+    assert_eq!(row("floor")["bytes_per_token"], factlog["bytes_per_token"]);
+    assert_eq!(row("floor")["ratio_to_floor"]["median"], 1.0);
     assert_empty(dir.path());
 }
 

@@ -6,6 +6,9 @@
 //! written ahead, off the append path, and the bench waits for them before it starts timing.
 //! Syncs of the background flusher (thread `factlog-flusher`) are counted, and also apart.
 //! For the floor, each sync records the bytes written since the previous one.
+//!
+//! The bytes of every file the library maps (segments and snapshots are read through `map`)
+//! are counted too: the operator commands show them as the progress of a library scan.
 
 use std::io;
 use std::path::Path;
@@ -33,6 +36,10 @@ pub struct Counters {
     pending_bytes: AtomicU64,
     /// Bytes written between consecutive syncs, one entry per sync.
     chunks: Mutex<Vec<u64>>,
+    /// Bytes of the files mapped for reading.
+    mapped_bytes: AtomicU64,
+    /// Bytes of the file mapped last.
+    last_mapped_bytes: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -86,6 +93,13 @@ impl Counters {
     /// The bytes written between consecutive syncs since the last reset.
     pub fn chunks(&self) -> Vec<u64> {
         self.chunks.lock().clone()
+    }
+
+    /// The bytes of the files mapped for reading before the last one: those a scan that
+    /// maps one file after the other has gone through.
+    pub fn mapped_bytes_done(&self) -> u64 {
+        let last = self.last_mapped_bytes.load(Ordering::Acquire);
+        self.mapped_bytes.load(Ordering::Acquire).saturating_sub(last)
     }
 }
 
@@ -141,7 +155,10 @@ impl Fs for CountingFs {
     }
 
     fn map(&self, path: &Path) -> io::Result<Bytes> {
-        RealFs.map(path)
+        let bytes = RealFs.map(path)?;
+        self.counters.last_mapped_bytes.store(bytes.len() as u64, Ordering::Release);
+        self.counters.mapped_bytes.fetch_add(bytes.len() as u64, Ordering::AcqRel);
+        Ok(bytes)
     }
 
     fn random_u64(&self) -> u64 {

@@ -20,6 +20,7 @@ use factlog::harness::{Event, EventType, codec};
 use factlog::{ErrorKind, Log, Options, Seq};
 use serde_json::{Map, Value};
 
+use crate::progress::{Progress, Unit};
 use crate::{DumpArgs, DumpFormat, EXIT_USAGE, Failure, Outcome, base64, is_broken_pipe};
 
 /// Exit code for every runtime failure of `dump`.
@@ -52,7 +53,11 @@ pub fn run(args: &DumpArgs) -> Outcome {
     if args.from.max(1) < first.0 {
         eprintln!("factlog: records before {first} were reclaimed; dumping from {first}");
     }
-    let reader = log.read_from(Seq(args.from.max(first.0))).map_err(read_error)?;
+    let start = args.from.max(first.0);
+    let reader = log.read_from(Seq(start)).map_err(read_error)?;
+    let end = log.last_seq().map_or(0, |seq| seq.0).min(args.to.unwrap_or(u64::MAX));
+    let total = (end + 1).saturating_sub(start);
+    let progress = Progress::new("dump", Some(total), Unit::Count("records"), true);
 
     let stdout = io::stdout();
     let mut output = BufWriter::new(stdout.lock());
@@ -63,6 +68,7 @@ pub fn run(args: &DumpArgs) -> Outcome {
         if args.to.is_some_and(|to| record.seq.0 > to) {
             break;
         }
+        progress.set(record.seq.0 + 1 - start);
         line.clear();
         printer.line(&mut line, record.seq, &record.payload);
         if let Err(error) = output.write_all(line.as_bytes()) {

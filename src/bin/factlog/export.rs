@@ -18,6 +18,7 @@ use factlog::harness::codec;
 use factlog::{ErrorKind, Log, Options, Seq};
 
 use crate::dump::{event_json_line, write_failed};
+use crate::progress::{Progress, Unit};
 use crate::{EXIT_USAGE, ExportArgs, Failure, Outcome};
 
 /// Exit code for every runtime failure of `export`.
@@ -39,11 +40,14 @@ pub fn run(args: &ExportArgs) -> Outcome {
         eprintln!("factlog: records before {first} were reclaimed; exporting from {first}");
     }
     let reader = log.read_from(first).map_err(read_error)?;
+    let total = log.last_seq().map_or(0, |seq| seq.0 + 1).saturating_sub(first.0);
+    let progress = Progress::new("export", Some(total), Unit::Count("records"), true);
     let stdout = io::stdout();
     let mut output = BufWriter::new(stdout.lock());
     let mut line = String::new();
     for record in reader {
         let record = record.map_err(read_error)?;
+        progress.set(record.seq.0 + 1 - first.0);
         let event = codec::decode(record.seq, &record.payload)
             .map_err(|error| not_an_event(record.seq, &record.payload, &error))?;
         if args.task.as_deref().is_some_and(|task| event.task.as_str() != task) {

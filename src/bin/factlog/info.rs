@@ -12,11 +12,14 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use factlog::harness::codec;
 use factlog::{Log, LogInfo, Options, Seq, Store, StoreOptions, TailCut};
 use serde_json::{Value, json};
 
+use crate::counting_fs::CountingFs;
+use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, checked_snapshots};
 use crate::{Failure, InfoArgs, Outcome};
 
@@ -34,16 +37,12 @@ type Tasks = Result<Vec<TaskLine>, String>;
 const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &InfoArgs) -> Outcome {
-    let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
-    let info =
-        log.info().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("info: {error}")))?;
-    let tail_cut = log.recovery_report().tail_cut.as_ref();
-    let snapshots = checked_snapshots(&args.dir).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"))
-    })?;
-    let tasks = tasks(&args.dir, &log, &info);
+    let (fs, counters) = CountingFs::new();
+    let progress = Progress::new("info: reading the store", None, Unit::Bytes, false);
+    let gathered = progress.while_running(|| counters.mapped_bytes_done(), || gather(args, &fs));
+    progress.finish();
+    let (info, tail_cut, snapshots, tasks) = gathered?;
+    let tail_cut = tail_cut.as_ref();
     if args.json {
         println!("{}", info_json(&info, tail_cut, &snapshots, &tasks));
     } else {
@@ -53,8 +52,25 @@ pub fn run(args: &InfoArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `info` shows, read through `fs`.
+type Gathered = (LogInfo, Option<TailCut>, Vec<CheckedSnapshot>, Tasks);
+
+fn gather(args: &InfoArgs, fs: &Arc<CountingFs>) -> Result<Gathered, Failure> {
+    let log = Log::open_read_only(&args.dir, Options::new().fs(fs.clone())).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+    })?;
+    let info =
+        log.info().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("info: {error}")))?;
+    let tail_cut = log.recovery_report().tail_cut.clone();
+    let snapshots = checked_snapshots(&args.dir).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"))
+    })?;
+    let tasks = tasks(&args.dir, &log, &info, fs);
+    Ok((info, tail_cut, snapshots, tasks))
+}
+
 /// The tasks, through a read-only store open, if the log holds events.
-fn tasks(dir: &Path, log: &Log, info: &LogInfo) -> Tasks {
+fn tasks(dir: &Path, log: &Log, info: &LogInfo, fs: &Arc<CountingFs>) -> Tasks {
     let Some(first) = info.first_seq else { return Ok(Vec::new()) };
     let mut reader =
         log.read_from(first).map_err(|error| format!("cannot read the log: {error}"))?;
@@ -66,7 +82,8 @@ fn tasks(dir: &Path, log: &Log, info: &LogInfo) -> Tasks {
         }
         Some(Ok(_)) => {}
     }
-    let store = Store::open_read_only(dir, StoreOptions::new())
+    let options = StoreOptions::new().log(Options::new().fs(fs.clone()));
+    let store = Store::open_read_only(dir, options)
         .map_err(|error| format!("cannot open the store: {error}"))?;
     Ok(store
         .task_ids()

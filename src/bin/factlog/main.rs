@@ -19,6 +19,7 @@ mod emit;
 mod export;
 mod history;
 mod info;
+mod progress;
 mod purge;
 mod recover;
 mod state;
@@ -76,9 +77,12 @@ enum Command {
     /// Synced), all-buffered (the same encoded records through the raw Log, Buffered, one
     /// final sync: the store itself refuses Buffered for its Synced-default types),
     /// jsonl-every and jsonl-critical (a JSONL file synced after every line, or only after
-    /// tool/call, tool/result and turn/end) and floor (pwrite+fdatasync into a preallocated
-    /// file, the factlog policy's syncs and bytes). all-synced and jsonl-every run only
-    /// --every-turns turns and are reported per token like the others.
+    /// tool/call, tool/result and turn/end) and floor, the raw write+fdatasync floor: measured
+    /// right after each run's factlog session, it replays that session's fdatasyncs, each
+    /// after one pwrite of the bytes written before it, into a preallocated file. It has the
+    /// same number of syncs the factlog policy performed in the same run (with --tasks above
+    /// 1 the group commit merges some, differently from run to run). all-synced and
+    /// jsonl-every run only --every-turns turns and are reported per token like the others.
     ///
     /// Reports per policy: ns per token (median, min-max over runs), bytes on disk per token,
     /// fsyncs per turn, p50/p99 latency of the synced appends, and the ratio to the floor of

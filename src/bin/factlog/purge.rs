@@ -10,12 +10,15 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use factlog::fs::RealFs;
 use factlog::harness::snapshot::{self, SnapshotFile};
 use factlog::{Log, LogInfo, Options, SegmentInfo, Seq, Store, StoreOptions};
 use serde_json::{Value, json};
 
+use crate::counting_fs::CountingFs;
+use crate::progress::{Progress, Unit};
 use crate::{EXIT_USAGE, Failure, Outcome, PurgeArgs, require_dir};
 
 /// Exit code for every runtime failure of `purge`.
@@ -52,10 +55,30 @@ pub fn run(args: &PurgeArgs) -> Outcome {
              (add --dry-run to see what it would remove first; see --help)",
         ));
     }
+    let (fs, counters) = CountingFs::new();
+    let progress = Progress::new("purge: reading the store", None, Unit::Bytes, false);
+    let purged = progress.while_running(|| counters.mapped_bytes_done(), || purge(args, &fs));
+    progress.finish();
+    let (snapshots, removed, first_seq) = purged?;
+    let oldest = snapshots.iter().find(|s| s.error.is_none()).map(|s| &s.file);
+    if args.json {
+        println!("{}", report_json(args.dry_run, &snapshots, oldest, &removed, first_seq));
+    } else {
+        print_text(args.dry_run, &snapshots, oldest, &removed, first_seq);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The snapshots, the segments removed (or that would be) and the log's first seq after.
+type Purged = (Vec<CheckedSnapshot>, Vec<SegmentInfo>, Seq);
+
+/// Purges (or with `--dry-run` only computes what it would remove), reading through `fs`.
+fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<Purged, Failure> {
     let snapshot_error =
         |error| Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"));
-    let (snapshots, removed, first_seq) = if args.dry_run {
-        let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
+    let log_options = Options::new().fs(fs.clone());
+    Ok(if args.dry_run {
+        let log = Log::open_read_only(&args.dir, log_options).map_err(|error| {
             Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
         })?;
         let info = info(&log)?;
@@ -67,9 +90,13 @@ pub fn run(args: &PurgeArgs) -> Outcome {
         (snapshots, removed, first_seq)
     } else {
         require_dir(&args.dir, EXIT_FAILURE)?;
-        let store = Store::open(&args.dir, StoreOptions::new()).map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-        })?;
+        let store =
+            Store::open(&args.dir, StoreOptions::new().log(log_options)).map_err(|error| {
+                Failure::new(
+                    EXIT_FAILURE,
+                    format_args!("cannot open {}: {error}", args.dir.display()),
+                )
+            })?;
         let snapshots = checked_snapshots(&args.dir).map_err(snapshot_error)?;
         let before = info(store.log())?;
         store.reclaim().map_err(|error| {
@@ -86,14 +113,7 @@ pub fn run(args: &PurgeArgs) -> Outcome {
             .collect();
         let first_seq = after.segments.first().map_or(Seq(1), |segment| segment.first_seq);
         (snapshots, removed, first_seq)
-    };
-    let oldest = snapshots.iter().find(|s| s.error.is_none()).map(|s| &s.file);
-    if args.json {
-        println!("{}", report_json(args.dry_run, &snapshots, oldest, &removed, first_seq));
-    } else {
-        print_text(args.dry_run, &snapshots, oldest, &removed, first_seq);
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 fn info(log: &Log) -> Result<LogInfo, Failure> {

@@ -12,6 +12,7 @@
 //! only an accelerator, and an open falls back past it.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use factlog::harness::DeepVerify;
 use factlog::{
@@ -20,6 +21,8 @@ use factlog::{
 };
 use serde_json::{Value, json};
 
+use crate::counting_fs::{Counters, CountingFs};
+use crate::progress::{Progress, Unit, segment_bytes};
 use crate::{Failure, Outcome, VerifyArgs};
 
 const EXIT_CLEAN: u8 = 0;
@@ -33,20 +36,38 @@ enum Finding<'a> {
     Corrupt(&'a Error),
 }
 
+/// The file system the scans read through, counting what they map, and the progress line
+/// that shows it.
+struct Scan {
+    fs: Arc<CountingFs>,
+    counters: Arc<Counters>,
+    progress: Progress,
+}
+
 pub fn run(args: &VerifyArgs) -> Outcome {
-    match factlog::verify(&args.dir, Options::new()) {
+    let (fs, counters) = CountingFs::new();
+    let total = segment_bytes(&args.dir);
+    let progress = Progress::new("verify", Some(total), Unit::Bytes, false);
+    let scan = Scan { fs, counters, progress };
+    let options = Options::new().fs(scan.fs.clone());
+    let verified = scan.progress.while_running(
+        || scan.counters.mapped_bytes_done(),
+        || factlog::verify(&args.dir, options),
+    );
+    let scan = &scan;
+    match verified {
         Ok(report) => {
             let finding = match &report.outcome {
                 VerifyOutcome::Clean => Finding::Clean,
                 VerifyOutcome::TornTail(cut) => torn_tail(cut),
                 VerifyOutcome::Corrupt(error) => Finding::Corrupt(error),
             };
-            Ok(print(args, Some(&report), &finding))
+            Ok(print(args, scan, Some(&report), &finding))
         }
         // Damage found before a report could be built is still a finding, not a failure.
         Err(error) => match error.kind() {
             ErrorKind::Corruption { .. } | ErrorKind::UnsupportedVersion { .. } => {
-                Ok(print(args, None, &Finding::Corrupt(&error)))
+                Ok(print(args, scan, None, &Finding::Corrupt(&error)))
             }
             ErrorKind::TornTail { segment, path, offset, bytes } => {
                 let finding = Finding::TornTail {
@@ -55,9 +76,10 @@ pub fn run(args: &VerifyArgs) -> Outcome {
                     offset: *offset,
                     bytes: *bytes,
                 };
-                Ok(print(args, None, &finding))
+                Ok(print(args, scan, None, &finding))
             }
             _ => {
+                scan.progress.finish();
                 if args.json {
                     let object = json!({
                         "outcome": "error",
@@ -86,13 +108,19 @@ fn torn_tail(cut: &TailCut) -> Finding<'static> {
 
 /// Prints the report and returns the exit code that goes with the finding (and with the deep
 /// check, when asked for and the log is readable).
-fn print(args: &VerifyArgs, report: Option<&VerifyReport>, finding: &Finding<'_>) -> ExitCode {
+fn print(
+    args: &VerifyArgs,
+    scan: &Scan,
+    report: Option<&VerifyReport>,
+    finding: &Finding<'_>,
+) -> ExitCode {
     let mut exit_code = match finding {
         Finding::Clean => EXIT_CLEAN,
         Finding::TornTail { .. } => EXIT_TORN_TAIL,
         Finding::Corrupt(_) => EXIT_CORRUPT,
     };
-    let deep = (args.deep && exit_code != EXIT_CORRUPT).then(|| deep_check(args));
+    let deep = (args.deep && exit_code != EXIT_CORRUPT).then(|| deep_check(args, scan));
+    scan.progress.finish();
     if deep.as_ref().is_some_and(|deep| !deep_ok(deep)) {
         exit_code = EXIT_CORRUPT;
     }
@@ -111,9 +139,16 @@ fn print(args: &VerifyArgs, report: Option<&VerifyReport>, finding: &Finding<'_>
     ExitCode::from(exit_code)
 }
 
-/// Folds the store's events from scratch and compares them with its snapshot and state.
-fn deep_check(args: &VerifyArgs) -> Result<DeepVerify, Error> {
-    Store::open_read_only(&args.dir, StoreOptions::new())?.verify_deep()
+/// Folds the store's events from scratch and compares them with its snapshot and state. The
+/// folds read the segments more than once, so the progress shows the bytes read, not a bar.
+fn deep_check(args: &VerifyArgs, scan: &Scan) -> Result<DeepVerify, Error> {
+    scan.progress.restart("verify --deep: folding events", None);
+    let base = scan.counters.mapped_bytes_done();
+    let options = StoreOptions::new().log(Options::new().fs(scan.fs.clone()));
+    scan.progress.while_running(
+        || scan.counters.mapped_bytes_done().saturating_sub(base),
+        || Store::open_read_only(&args.dir, options)?.verify_deep(),
+    )
 }
 
 fn deep_ok(deep: &Result<DeepVerify, Error>) -> bool {

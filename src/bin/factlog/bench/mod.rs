@@ -4,19 +4,23 @@
 //!
 //! Each run measures every policy once, in an order rotated from run to run, so a slow spell
 //! of the shared disk does not fall on one policy only. Before the runs, one untimed session
-//! of the `factlog` policy (the reference, also a warm-up) gives `all-buffered` its records
-//! and `floor` its `fdatasync` count and bytes.
+//! of the `factlog` policy (the reference, also a warm-up) gives `all-buffered` its records.
+//! The `floor` is measured right after each run's `factlog` session and replays that very
+//! session's `fdatasync`s, each after one `pwrite` of the bytes written before it: the same
+//! number of syncs the policy performed in that run. With several tasks the group commit
+//! decides how many that is, and it varies from run to run, so no other run's count would do.
 
 mod policies;
 mod report;
 mod workload;
 
 use std::fs::File;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::progress::{Progress, Unit};
 use crate::{Failure, Outcome};
 use policies::{JsonlSync, Measured, Reference, StoreMode};
 use report::{PolicyReport, Workload};
@@ -24,9 +28,6 @@ use workload::{Line, Session, Shape};
 
 /// Exit code for every runtime failure of `bench`.
 const EXIT_FAILURE: u8 = 1;
-
-/// How long a bench runs before it shows a progress line.
-const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 /// Arguments of `factlog bench`.
 #[derive(Debug, clap::Args)]
@@ -69,6 +70,16 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
 }
+
+/// The policies measured in turn, in a rotated order; each `factlog` session is followed at
+/// once by the `floor` of its syncs.
+const ROTATED: [Policy; 5] = [
+    Policy::Factlog,
+    Policy::AllSynced,
+    Policy::AllBuffered,
+    Policy::JsonlEvery,
+    Policy::JsonlCritical,
+];
 
 /// The policies, in the order they are reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,8 +131,8 @@ impl Policy {
                 "JSONL file, one write per line, fdatasync after tool/call, tool/result, turn/end"
             }
             Policy::Floor => {
-                "pwrite+fdatasync into a preallocated, synced file: the reference factlog run's \
-                 fdatasyncs with the bytes it wrote before each"
+                "pwrite+fdatasync into a preallocated, synced file, right after each factlog \
+                 session: that session's fdatasyncs, each after the bytes it wrote before it"
             }
         }
     }
@@ -158,35 +169,6 @@ impl Drop for Scratch {
     }
 }
 
-/// A progress line on standard error, only when it is a terminal and the bench is long.
-struct Progress {
-    started: Instant,
-    enabled: bool,
-    shown: bool,
-}
-
-impl Progress {
-    fn new() -> Progress {
-        Progress { started: Instant::now(), enabled: std::io::stderr().is_terminal(), shown: false }
-    }
-
-    fn show(&mut self, text: &str) {
-        if self.enabled && self.started.elapsed() >= PROGRESS_AFTER {
-            let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r\x1b[Kfactlog bench: {text}");
-            let _ = stderr.flush();
-            self.shown = true;
-        }
-    }
-
-    fn clear(&mut self) {
-        if self.shown {
-            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
-            self.shown = false;
-        }
-    }
-}
-
 /// What the runs share.
 struct Inputs {
     full: Vec<Session>,
@@ -212,44 +194,18 @@ pub fn run(args: &BenchArgs) -> Outcome {
     let every_shape = shape.with_turns_max(args.every_turns);
     let tasks = args.tasks as usize;
     let scratch = Scratch::new(args.dir.as_deref())?;
-    let mut progress = Progress::new();
-    progress.show("reference run");
-    let sessions = |shape: Shape| (0..tasks).map(|i| workload::session(shape, i)).collect();
-    let full: Vec<Session> = sessions(shape);
-    let every: Vec<Session> = sessions(every_shape);
-    let reference =
-        policies::reference(&scratch.path.join("reference"), full.clone()).map_err(failed)?;
-    let floor_bytes = reference.chunks.iter().sum::<u64>();
-    let floor_file = policies::preallocated_file(
-        &scratch.path.join("floor.bin"),
-        floor_bytes.next_multiple_of(1 << 20) + (1 << 20),
-    )
-    .map_err(failed)?;
-    let inputs = Inputs {
-        full_lines: full.iter().map(workload::jsonl_lines).collect(),
-        every_lines: every.iter().map(workload::jsonl_lines).collect(),
-        full,
-        every,
-        reference,
-        floor_file,
-    };
+    let measurements = 1 + u64::from(args.runs) * POLICIES.len() as u64;
+    let progress =
+        Progress::new("bench: reference run", Some(measurements), Unit::Count("sessions"), false);
+    let done = AtomicU64::new(0);
+    let measured = progress.while_running(
+        || done.load(Ordering::Acquire),
+        || measure_all(args, shape, every_shape, &scratch, &progress, &done),
+    )?;
+    progress.finish();
 
-    let mut measured: Vec<Vec<Measured>> = vec![Vec::new(); POLICIES.len()];
-    for run in 0..args.runs as usize {
-        for k in 0..POLICIES.len() {
-            let index = (k + run) % POLICIES.len();
-            let policy = POLICIES[index];
-            progress.show(&format!("run {}/{}: {}", run + 1, args.runs, policy.name()));
-            let dir = scratch.path.join(format!("run{run}-{}", policy.name()));
-            let m = measure(policy, &dir, &inputs).map_err(failed)?;
-            measured[index].push(m);
-        }
-    }
-    progress.clear();
-
-    let floor_index = POLICIES.iter().position(|&p| p == Policy::Floor).unwrap_or(0);
     let floor_tokens = shape.deltas() * tasks as u64;
-    let floor_ns: Vec<f64> = measured[floor_index]
+    let floor_ns: Vec<f64> = measured[index_of(Policy::Floor)]
         .iter()
         .map(|m| m.elapsed.as_nanos() as f64 / floor_tokens as f64)
         .collect();
@@ -302,6 +258,63 @@ pub fn run(args: &BenchArgs) -> Outcome {
     }
 }
 
+/// The index of `policy` in [`POLICIES`].
+fn index_of(policy: Policy) -> usize {
+    POLICIES.iter().position(|&p| p == policy).unwrap_or(0)
+}
+
+/// The reference session, then every run of every policy; per policy (in [`POLICIES`] order)
+/// one measurement per run. `done` counts the sessions finished, for the progress line.
+fn measure_all(
+    args: &BenchArgs,
+    shape: Shape,
+    every_shape: Shape,
+    scratch: &Scratch,
+    progress: &Progress,
+    done: &AtomicU64,
+) -> Result<Vec<Vec<Measured>>, Failure> {
+    let tasks = args.tasks as usize;
+    let sessions = |shape: Shape| (0..tasks).map(|i| workload::session(shape, i)).collect();
+    let full: Vec<Session> = sessions(shape);
+    let every: Vec<Session> = sessions(every_shape);
+    let reference =
+        policies::reference(&scratch.path.join("reference"), full.clone()).map_err(failed)?;
+    done.fetch_add(1, Ordering::AcqRel);
+    // Twice the reference's bytes: a run with several tasks may group (and so frame) its
+    // writes differently; the floor replays the bytes of each run's own session.
+    let floor_bytes = reference.chunks.iter().sum::<u64>() * 2;
+    let floor_file = policies::preallocated_file(
+        &scratch.path.join("floor.bin"),
+        floor_bytes.next_multiple_of(1 << 20) + (1 << 20),
+    )
+    .map_err(failed)?;
+    let inputs = Inputs {
+        full_lines: full.iter().map(workload::jsonl_lines).collect(),
+        every_lines: every.iter().map(workload::jsonl_lines).collect(),
+        full,
+        every,
+        reference,
+        floor_file,
+    };
+    let mut measured: Vec<Vec<Measured>> = vec![Vec::new(); POLICIES.len()];
+    for run in 0..args.runs as usize {
+        for k in 0..ROTATED.len() {
+            let policy = ROTATED[(k + run) % ROTATED.len()];
+            progress.relabel(&format!("bench run {}/{}: {}", run + 1, args.runs, policy.name()));
+            let dir = scratch.path.join(format!("run{run}-{}", policy.name()));
+            let m = measure(policy, &dir, &inputs).map_err(failed)?;
+            done.fetch_add(1, Ordering::AcqRel);
+            if policy == Policy::Factlog {
+                let floor = policies::floor(&inputs.floor_file, &m.chunks).map_err(failed)?;
+                measured[index_of(Policy::Floor)].push(floor);
+                done.fetch_add(1, Ordering::AcqRel);
+            }
+            measured[index_of(policy)].push(m);
+        }
+    }
+    Ok(measured)
+}
+
 /// One timed session of `policy`, in the fresh directory `dir` when it needs one.
 fn measure(policy: Policy, dir: &Path, inputs: &Inputs) -> Result<Measured, String> {
     match policy {
@@ -318,7 +331,7 @@ fn measure(policy: Policy, dir: &Path, inputs: &Inputs) -> Result<Measured, Stri
             };
             policies::jsonl(&dir.join("session.jsonl"), lines, sync)
         }
-        Policy::Floor => policies::floor(&inputs.floor_file, &inputs.reference.chunks),
+        Policy::Floor => Err("the floor is measured with its factlog session".to_owned()),
     }
     .inspect(|_| {
         // Each store directory holds a 32 MiB segment and a 32 MiB preallocation: remove it

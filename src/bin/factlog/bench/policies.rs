@@ -37,6 +37,9 @@ pub struct Measured {
     pub bytes: u64,
     /// The duration of every synced append, in nanoseconds.
     pub synced_latencies_ns: Vec<u64>,
+    /// Bytes written before each `fdatasync`, one entry per sync (store policies only): what
+    /// the floor replays.
+    pub chunks: Vec<u64>,
 }
 
 /// How the store policies append.
@@ -231,7 +234,7 @@ fn store_session(
                 records[index].push(record.payload.to_vec());
             }
         }
-        Some(Reference { records, chunks })
+        Some(Reference { records, chunks: chunks.clone() })
     } else {
         None
     };
@@ -243,6 +246,7 @@ fn store_session(
         syncs_by_flusher: counts.syncs_by_flusher,
         bytes: counts.write_bytes,
         synced_latencies_ns: latencies.concat(),
+        chunks,
     };
     Ok((measured, reference))
 }
@@ -285,6 +289,7 @@ pub fn raw_buffered(dir: &Path, reference: &Reference) -> Result<Measured, Faile
         syncs_by_flusher: counts.syncs_by_flusher,
         bytes: counts.write_bytes,
         synced_latencies_ns: vec![flush.as_nanos() as u64],
+        chunks: Vec::new(),
     })
 }
 
@@ -327,7 +332,14 @@ pub fn jsonl(path: &Path, lines: &[Vec<Line>], sync: JsonlSync) -> Result<Measur
     let bytes = file.lock().metadata().map_err(io)?.len();
     let syncs = results.iter().map(|r| r.1).sum();
     let latencies = results.into_iter().flat_map(|r| r.0).collect();
-    Ok(Measured { elapsed, syncs, syncs_by_flusher: 0, bytes, synced_latencies_ns: latencies })
+    Ok(Measured {
+        elapsed,
+        syncs,
+        syncs_by_flusher: 0,
+        bytes,
+        synced_latencies_ns: latencies,
+        chunks: Vec::new(),
+    })
 }
 
 /// A file of `bytes` zeros, written and synced, as factlog's segments are preallocated.
@@ -345,7 +357,7 @@ pub fn preallocated_file(path: &Path, bytes: u64) -> Result<File, Failed> {
     Ok(file)
 }
 
-/// The floor: for each chunk of the reference, one `pwrite` of that many bytes right after the
+/// The floor: for each chunk of a factlog session, one `pwrite` of that many bytes right after the
 /// previous one and an `fdatasync`, into the preallocated `file`.
 pub fn floor(file: &File, chunks: &[u64]) -> Result<Measured, Failed> {
     let largest = chunks.iter().copied().max().unwrap_or(0) as usize;
@@ -370,5 +382,6 @@ pub fn floor(file: &File, chunks: &[u64]) -> Result<Measured, Failed> {
         syncs_by_flusher: 0,
         bytes: offset,
         synced_latencies_ns: latencies,
+        chunks: Vec::new(),
     })
 }
