@@ -545,16 +545,29 @@ fn usage_error(error: &clap::Error) -> ExitCode {
         }
         // Without arguments clap would print the whole help as its "error".
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            report_failure(
-                "a command is required: append, dump, verify, info, emit, recover, state, \
-                 history, checkpoint, tail, export or purge (see --help)",
-            );
+            report_failure(&format!("a command is required: {} (see --help)", command_list()));
             ExitCode::from(EXIT_USAGE)
         }
         _ => {
             report_failure(&one_line(&error.render().to_string()));
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// Every visible command, from the clap definition: `append, bench, .. or demo`.
+fn command_list() -> String {
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let names: Vec<&str> = command
+        .get_subcommands()
+        .filter(|sub| !sub.is_hide_set() && sub.get_name() != "help")
+        .map(clap::Command::get_name)
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => (*last).to_owned(),
+        None => String::new(),
     }
 }
 
@@ -631,6 +644,18 @@ mod tests {
             assert!(help.contains("Example:"), "{} --help has no example", sub.get_name());
             assert!(help.contains("Exit codes:"), "{} --help has no exit codes", sub.get_name());
         }
+    }
+
+    #[test]
+    fn the_missing_command_message_names_every_command() {
+        let list = command_list();
+        for sub in Cli::command().get_subcommands() {
+            if sub.get_name() != "help" {
+                assert!(list.contains(sub.get_name()), "{list} lacks {}", sub.get_name());
+            }
+        }
+        assert!(list.contains("bench, ") && list.contains(" or "), "{list}");
+        assert!(!list.contains("help"), "{list}");
     }
 
     #[test]
