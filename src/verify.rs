@@ -64,6 +64,9 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
         last_seq: None,
         outcome: VerifyOutcome::Clean,
     };
+    if crate::rewrite::pending(&*fs, dir)?.is_some() {
+        return Err(ErrorKind::RewritePending { dir: dir.to_path_buf() }.into());
+    }
     let listing = match crate::log::list_existing(&*fs, dir) {
         Ok(listing) => listing,
         Err(e) if e.is_corruption() => {

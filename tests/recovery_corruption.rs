@@ -114,11 +114,11 @@ fn bad_headers_and_future_versions_are_refused_at_open() {
     );
     flip(&paths[1], 36);
     let file = OpenOptions::new().write(true).open(&paths[1]).unwrap();
-    file.write_all_at(&2u16.to_le_bytes(), 8).unwrap();
+    file.write_all_at(&3u16.to_le_bytes(), 8).unwrap();
     let err = Log::open(dir.path(), options()).unwrap_err();
     match err.kind() {
         ErrorKind::UnsupportedVersion { found, supported, .. } => {
-            assert_eq!((*found, *supported), (2, 1))
+            assert_eq!((*found, *supported), (3, 2))
         }
         other => panic!("{other:?}"),
     }
