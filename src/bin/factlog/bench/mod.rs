@@ -305,6 +305,7 @@ fn measure_all(
             let m = measure(policy, &dir, &inputs).map_err(failed)?;
             done.fetch_add(1, Ordering::AcqRel);
             if policy == Policy::Factlog {
+                progress.relabel(&format!("bench run {}/{}: floor", run + 1, args.runs));
                 let floor = policies::floor(&inputs.floor_file, &m.chunks).map_err(failed)?;
                 measured[index_of(Policy::Floor)].push(floor);
                 done.fetch_add(1, Ordering::AcqRel);
