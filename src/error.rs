@@ -143,6 +143,21 @@ pub enum ErrorKind {
         /// What is wrong with it.
         reason: String,
     },
+    /// A stored event is valid in its body schema but cannot be read as the schema this build
+    /// uses without guessing (`format-spec/events.md`, "Schema changes"): opening the store
+    /// stops instead of folding a wrong state.
+    CannotUpcast {
+        /// The record's sequence number.
+        seq: u64,
+        /// The event type.
+        event_type: String,
+        /// The body schema it is stored in.
+        from: u16,
+        /// The schema this build reads the type as.
+        to: u16,
+        /// What in the body cannot be mapped.
+        reason: String,
+    },
     /// A snapshot file is damaged or truncated. Open falls back to an older snapshot or to
     /// full replay; this error surfaces only where a caller asked for that one file.
     CorruptSnapshot {
@@ -503,6 +518,13 @@ impl fmt::Display for Error {
                 f,
                 "record {seq} is not a valid event: {reason}; the store refuses to guess: inspect \
                  it with `factlog dump --raw` and `factlog verify`"
+            ),
+            ErrorKind::CannotUpcast { seq, event_type, from, to, reason } => write!(
+                f,
+                "event {seq} ({event_type}, body schema {from}) cannot be read as schema {to}: \
+                 {reason}; this build refuses to guess, so the store does not open: open it with \
+                 the factlog release that wrote it, or inspect the event with `factlog dump DIR \
+                 --raw --from {seq}`"
             ),
             ErrorKind::CorruptSnapshot { path, reason } => write!(
                 f,

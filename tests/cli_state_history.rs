@@ -222,7 +222,8 @@ fn dump_decodes_typed_events_in_json_and_text() {
     let fields: Vec<&str> = lines[7].split('\t').collect();
     assert_eq!(fields[..4], ["10", "tool/result", "t1", "10"]);
     let body: Value = serde_json::from_str(fields[4]).expect("compact body JSON");
-    assert_eq!(body, json!({ "call_id": "c2", "receipt": { "id": 7 } }));
+    // Schema 2 of tool/result: the outcome is always there.
+    assert_eq!(body, json!({ "call_id": "c2", "outcome": "ok", "receipt": { "id": 7 } }));
 }
 
 #[test]

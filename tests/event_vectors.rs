@@ -155,8 +155,7 @@ fn opaque_event() -> Event {
 }
 
 fn encoded(event: &Event) -> Image {
-    let bytes = codec::encode(event.task.as_str(), event.revision, event.timestamp_us, &event.body)
-        .expect("the described event encodes");
+    let bytes = codec::encode_event(event).expect("the described event encodes");
     Image::new(bytes)
 }
 

@@ -78,7 +78,11 @@ fn write_secrets(store: &Store) -> Secrets {
     append(store, "t1", call);
     let result = codec::body_from_value(
         EventType::ToolResult,
-        json!({"call_id": "c1", "receipt": {"message_id": "m-7", "signature": secret(receipt)}}),
+        json!({
+            "call_id": "c1",
+            "outcome": "ok",
+            "receipt": {"message_id": "m-7", "signature": secret(receipt)}
+        }),
     )
     .expect("result body");
     append(store, "t1", result);

@@ -3,10 +3,12 @@
 //! (`format-spec/events.md`, "Envelope" and "Bodies"), and
 //! [`factlog::harness::codec::body_from_json`] on arbitrary text for a chosen event type.
 //!
-//! It checks that neither panics; that a refusal is `CorruptEvent` naming seq 1, never
-//! another kind of error, and that `decode` refuses whatever `peek` refuses; that an accepted
-//! envelope holds exactly the fields at the offsets the spec gives; that a decoded event has
-//! that envelope, is opaque exactly when its tag is unknown or its schema is not 1, and encodes
+//! It checks that neither panics; that a refusal is `CorruptEvent` naming seq 1 (or
+//! `CannotUpcast` naming seq 1, only for a `tool/result` of schema 1), never another kind of
+//! error, and that `decode` refuses whatever `peek` refuses; that an accepted envelope holds
+//! exactly the fields at the offsets the spec gives; that a decoded event has that envelope, is
+//! opaque exactly when its tag is unknown or its schema is not one this build reads
+//! (`codec::schema_readable`), and encodes
 //! again (`codec::encode_event`) to a record that decodes to the same event (a pair assertion),
 //! to the very same bytes for an opaque event and for `assistant/delta`, and to a stable
 //! record for a JSON body (encoding it once more changes nothing).
@@ -19,10 +21,11 @@
 //! Inputs are bounded by libFuzzer's `-max_len`; nothing here allocates from a length read
 //! from the input.
 
-use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON, EVENT_MAGIC, SCHEMA_VERSION};
+use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON, EVENT_MAGIC};
 use factlog::harness::codec::{ENVELOPE_VERSION, EnvelopeRef};
 use factlog::harness::{Body, Event, EventType};
 use factlog::limits::{EVENT_ENVELOPE_BYTES, TASK_ID_BYTES_MAX};
+use factlog::segment::FORMAT_VERSION;
 use factlog::{Error, ErrorKind, Seq};
 use serde_json::{Value, json};
 
@@ -57,10 +60,14 @@ pub fn run(data: &[u8]) -> Outcome {
         }
         (Ok(env), Err(error)) => {
             check_envelope(data, env);
-            assert_corrupt(error);
+            let upcast = env.tag == EventType::ToolResult.tag() && env.schema == 1;
+            match error.kind() {
+                ErrorKind::CannotUpcast { seq, .. } if upcast => assert_eq!(*seq, SEQ.0),
+                _ => assert_corrupt(error),
+            }
             assert!(
-                EventType::from_tag(env.tag).is_some() && env.schema == SCHEMA_VERSION,
-                "only a known type of schema 1 can have a refused body: {error}"
+                EventType::from_tag(env.tag).is_some_and(|t| codec::schema_readable(t, env.schema)),
+                "only a known type of a schema it reads can have a refused body: {error}"
             );
             outcome.envelope = true;
         }
@@ -105,13 +112,13 @@ fn check_event(data: &[u8], env: &EnvelopeRef<'_>, event: &Event) {
     assert_eq!(event.task.as_str(), env.task);
     assert_eq!((event.revision, event.timestamp_us), (env.revision, env.timestamp_us));
     assert_eq!(event.schema, env.schema);
-    let known = EventType::from_tag(env.tag).filter(|_| env.schema == SCHEMA_VERSION);
+    let known = EventType::from_tag(env.tag).filter(|&t| codec::schema_readable(t, env.schema));
     match (&event.body, known) {
         (Body::Opaque(o), None) => {
             let kept = (o.tag, o.schema, o.encoding, &o.bytes[..]);
             assert_eq!(kept, (env.tag, env.schema, env.encoding, env.body), "kept as read");
         }
-        (Body::Opaque(o), Some(t)) => panic!("a known type of schema 1 ({t:?}) decoded as {o:?}"),
+        (Body::Opaque(o), Some(t)) => panic!("a known type and schema ({t:?}) decoded as {o:?}"),
         (body, None) => panic!("an unknown tag or schema decoded as a typed body: {body:?}"),
         (body, Some(t)) => {
             assert_eq!(body.event_type(), Some(t), "the body has the tag's type");
@@ -148,7 +155,7 @@ fn check_json(data: &[u8]) -> bool {
     assert!(value.is_object(), "a body's JSON is an object: {value}");
     let again = codec::body_from_value(event_type, value).expect("body_to_value is accepted back");
     assert_eq!(again, body, "body_from_value(body_to_value(body)) == body");
-    let record = codec::encode("fuzz", 1, 0, &body).expect("a small body encodes");
+    let record = codec::encode("fuzz", 1, 0, &body, FORMAT_VERSION).expect("a small body encodes");
     let decoded = codec::decode(SEQ, &record).expect("an encoded body decodes");
     assert_eq!(decoded.body, body, "the body survives a record round trip");
     true
@@ -176,7 +183,8 @@ fn sample(event_type: EventType) -> Value {
             "args_digest": "00", "approval_id": "a1",
         }),
         T::ToolResult => json!({
-            "call_id": "c1", "status": "error", "receipt": {"id": 7}, "output": [1, 2.5, "x", null],
+            "call_id": "c1", "outcome": "error", "error": "boom", "receipt": {"id": 7},
+            "output": [1, 2.5, "x", null],
         }),
         T::ToolOutcomeUnknown => json!({"call_id": "c1", "plan": "verify"}),
         T::ApprovalRequest => json!({"approval_id": "a1", "action": "publish"}),
@@ -223,7 +231,8 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
         let name = event_type.name().replace('/', "-");
         let value = sample(event_type);
         let body = codec::body_from_value(event_type, value.clone()).expect("a sample body");
-        let record = codec::encode("seed-task", 3, 1_700_000_000_000_000, &body).expect("seed");
+        let record = codec::encode("seed-task", 3, 1_700_000_000_000_000, &body, FORMAT_VERSION)
+            .expect("seed");
         seeds.push((format!("record-{name}"), record));
         let mut json = vec![u8::try_from(index).expect("fewer than 256 types")];
         json.extend_from_slice(value.to_string().as_bytes());
@@ -232,6 +241,7 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
     let call = br#"{"call_id":"c1","tool":"t","effect":"unsafe"}"#;
     let tag = |t: EventType| t.tag();
     let valid = raw(tag(EventType::ToolCall), 1, ENCODING_JSON, b"t1", call);
+    let result = tag(EventType::ToolResult);
     let mut bad_version = valid.clone();
     bad_version[1] = 2;
     let mut long_task = raw(tag(EventType::Phase), 1, ENCODING_JSON, &[b'a'; 128], b"{}");
@@ -251,6 +261,21 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
         ("known-tag-future-schema", raw(tag(EventType::Phase), 2, ENCODING_JSON, b"t1", b"{}")),
         ("unknown-tag-binary", raw(0x7F02, 1, ENCODING_BINARY, b"t1", b"\x00\x01\x02")),
         ("unknown-tag-bad-json", raw(0x7F01, 1, ENCODING_JSON, b"t1", b"{not json")),
+        (
+            "tool-result-schema-1",
+            raw(
+                result,
+                1,
+                ENCODING_JSON,
+                b"t1",
+                br#"{"call_id":"c1","status":"error","error":"x"}"#,
+            ),
+        ),
+        (
+            "tool-result-schema-1-free-text",
+            raw(result, 1, ENCODING_JSON, b"t1", br#"{"call_id":"c1","status":"timeout"}"#),
+        ),
+        ("tool-result-schema-3", raw(result, 3, ENCODING_JSON, b"t1", br#"{"call_id":"c1"}"#)),
     ];
     seeds.extend(damaged.into_iter().map(|(name, bytes)| (name.to_owned(), bytes)));
     seeds

@@ -1,6 +1,11 @@
 //! Event records: the envelope and the body encodings (`format-spec/events.md`, "Envelope"
 //! and "Bodies"). Pure: no I/O.
 //!
+//! Which body schema is written depends on the log's segment format version: [`schema_written`]
+//! is the table (`format-spec/events.md`, "Schema versions"). A body older than the schema this
+//! build reads it as is upcast on decode ([`crate::harness::upcast`]); a body written into a log
+//! of an older format is downcast on encode.
+//!
 //! Invariant: `decode(encode(e)) == e` for every event this build can build, and an opaque
 //! event re-encodes to the bytes it was decoded from.
 
@@ -10,7 +15,9 @@ use serde::de::DeserializeOwned;
 use crate::error::{ErrorKind, Result};
 use crate::harness::event::{Body, Event, EventType, Opaque};
 use crate::harness::ids::TaskId;
+use crate::harness::upcast::{self, Refusal, ToolResultV1};
 use crate::limits::{EVENT_BODY_BYTES_MAX, EVENT_ENVELOPE_BYTES, TASK_ID_BYTES_MAX};
+use crate::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 use crate::types::Seq;
 
 /// First byte of every event record: tells an event from a raw record of `factlog append`.
@@ -21,8 +28,33 @@ pub const ENVELOPE_VERSION: u8 = 1;
 pub const ENCODING_BINARY: u8 = 0;
 /// Body encoding: one UTF-8 JSON object.
 pub const ENCODING_JSON: u8 = 1;
-/// The body schema version this build writes for every type.
+/// The body schema version of every event type whose body never changed: all but
+/// `tool/result`, whose schema depends on the log ([`schema_written`]).
 pub const SCHEMA_VERSION: u16 = 1;
+/// The newest body schema of `tool/result`, the one this build reads every `tool/result` as.
+pub const TOOL_RESULT_SCHEMA: u16 = 2;
+
+/// The body schema an event of `event_type` is written in, in a log of segment format
+/// `format_version` (`format-spec/events.md`, "Schema versions"): `tool/result` is 2 in a
+/// format-2 log and 1 in a format-1 log; every other type is 1. A format-1 log holds only
+/// schema-1 bodies, so that a build that knows only format 1 reads it correctly.
+#[must_use]
+pub fn schema_written(event_type: EventType, format_version: u16) -> u16 {
+    match event_type {
+        EventType::ToolResult if format_version >= 2 => TOOL_RESULT_SCHEMA,
+        _ => SCHEMA_VERSION,
+    }
+}
+
+/// True if this build decodes a body of `event_type` at `schema` into a typed body (upcast if
+/// older); any other schema decodes as [`Body::Opaque`]. `tool/result`: 1 and 2; others: 1.
+#[must_use]
+pub fn schema_readable(event_type: EventType, schema: u16) -> bool {
+    match event_type {
+        EventType::ToolResult => (1..=TOOL_RESULT_SCHEMA).contains(&schema),
+        _ => schema == SCHEMA_VERSION,
+    }
+}
 /// Offset of the revision field in the envelope.
 pub const REVISION_OFFSET: usize = 8;
 
@@ -118,9 +150,39 @@ pub fn set_revision(record: &mut [u8], revision: u64) {
 /// An encoded body: wire tag, schema version, encoding byte and body bytes.
 pub type EncodedBody = (u16, u16, u8, Vec<u8>);
 
-/// The body bytes and encoding of `body`: JSON for every type but `assistant/delta`.
-pub fn encode_body(body: &Body) -> Result<EncodedBody> {
+/// The body bytes and encoding of `body` for a log of segment format `format_version`: JSON
+/// for every type but `assistant/delta`, in the schema [`schema_written`] gives (a
+/// `tool/result` is downcast to schema 1 for a format-1 log). An opaque body keeps its bytes.
+/// A format version this build does not write is [`ErrorKind::InvalidOptions`]; a body the
+/// downcast refuses is [`ErrorKind::InvalidEvent`].
+pub fn encode_body(body: &Body, format_version: u16) -> Result<EncodedBody> {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&format_version) {
+        return Err(ErrorKind::InvalidOptions {
+            reason: format!(
+                "segment format version {format_version} is not one this build writes \
+                 ({FORMAT_VERSION_MIN} to {FORMAT_VERSION})"
+            ),
+        }
+        .into());
+    }
+    let schema = body.event_type().map_or(SCHEMA_VERSION, |t| schema_written(t, format_version));
+    encode_body_at(body, schema)
+}
+
+/// The body bytes and encoding of `body` in body schema `schema`, which must be one this
+/// build writes for the body's type ([`schema_written`] for some format version); else
+/// [`ErrorKind::InvalidEvent`]. An opaque body keeps its own schema and bytes.
+pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
     let json = |v: &dyn erased::Json| v.to_vec();
+    if let Some(event_type) = body.event_type()
+        && !(FORMAT_VERSION_MIN..=FORMAT_VERSION).any(|v| schema_written(event_type, v) == schema)
+    {
+        return Err(ErrorKind::InvalidEvent {
+            event_type: event_type.name().to_owned(),
+            reason: format!("this build does not write body schema {schema} of this type"),
+        }
+        .into());
+    }
     let (event_type, bytes) = match body {
         Body::AssistantDelta(d) => {
             return Ok((
@@ -131,6 +193,16 @@ pub fn encode_body(body: &Body) -> Result<EncodedBody> {
             ));
         }
         Body::Opaque(o) => return Ok((o.tag, o.schema, o.encoding, o.bytes.clone())),
+        Body::ToolResult(b) if schema == 1 => {
+            let v1 = upcast::tool_result_2_to_1(b).map_err(|refusal| ErrorKind::InvalidEvent {
+                event_type: EventType::ToolResult.name().to_owned(),
+                reason: format!(
+                    "it cannot be written as schema 1 (this log is of segment format 1): {}",
+                    refusal.reason
+                ),
+            })?;
+            (EventType::ToolResult, json(&v1))
+        }
         Body::Contract(b) => (EventType::Contract, json(b)),
         Body::Phase(b) => (EventType::Phase, json(b)),
         Body::Plan(b) => (EventType::Plan, json(b)),
@@ -168,12 +240,19 @@ pub fn encode_body(body: &Body) -> Result<EncodedBody> {
         }
         .into());
     }
-    Ok((event_type.tag(), SCHEMA_VERSION, ENCODING_JSON, bytes))
+    Ok((event_type.tag(), schema, ENCODING_JSON, bytes))
 }
 
-/// Encodes a whole record for `task` at `revision`.
-pub fn encode(task: &str, revision: u64, timestamp_us: u64, body: &Body) -> Result<Vec<u8>> {
-    Ok(encode_parts(task, revision, timestamp_us, &encode_body(body)?))
+/// Encodes a whole record for `task` at `revision`, for a log of segment format
+/// `format_version` (see [`encode_body`]).
+pub fn encode(
+    task: &str,
+    revision: u64,
+    timestamp_us: u64,
+    body: &Body,
+    format_version: u16,
+) -> Result<Vec<u8>> {
+    Ok(encode_parts(task, revision, timestamp_us, &encode_body(body, format_version)?))
 }
 
 /// Encodes a whole record from a body already encoded by [`encode_body`].
@@ -186,9 +265,12 @@ pub fn encode_parts(task: &str, revision: u64, timestamp_us: u64, body: &Encoded
     out
 }
 
-/// Encodes `event` (its `seq` is not part of the record: the log assigns it).
+/// Encodes `event` in its own body schema, `event.schema` (its `seq` is not part of the
+/// record: the log assigns it). A decoded event thus re-encodes in the schema it was stored
+/// in; to rewrite it in another one, use [`encode`] with the target format version.
 pub fn encode_event(event: &Event) -> Result<Vec<u8>> {
-    encode(event.task.as_str(), event.revision, event.timestamp_us, &event.body)
+    let body = encode_body_at(&event.body, event.schema)?;
+    Ok(encode_parts(event.task.as_str(), event.revision, event.timestamp_us, &body))
 }
 
 /// Reads the envelope of a record without decoding its body.
@@ -256,7 +338,7 @@ fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
         })
     };
     let Some(event_type) = EventType::from_tag(env.tag) else { return Ok(opaque()) };
-    if env.schema != SCHEMA_VERSION {
+    if !schema_readable(event_type, env.schema) {
         return Ok(opaque());
     }
     let bad = |reason: String| -> crate::error::Error {
@@ -274,10 +356,29 @@ fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
             text: text.to_owned(),
         }));
     }
+    if event_type == EventType::ToolResult && env.schema == 1 {
+        let v1: ToolResultV1 = de_json_slice(env.body).map_err(|e| bad(e.to_string()))?;
+        return match upcast::tool_result_1_to_2(v1) {
+            Ok(body) => Ok(Body::ToolResult(body)),
+            Err(refusal) => Err(cannot_upcast(seq, refusal)),
+        };
+    }
     body_from_json(event_type, env.body).map_err(|e| bad(e.to_string()))
 }
 
-/// Builds the typed body of `event_type` from a JSON object.
+fn cannot_upcast(seq: Seq, refusal: Refusal) -> crate::error::Error {
+    ErrorKind::CannotUpcast {
+        seq: seq.0,
+        event_type: refusal.event_type.name().to_owned(),
+        from: refusal.from,
+        to: refusal.to,
+        reason: refusal.reason,
+    }
+    .into()
+}
+
+/// Builds the typed body of `event_type` from a JSON object in the schema this build reads the
+/// type as (schema 2 for `tool/result`, 1 for the others).
 pub fn body_from_value(
     event_type: EventType,
     value: serde_json::Value,
@@ -290,7 +391,8 @@ fn de_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
     serde_json::from_slice(bytes)
 }
 
-/// Builds the typed body of `event_type` from its JSON bytes.
+/// Builds the typed body of `event_type` from its JSON bytes, in the schema this build reads
+/// the type as (schema 2 for `tool/result`, 1 for the others).
 pub fn body_from_json(event_type: EventType, bytes: &[u8]) -> serde_json::Result<Body> {
     use EventType as T;
     Ok(match event_type {

@@ -130,7 +130,9 @@ pub struct Event {
     pub revision: u64,
     /// When the store appended it, in microseconds since the Unix epoch.
     pub timestamp_us: u64,
-    /// The schema version of the body.
+    /// The body schema version of the record as stored. The body itself is always in the
+    /// schema this build reads it as (a schema-1 `tool/result` is upcast to schema 2), and
+    /// [`crate::harness::codec::encode_event`] writes it back in this schema.
     pub schema: u16,
     /// The body.
     pub body: Body,
@@ -225,6 +227,29 @@ impl Effect {
             Effect::Idempotent => "idempotent",
             Effect::Queryable => "queryable",
             Effect::Unsafe => "unsafe",
+        }
+    }
+}
+
+/// Whether a tool call succeeded: the `outcome` of a `tool/result` (schema 2). The default,
+/// for a body built in code without one, is `Ok`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultOutcome {
+    /// The call did what it was asked.
+    #[default]
+    Ok,
+    /// The call failed; `error` says how, if the tool said.
+    Error,
+}
+
+impl ResultOutcome {
+    /// The name used in JSON: `ok` or `error`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultOutcome::Ok => "ok",
+            ResultOutcome::Error => "error",
         }
     }
 }
@@ -382,13 +407,16 @@ body!(
     }
 );
 body!(
-    /// `tool/result`.
+    /// `tool/result`, schema 2 (`format-spec/events.md`, "`tool/result`"). A schema-1 body
+    /// is read through [`crate::harness::upcast::tool_result_1_to_2`].
     ToolResult {
         /// The call it answers.
         call_id: CallId,
-        /// `ok` or `error` (free text: kept as given); absent means `ok`.
+        /// Whether the call succeeded. Required in schema-2 JSON.
+        outcome: ResultOutcome,
+        /// What went wrong, if the tool said.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        status: Option<String>,
+        error: Option<String>,
         /// What proves the effect happened: an article id and URL, an order number.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         receipt: Option<Value>,
@@ -542,13 +570,6 @@ impl StepEnd {
     }
 }
 
-impl ToolResult {
-    /// The status, `ok` when absent.
-    #[must_use]
-    pub fn status(&self) -> &str {
-        self.status.as_deref().unwrap_or("ok")
-    }
-}
 #[expect(clippy::trivially_copy_pass_by_ref, reason = "serde passes fields by reference")]
 fn is_false(b: &bool) -> bool {
     !*b

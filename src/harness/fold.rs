@@ -115,7 +115,8 @@ fn apply_body(task: &mut TaskState, event: &Event) {
             let call = task.session.calls.entry(r.call_id.clone()).or_default();
             call.status = CallStatus::Completed;
             call.result_seq = seq;
-            call.result_status = Some(r.status().to_owned());
+            // The state keeps the outcome's name, so the state schema did not change with it.
+            call.result_status = Some(r.outcome.as_str().to_owned());
             call.receipt.clone_from(&r.receipt);
             call.unknown_plan = None;
             if let Some(key) = call.request_key.clone() {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::harness::codec;
-use crate::harness::event::Body;
+use crate::harness::event::{Body, ResultOutcome};
 use crate::harness::ids::CallId;
 use crate::harness::store::Store;
 use crate::types::Seq;
@@ -45,9 +45,12 @@ pub enum Entry {
         args: Option<Value>,
         /// `not_started`, `pending`, `completed` or `outcome_unknown`.
         outcome: &'static str,
-        /// The result's status, once completed.
+        /// The result's outcome (`ok` or `error`), once completed.
         #[serde(skip_serializing_if = "Option::is_none")]
-        status: Option<String>,
+        result: Option<ResultOutcome>,
+        /// What went wrong, if the result said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
         /// The receipt, once completed.
         #[serde(skip_serializing_if = "Option::is_none")]
         receipt: Option<Value>,
@@ -124,11 +127,12 @@ impl Projection {
                 }
             }
             Body::ToolResult(r) => {
-                if let Some(Entry::Tool { outcome, status, receipt, output, .. }) =
+                if let Some(Entry::Tool { outcome, result, error, receipt, output, .. }) =
                     self.call_mut(&r.call_id)
                 {
                     *outcome = "completed";
-                    *status = Some(r.status().to_owned());
+                    *result = Some(r.outcome);
+                    *error = r.error;
                     *receipt = r.receipt;
                     *output = r.output;
                 }
@@ -153,7 +157,16 @@ impl Projection {
 }
 
 fn tool_entry(call_id: CallId, tool: String, args: Option<Value>, outcome: &'static str) -> Entry {
-    Entry::Tool { call_id, tool, args, outcome, status: None, receipt: None, output: None }
+    Entry::Tool {
+        call_id,
+        tool,
+        args,
+        outcome,
+        result: None,
+        error: None,
+        receipt: None,
+        output: None,
+    }
 }
 
 impl Store {

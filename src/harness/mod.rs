@@ -19,6 +19,7 @@ pub mod snapshot;
 pub mod state;
 mod store;
 mod store_open;
+pub mod upcast;
 
 pub use check::Verdict;
 pub use event::{Body, Event, EventType};

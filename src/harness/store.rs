@@ -443,11 +443,14 @@ impl Store {
         }
         let mut durability = Durability::Buffered;
         let mut encoded = Vec::with_capacity(bodies.len());
+        // Bodies are written in the schemas of the log's format, so that a format-1 log stays
+        // readable by the release that wrote it (`format-spec/events.md`, "Schema versions").
+        let format_version = self.inner.log.format_version();
         for body in &mut bodies {
             if !by_recovery {
                 durability = durability.max(resolve_durability(body, options.durability)?);
             }
-            encoded.push(prepare(body)?);
+            encoded.push(prepare(body, format_version)?);
         }
         if by_recovery {
             // Recovery batches every task's repair and syncs once at the end.
@@ -525,7 +528,9 @@ impl Store {
         // Fold in log order: the events are durable as asked, and the task lock is still held.
         let mut revision = 0;
         let mut turn_ended = false;
-        for (i, (body, record)) in bodies.into_iter().zip(&records).enumerate() {
+        for (i, ((body, record), (_, schema, _, _))) in
+            bodies.into_iter().zip(&records).zip(&encoded).enumerate()
+        {
             revision = u64::from_le_bytes(
                 record[codec::REVISION_OFFSET..codec::REVISION_OFFSET + 8]
                     .try_into()
@@ -537,7 +542,7 @@ impl Store {
                 task: cell.id.clone(),
                 revision,
                 timestamp_us: now,
-                schema: codec::SCHEMA_VERSION,
+                schema: *schema,
                 body,
             };
             fold::apply_to_task(&mut locked, &event);
@@ -597,11 +602,14 @@ fn resolve_durability(body: &Body, asked: Option<Durability>) -> Result<Durabili
 }
 
 /// Replaces secrets by references and fills a `tool/call`'s argument digest.
-/// Returns the body's encoding (`codec::encode_body`).
-fn prepare(body: &mut Body) -> Result<codec::EncodedBody> {
-    let Some(event_type) = body.event_type() else { return codec::encode_body(body) };
+/// Returns the body's encoding for a log of segment format `format_version`
+/// (`codec::encode_body`).
+fn prepare(body: &mut Body, format_version: u16) -> Result<codec::EncodedBody> {
+    let Some(event_type) = body.event_type() else {
+        return codec::encode_body(body, format_version);
+    };
     if event_type == EventType::AssistantDelta {
-        return codec::encode_body(body);
+        return codec::encode_body(body, format_version);
     }
     if let Body::ToolCall(call) = body
         && call.args_digest.is_none()
@@ -613,7 +621,7 @@ fn prepare(body: &mut Body) -> Result<codec::EncodedBody> {
         secret::mask(&mut masked);
         call.args_digest = Some(request_key::args_digest(&masked));
     }
-    let encoded = codec::encode_body(body)?;
+    let encoded = codec::encode_body(body, format_version)?;
     // Most bodies hold no secret: the JSON text tells without building a tree of values.
     let marker = format!("\"{}\"", secret::SECRET_KEY);
     if !encoded.3.windows(marker.len()).any(|w| w == marker.as_bytes()) {
@@ -629,5 +637,5 @@ fn prepare(body: &mut Body) -> Result<codec::EncodedBody> {
             reason: format!("a secret replaced a field of the wrong type: {e}"),
         })
     })?;
-    codec::encode_body(body)
+    codec::encode_body(body, format_version)
 }

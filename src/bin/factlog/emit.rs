@@ -21,6 +21,7 @@ use std::process::ExitCode;
 
 use factlog::harness::codec;
 use factlog::harness::event::AssistantDelta;
+use factlog::harness::upcast::{self, ToolResultV1};
 use factlog::harness::{Body, EventType};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
 use factlog::{AppendOptions, Appended, Durability, Error, ErrorKind, Store, StoreOptions};
@@ -270,15 +271,28 @@ fn durability(value: Option<Value>) -> Result<Option<Durability>, BadLine> {
     }
 }
 
-/// The typed body of `event_type` from the remaining keys of the line.
+/// The typed body of `event_type` from the remaining keys of the line. A `tool/result`
+/// without `outcome` is read in schema 1 (`status`) and upcast, so that scripts written for
+/// schema 1 keep working; one the upcast refuses is an invalid event.
 fn body(event_type: EventType, fields: Map<String, Value>) -> Result<Body, Error> {
-    codec::body_from_value(event_type, Value::Object(fields)).map_err(|error| {
-        ErrorKind::InvalidEvent {
-            event_type: event_type.name().to_owned(),
-            reason: error.to_string(),
-        }
-        .into()
-    })
+    let invalid = |reason: String| -> Error {
+        ErrorKind::InvalidEvent { event_type: event_type.name().to_owned(), reason }.into()
+    };
+    if event_type == EventType::ToolResult && !fields.contains_key("outcome") {
+        let v1: ToolResultV1 = serde_json::from_value(Value::Object(fields))
+            .map_err(|error| invalid(format!("{error} (read as schema 1: no \"outcome\")")))?;
+        // The refusal's own reason may quote a value of the input: it is not repeated here.
+        return upcast::tool_result_1_to_2(v1).map(Body::ToolResult).map_err(|_| {
+            invalid(
+                "read as schema 1 (no \"outcome\"), it cannot be upcast: a schema-1 \"status\" \
+                 must be absent, \"ok\" or \"error\" and an \"error\" field a string; give \
+                 \"outcome\": \"ok\" or \"error\" instead"
+                    .to_owned(),
+            )
+        });
+    }
+    codec::body_from_value(event_type, Value::Object(fields))
+        .map_err(|error| invalid(error.to_string()))
 }
 
 /// Appends the event; an `assistant/delta` without options takes the hot path.
@@ -339,6 +353,7 @@ fn error_code(kind: &ErrorKind) -> (&'static str, bool) {
         ErrorKind::NotALog { .. } => ("NOT_A_LOG", true),
         ErrorKind::InvalidOptions { .. } => ("INVALID_OPTIONS", true),
         ErrorKind::CorruptEvent { .. } => ("CORRUPT_EVENT", true),
+        ErrorKind::CannotUpcast { .. } => ("CANNOT_UPCAST", true),
         ErrorKind::CorruptSnapshot { .. } => ("CORRUPT_SNAPSHOT", true),
         // A kind added to the library later: stop rather than guess it is harmless.
         _ => ("ERROR", true),

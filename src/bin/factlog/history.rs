@@ -9,6 +9,7 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use factlog::harness::Entry;
+use factlog::harness::event::ResultOutcome;
 use serde_json::Value;
 
 use crate::{Failure, HistoryArgs, Outcome, dump, is_broken_pipe, open_read_only, state};
@@ -71,15 +72,23 @@ fn entry_text(out: &mut String, entry: &Entry) {
                 out.push_str(" [partial: cut off by an interruption]");
             }
         }
-        Entry::Tool { call_id, tool, outcome, status, receipt, output, .. } => {
+        Entry::Tool { call_id, tool, outcome, result, error, receipt, output, .. } => {
             out.push_str("tool ");
             dump::escape_text(out, call_id.as_str().as_bytes());
             out.push(' ');
             dump::escape_text(out, tool.as_bytes());
             let _ = write!(out, " -> {outcome}");
-            if let Some(status) = status.as_deref().filter(|&status| status != "ok") {
-                out.push_str(" status ");
-                dump::escape_text(out, status.as_bytes());
+            // A success is the normal case and says nothing; a failure says so, with its text.
+            if *result == Some(ResultOutcome::Error) {
+                out.push_str(" error");
+            }
+            if let Some(error) = error {
+                out.push_str(if *result == Some(ResultOutcome::Error) {
+                    ": "
+                } else {
+                    " ok, error: "
+                });
+                dump::escape_text(out, error.as_bytes());
             }
             push_value(out, "receipt", receipt.as_ref());
             push_value(out, "output", output.as_ref());
