@@ -100,7 +100,10 @@ fn json_has_every_policy_and_the_workload_counts() {
 #[test]
 fn two_tasks_in_parallel_double_the_tokens_and_keep_the_floor_honest() {
     let dir = TempDir::new().expect("tempdir");
-    let text = success(&bench(dir.path(), &["--tasks", "2", "--json"]));
+    let output = bench(dir.path(), &["--tasks", "2", "--json"]);
+    let text = success(&output);
+    // Standard error is a pipe here, not a terminal: no progress line, however long the run.
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
     let report: Value = serde_json::from_str(&text).expect("valid JSON");
     assert_eq!(report["workload"]["tasks"], 2);
     let rows = report["policies"].as_array().expect("a policies array");
