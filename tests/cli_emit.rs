@@ -3,8 +3,9 @@
 //! line gets an error reply with a stable code, writes nothing, and the stream goes on; a
 //! stale `expected_revision` is refused with both revisions; a duplicate request key returns
 //! the first receipt; secrets never reach a file or an output; replies reach a harness through
-//! a pipe one by one. Proved by running the real binary and reading the store back with
-//! `factlog dump` and `factlog state`.
+//! a pipe one by one; a `tool/result` is taken in schema 2 and, without `outcome`, in schema 1
+//! through the upcast (a free-text status refused). Proved by running the real binary and
+//! reading the store back with `factlog dump` and `factlog state`.
 
 mod common;
 
@@ -501,4 +502,58 @@ fn every_store_command_help_has_an_example_and_its_exit_codes() {
         assert!(run.stdout.is_empty(), "{args:?}");
     }
     assert!(!dir.exists(), "a usage error must not create a store");
+}
+
+#[test]
+fn a_tool_result_is_taken_in_schema_2_and_in_schema_1_through_the_upcast() {
+    let (_temp, dir) = temp_log();
+    let dispatch = |call_id: &str| {
+        event(
+            "t1",
+            "tool/call",
+            json!({ "call_id": call_id, "tool": "fetch", "effect": "read_only" }),
+        )
+    };
+    let replies = emit(
+        &dir,
+        &[
+            dispatch("c1"),
+            event(
+                "t1",
+                "tool/result",
+                json!({ "call_id": "c1", "outcome": "error", "error": "e1" }),
+            ),
+            dispatch("c2"),
+            // Schema 1, as scripts written for factlog 0.1.0 send it.
+            event(
+                "t1",
+                "tool/result",
+                json!({ "call_id": "c2", "status": "error", "error": "e2" }),
+            ),
+            dispatch("c3"),
+            event("t1", "tool/result", json!({ "call_id": "c3" })),
+            dispatch("c4"),
+            event("t1", "tool/result", json!({ "call_id": "c4", "status": "timeout" })),
+            event("t1", "tool/result", json!({ "call_id": "c4", "outcome": "maybe" })),
+        ],
+    );
+    for reply in &replies[..7] {
+        assert!(reply.get("error").is_none(), "{reply}");
+    }
+    let message = refused(&replies[7], "INVALID_EVENT");
+    assert!(message.contains("schema 1") && !message.contains("timeout"), "{message}");
+    refused(&replies[8], "INVALID_EVENT");
+    let results: Vec<Value> = dump_records(&dir, &[])
+        .into_iter()
+        .filter(|r| r["type"] == "tool/result")
+        .map(|r| json!([r["call_id"], r["outcome"], r["error"], r.get("status")]))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            json!(["c1", "error", "e1", null]),
+            json!(["c2", "error", "e2", null]),
+            json!(["c3", "ok", null, null]),
+        ]
+    );
 }

@@ -1,11 +1,13 @@
-//! Proves that the event vectors (`format-spec/vectors/020-*` to `024-*`) hold exactly the
+//! Proves that the event vectors (`format-spec/vectors/020-*` to `027-*`) hold exactly the
 //! bytes and values their description in `format-spec/vectors/README.md` ("Event vectors")
 //! gives, and that this build reads them as `format-spec/events.md` promises. Each record
-//! vector is built with `codec::encode` from the described event and compared byte for byte
-//! with the committed `.bin` and with the hex columns of its annotated `.txt`; the `.bin` is
-//! decoded with `codec::peek` and `codec::decode` (every envelope field, every body field, the
-//! unknown field in `extra`) and re-encoded with `codec::encode_event` to the same bytes; the
-//! damaged one must be `CorruptEvent`. Every line of `024-request-keys.txt` must match
+//! vector is built with `codec::encode_event` from the described event (in the event's body
+//! schema) and compared byte for byte with the committed `.bin` and with the hex columns of its
+//! annotated `.txt`; the `.bin` is decoded with `codec::peek` and `codec::decode` (every
+//! envelope field, every body field, the unknown field in `extra`; a schema-1 `tool/result`
+//! upcast to schema 2) and re-encoded with `codec::encode_event` to the same bytes; the damaged
+//! one must be `CorruptEvent`, the un-upcastable one `CannotUpcast` with its exact message.
+//! Every line of `024-request-keys.txt` must match
 //! `request_key::derive`, `request_key::canonical_json` and `request_key::args_digest` (after
 //! `secret::mask`), and its digests must be the SHA-256 of its canonical column.
 //!
@@ -20,7 +22,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON, EVENT_MAGIC};
-use factlog::harness::event::{AssistantDelta, Effect, Opaque, ToolCall};
+use factlog::harness::event::{
+    AssistantDelta, Effect, Opaque, ResultOutcome, ToolCall, ToolResult,
+};
 use factlog::harness::{Body, CallId, Event, EventType, RequestKey, TaskId, request_key, secret};
 use factlog::{ErrorKind, Seq};
 use serde_json::{Value, json};
@@ -101,6 +105,12 @@ enum Outcome {
     Decodes(Box<Event>),
     /// It is refused with `CorruptEvent { seq: 1, .. }`, the reason naming this word.
     Corrupt(&'static str),
+    /// It is an older schema: it decodes to this event (upcast), which `encode` for a log of
+    /// segment format 1 writes as the same bytes.
+    Upcasts(Box<Event>),
+    /// `decode` refuses it with `CannotUpcast` whose message (`Display`) is exactly this;
+    /// `peek` accepts its envelope.
+    CannotUpcast(&'static str),
 }
 
 struct Vector {
@@ -152,6 +162,47 @@ fn opaque_event() -> Event {
         bytes: br#"{"anything":1}"#.to_vec(),
     };
     event("t1", 4, Body::Opaque(body))
+}
+
+/// The `tool/result` of 025 and 026: an error with its text, an output and an unknown field.
+fn tool_result_body() -> Body {
+    let mut extra = serde_json::Map::new();
+    extra.insert("x_future".to_owned(), json!({"kept": true}));
+    Body::ToolResult(ToolResult {
+        call_id: CallId::from("c2"),
+        outcome: ResultOutcome::Error,
+        error: Some("rate limited".to_owned()),
+        receipt: None,
+        output: Some(json!({"rows": 0})),
+        extra,
+    })
+}
+
+/// 025: the `tool/result` at schema 2.
+fn tool_result_event() -> Event {
+    Event { schema: 2, ..event("session-1", 8, tool_result_body()) }
+}
+
+/// 026: 025's event as a format-1 log writes it (the downcast to schema 1).
+fn tool_result_v1_record() -> Image {
+    let event = tool_result_event();
+    let bytes = codec::encode(event.task.as_str(), event.revision, TIMESTAMP_US, &event.body, 1)
+        .expect("the downcast encodes");
+    Image::new(bytes)
+}
+
+/// The schema-1 body of 027: a free-text status.
+const FREE_TEXT_BODY: &[u8] = br#"{"call_id":"c3","status":"timeout"}"#;
+
+/// The exact message of 027's refusal.
+const FREE_TEXT_ERROR: &str = "event 1 (tool/result, body schema 1) cannot be read as schema \
+    2: its status \"timeout\" is neither \"ok\" nor \"error\", and schema 2 has no other \
+    outcome; this build refuses to guess, so the store does not open: open it with the factlog \
+    release that wrote it, or inspect the event with `factlog dump DIR --raw --from 1`";
+
+fn free_text_record() -> Image {
+    let body = (EventType::ToolResult.tag(), 1, ENCODING_JSON, FREE_TEXT_BODY.to_vec());
+    Image::new(codec::encode_parts("session-1", 9, TIMESTAMP_US, &body))
 }
 
 fn encoded(event: &Event) -> Image {
@@ -212,6 +263,45 @@ fn vectors() -> Vec<Vector> {
                 )
             },
             outcome: || Outcome::Corrupt("magic"),
+        },
+        Vector {
+            name: "025-event-tool-result",
+            about: &[
+                "025-event-tool-result: tool/result (tag 0x0502, schema 2, encoding 1 = JSON), task",
+                "\"session-1\", revision 8, timestamp_us 1700000000000000; body call_id \"c2\",",
+                "outcome error, error \"rate limited\", output {\"rows\":0}, and the unknown field",
+                "x_future {\"kept\":true}. The schema a format-2 log writes.",
+                "Expected: decodes (at seq 1) to that event, x_future kept in extra; re-encodes",
+                "to the same bytes.",
+            ],
+            build: || encoded(&tool_result_event()),
+            outcome: || Outcome::Decodes(Box::new(tool_result_event())),
+        },
+        Vector {
+            name: "026-event-tool-result-schema-1",
+            about: &[
+                "026-event-tool-result-schema-1: 025's event at schema 1, as a format-1 log holds",
+                "it (the downcast): status \"error\", then output, then the error text as the",
+                "field error (unknown to schema 1, so after the known fields), then x_future.",
+                "Expected: decodes (at seq 1) by the upcast to exactly 025's event (schema 2):",
+                "outcome error, error \"rate limited\", x_future kept in extra; that event",
+                "written for a log of segment format 1 gives these bytes again.",
+            ],
+            build: tool_result_v1_record,
+            outcome: || Outcome::Upcasts(Box::new(tool_result_event())),
+        },
+        Vector {
+            name: "027-event-tool-result-free-text",
+            about: &[
+                "027-event-tool-result-free-text: tool/result at schema 1, task \"session-1\",",
+                "revision 9, body {\"call_id\":\"c3\",\"status\":\"timeout\"}: a free-text status",
+                "schema 1 allowed and schema 2 cannot map to ok or error.",
+                "Expected: codec::peek accepts the envelope; codec::decode refuses it with",
+                "CannotUpcast { seq: 1, event_type: tool/result, from: 1, to: 2 }, the reason",
+                "quoting the status; Store::open of a log holding it stops with that error.",
+            ],
+            build: free_text_record,
+            outcome: || Outcome::CannotUpcast(FREE_TEXT_ERROR),
         },
     ]
 }
@@ -290,6 +380,7 @@ impl Image {
         let known = EventType::from_tag(tag).map(|t| t.name());
         let extra = match codec::decode(SEQ, b) {
             Ok(Event { body: Body::ToolCall(call), .. }) => call.extra,
+            Ok(Event { body: Body::ToolResult(result), .. }) => result.extra,
             _ => serde_json::Map::new(),
         };
         let mut out = format!("{head}, one JSON object with the fields:");
@@ -499,6 +590,28 @@ fn check(name: &str) {
                 }
             }
         }
+        Outcome::Upcasts(expected) => {
+            let env = codec::peek(SEQ, &bytes).unwrap_or_else(|e| panic!("{name}: peek: {e}"));
+            assert_eq!((env.tag, env.schema, env.encoding), (EventType::ToolResult.tag(), 1, 1));
+            assert_eq!((env.task, env.revision), (expected.task.as_str(), expected.revision));
+            let decoded = codec::decode(SEQ, &bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(decoded, *expected, "{name}: the upcast event");
+            let again = codec::encode(env.task, env.revision, env.timestamp_us, &decoded.body, 1)
+                .expect("the downcast encodes");
+            assert_same_bytes(&again, &bytes, &format!("{name}: written for format 1"));
+        }
+        Outcome::CannotUpcast(message) => {
+            let env = codec::peek(SEQ, &bytes).unwrap_or_else(|e| panic!("{name}: peek: {e}"));
+            assert_eq!((env.tag, env.schema), (EventType::ToolResult.tag(), 1), "{name}");
+            let error = codec::decode(SEQ, &bytes).expect_err("decode must refuse it");
+            assert_eq!(error.to_string(), message, "{name}: the exact message");
+            match error.into_kind() {
+                ErrorKind::CannotUpcast { seq, event_type, from, to, .. } => {
+                    assert_eq!((seq, event_type.as_str(), from, to), (1, "tool/result", 1, 2));
+                }
+                other => panic!("{name}: expected CannotUpcast, got {other:?}"),
+            }
+        }
     }
 }
 
@@ -534,6 +647,40 @@ fn vector_021_event_tool_call() {
         keys[0].3, digests[0].2
     );
     assert_eq!(String::from_utf8_lossy(body), expected, "021: the body bytes");
+}
+
+#[test]
+fn vector_025_event_tool_result() {
+    check("025-event-tool-result");
+    let bytes = fs::read(vectors_dir().join("025-event-tool-result.bin")).expect("025");
+    let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
+    assert_eq!(
+        String::from_utf8_lossy(body),
+        r#"{"call_id":"c2","outcome":"error","error":"rate limited","output":{"rows":0},"x_future":{"kept":true}}"#,
+        "025: the body bytes"
+    );
+}
+
+#[test]
+fn vector_026_event_tool_result_schema_1() {
+    check("026-event-tool-result-schema-1");
+    let bytes = fs::read(vectors_dir().join("026-event-tool-result-schema-1.bin")).expect("026");
+    let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
+    assert_eq!(
+        String::from_utf8_lossy(body),
+        r#"{"call_id":"c2","status":"error","output":{"rows":0},"error":"rate limited","x_future":{"kept":true}}"#,
+        "026: the body bytes"
+    );
+    // Read, 026 is 025; written in schema 2 (a format-2 log), it is 025's bytes.
+    let v1 = codec::decode(SEQ, &bytes).expect("026 decodes");
+    let v2 = fs::read(vectors_dir().join("025-event-tool-result.bin")).expect("025");
+    assert_eq!(v1, codec::decode(SEQ, &v2).expect("025 decodes"), "026 upcasts to 025");
+    assert_same_bytes(&codec::encode_event(&v1).expect("encodes"), &v2, "026 re-encoded");
+}
+
+#[test]
+fn vector_027_event_tool_result_free_text() {
+    check("027-event-tool-result-free-text");
 }
 
 #[test]
@@ -699,6 +846,7 @@ fn is_event_vector(stem: &str) -> bool {
 fn every_event_vector_is_described_and_checked() {
     let mut listed: Vec<&str> = vectors().iter().map(|v| v.name).collect();
     listed.push(REQUEST_KEYS);
+    listed.sort_unstable();
     assert!(listed.iter().all(|n| is_event_vector(n)), "{listed:?}");
     let readme = fs::read_to_string(vectors_dir().join("README.md")).expect("vectors/README.md");
     let described: Vec<&str> = readme

@@ -212,7 +212,9 @@ fn format_vectors_pass_through_the_fuzz_bodies() {
         if seeds::is_event_vector(stem) {
             let outcome = catch_unwind(|| event_decode::run(bytes));
             let outcome = outcome.unwrap_or_else(|_| panic!("vector {stem} fails event_decode"));
-            assert_eq!(outcome.decoded, !stem.ends_with("-bad-magic"), "vector {stem}");
+            // 023 is damaged; 027 is refused by the upcast (`CannotUpcast`).
+            let refused = stem.ends_with("-bad-magic") || stem.ends_with("-free-text");
+            assert_eq!(outcome.decoded, !refused, "vector {stem}");
             continue;
         }
         if seeds::is_snapshot_vector(stem) {

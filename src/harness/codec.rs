@@ -266,8 +266,9 @@ pub fn encode_parts(task: &str, revision: u64, timestamp_us: u64, body: &Encoded
 }
 
 /// Encodes `event` in its own body schema, `event.schema` (its `seq` is not part of the
-/// record: the log assigns it). A decoded event thus re-encodes in the schema it was stored
-/// in; to rewrite it in another one, use [`encode`] with the target format version.
+/// record: the log assigns it). A decoded event is in the schema it was read as (a schema-1
+/// `tool/result` was upcast to 2), so it re-encodes in that schema; for the schema of a given
+/// log, use [`encode`] with the log's format version.
 pub fn encode_event(event: &Event) -> Result<Vec<u8>> {
     let body = encode_body_at(&event.body, event.schema)?;
     Ok(encode_parts(event.task.as_str(), event.revision, event.timestamp_us, &body))
@@ -318,12 +319,17 @@ pub fn peek(seq: Seq, record: &[u8]) -> Result<EnvelopeRef<'_>> {
 pub fn decode(seq: Seq, record: &[u8]) -> Result<Event> {
     let env = peek(seq, record)?;
     let body = decode_body(seq, &env)?;
+    // An upcast body is in the newest schema of its type, and says so.
+    let schema = match body {
+        Body::ToolResult(_) => TOOL_RESULT_SCHEMA,
+        _ => env.schema,
+    };
     Ok(Event {
         seq,
         task: TaskId(env.task.to_owned()),
         revision: env.revision,
         timestamp_us: env.timestamp_us,
-        schema: env.schema,
+        schema,
         body,
     })
 }

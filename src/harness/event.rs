@@ -130,9 +130,10 @@ pub struct Event {
     pub revision: u64,
     /// When the store appended it, in microseconds since the Unix epoch.
     pub timestamp_us: u64,
-    /// The body schema version of the record as stored. The body itself is always in the
-    /// schema this build reads it as (a schema-1 `tool/result` is upcast to schema 2), and
-    /// [`crate::harness::codec::encode_event`] writes it back in this schema.
+    /// The schema version of the body: the one it was read as, which for a schema-1
+    /// `tool/result` is 2, the schema it was upcast to (the stored schema is in the envelope,
+    /// [`crate::harness::codec::peek`]). [`crate::harness::codec::encode_event`] writes the
+    /// body in this schema.
     pub schema: u16,
     /// The body.
     pub body: Body,
@@ -407,7 +408,7 @@ body!(
     }
 );
 body!(
-    /// `tool/result`, schema 2 (`format-spec/events.md`, "`tool/result`"). A schema-1 body
+    /// `tool/result`, schema 2 (`format-spec/events.md`, "Schema changes"). A schema-1 body
     /// is read through [`crate::harness::upcast::tool_result_1_to_2`].
     ToolResult {
         /// The call it answers.
