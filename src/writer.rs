@@ -698,6 +698,9 @@ impl Writer {
     pub(crate) fn reader_view(&self) -> Result<(Vec<SegmentMeta>, u64)> {
         let state = self.state.lock();
         let through = if state.buf.is_empty() {
+            // A write-out may be in flight: its records left the buffer but `written_seq` moves
+            // only once they are in the file. Its io lock is held until then.
+            let _io = self.io.lock();
             self.written_seq.load(Ordering::Acquire)
         } else {
             self.write_out(state)?
