@@ -134,6 +134,11 @@ fn sample_json(event_type: EventType) -> Value {
             "calls": [{"call_id": "c1", "outcome": "outcome_unknown", "plan": "verify"}],
             "expired": ["a1"]
         }),
+        "state/migrated" => json!({
+            "from": 1, "to": 2, "events": 40, "rewritten": 3,
+            "state_digest": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "backup": "/data/store.backup-v1"
+        }),
         other => panic!("no sample body for {other}: add one"),
     }
 }
@@ -193,7 +198,7 @@ fn assert_corrupt(seq: u64, bytes: &[u8], what: &str) {
 
 #[test]
 fn every_event_type_round_trips_through_the_codec() {
-    assert_eq!(EventType::ALL.len(), 25, "a new type needs a sample and a durability row");
+    assert_eq!(EventType::ALL.len(), 26, "a new type needs a sample and a durability row");
     for (i, &event_type) in EventType::ALL.iter().enumerate() {
         let body = sample_body(event_type);
         let revision = 10 + i as u64;
@@ -501,6 +506,7 @@ fn the_default_durability_table_is_the_one_of_issue_4() {
         ("budget/usage", Buffered),
         ("context/compacted", Synced),
         ("recovery/restored", Synced),
+        ("state/migrated", Synced),
     ];
     assert_eq!(EventType::ALL.len(), expected.len(), "every type has a row");
     for (name, durability) in expected {

@@ -204,6 +204,10 @@ fn sample(event_type: EventType) -> Value {
             "calls": [{"call_id": "c1", "outcome": "outcome_unknown", "plan": "ask_user"}],
             "expired": ["a1"],
         }),
+        T::Migrated => json!({
+            "from": 1, "to": 2, "events": 40, "rewritten": 3,
+            "state_digest": "00ff", "backup": "/backup",
+        }),
         _ => json!({}),
     };
     value["x_seed"] = json!({"kept": [true, -1]});

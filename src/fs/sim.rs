@@ -408,9 +408,11 @@ impl Fs for SimFs {
         if !state.dirs.contains(path) {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
+        // Files and subdirectories, as `readdir` gives them.
         let names = state
             .names
             .keys()
+            .chain(state.dirs.iter())
             .filter(|p| p.parent() == Some(path))
             .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .collect();

@@ -227,6 +227,7 @@ pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
         Body::BudgetUsage(b) => (EventType::BudgetUsage, json(b)),
         Body::ContextCompacted(b) => (EventType::ContextCompacted, json(b)),
         Body::Restored(b) => (EventType::Restored, json(b)),
+        Body::StateMigrated(b) => (EventType::Migrated, json(b)),
     };
     let bytes = bytes.map_err(|e| ErrorKind::InvalidEvent {
         event_type: event_type.name().to_owned(),
@@ -430,6 +431,7 @@ pub fn body_from_json(event_type: EventType, bytes: &[u8]) -> serde_json::Result
         T::BudgetUsage => Body::BudgetUsage(de_json_slice(bytes)?),
         T::ContextCompacted => Body::ContextCompacted(de_json_slice(bytes)?),
         T::Restored => Body::Restored(de_json_slice(bytes)?),
+        T::Migrated => Body::StateMigrated(de_json_slice(bytes)?),
     })
 }
 
@@ -473,6 +475,7 @@ pub fn body_to_value(body: &Body) -> serde_json::Value {
         Body::BudgetUsage(b) => v(b),
         Body::ContextCompacted(b) => v(b),
         Body::Restored(b) => v(b),
+        Body::StateMigrated(b) => v(b),
     }
 }
 

@@ -96,6 +96,8 @@ event_types! {
         "The model context was compacted: earlier history is replaced by a summary.";
     Restored = 0x0A01, "recovery/restored", Synced,
         "Written by recovery: the task was restored after a restart, and what was decided.";
+    Migrated = 0x0B01, "state/migrated", Synced,
+        "Written by `factlog migrate`: the store was rewritten into a newer format.";
 }
 
 impl EventType {
@@ -106,7 +108,7 @@ impl EventType {
         self.default_durability() == Durability::Synced
     }
 
-    /// True for the types only recovery writes.
+    /// True for the types only the store writes: recovery's, and the migration's audit event.
     #[must_use]
     pub fn is_recovery_only(self) -> bool {
         matches!(
@@ -115,6 +117,7 @@ impl EventType {
                 | EventType::ApprovalExpired
                 | EventType::SignalExpired
                 | EventType::Restored
+                | EventType::Migrated
         )
     }
 }
@@ -169,6 +172,7 @@ pub enum Body {
     BudgetUsage(BudgetUsage),
     ContextCompacted(ContextCompacted),
     Restored(Restored),
+    StateMigrated(Migrated),
     /// An event of a type or body schema this build does not know: kept as it was read.
     Opaque(Opaque),
 }
@@ -539,6 +543,27 @@ body!(
     }
 );
 
+body!(
+    /// `state/migrated`, written by `factlog migrate` to every task after the rewrite
+    /// (`format-spec/migration.md`).
+    Migrated {
+        /// The segment format version before.
+        from: u16,
+        /// The segment format version after.
+        to: u16,
+        /// The task's events before the migration.
+        events: u64,
+        /// How many of them were re-encoded.
+        rewritten: u64,
+        /// SHA-256 (hex) of the task's folded state before this event: the same in both
+        /// versions.
+        state_digest: String,
+        /// Where the backup of the old store was copied.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backup: Option<String>,
+    }
+);
+
 /// `assistant/delta`: a streamed fragment. Its body is binary (the UTF-8 text), not JSON,
 /// because it is the hot path.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -606,6 +631,7 @@ impl Body {
             Body::BudgetUsage(_) => EventType::BudgetUsage,
             Body::ContextCompacted(_) => EventType::ContextCompacted,
             Body::Restored(_) => EventType::Restored,
+            Body::StateMigrated(_) => EventType::Migrated,
             Body::Opaque(_) => return None,
         })
     }

@@ -182,6 +182,8 @@ fn apply_body(task: &mut TaskState, event: &Event) {
                 expired: r.expired.clone(),
             });
         }
+        // An audit record: it moves the revision and the last sequence number, nothing else.
+        Body::StateMigrated(_) => {}
         Body::Opaque(_) => task.opaque_events += 1,
     }
 }

@@ -12,6 +12,7 @@ pub mod event;
 pub mod fold;
 pub mod history;
 pub mod ids;
+pub mod migrate;
 pub mod recovery;
 pub mod request_key;
 pub mod secret;

@@ -19,6 +19,7 @@ mod emit;
 mod export;
 mod history;
 mod info;
+mod migrate;
 mod progress;
 mod purge;
 mod recover;
@@ -290,6 +291,22 @@ enum Command {
                             Example:\n  factlog demo\n  factlog demo /tmp/factlog-demo-store \
                             --seed 3 --json")]
     Demo(DemoArgs),
+
+    /// Rewrite a store into a newer format version, checked, backed up and switched atomically.
+    ///
+    /// Opens the store for writing, checks that every event reads the same once rewritten
+    /// (same events per task, same folded-state digest, same recovery plan), copies a backup
+    /// (default: DIR.backup-vFROM beside it), rewrites the segments into staged files, reads
+    /// them back and checks again, then switches with one atomic rename and appends a
+    /// state/migrated audit event to every task. A crash at any point leaves the old or the
+    /// new store, never a mix. Running it again is a no-op; `--dry-run` writes nothing.
+    /// An event that cannot be rewritten without guessing stops it, naming the event.
+    #[command(after_help = "Exit codes:\n  0  migrated, already at the version, or dry run \
+                            printed\n  1  the store could not be opened or migrated (the \
+                            message says why; the store is unchanged)\n  2  bad arguments\n\n\
+                            Example:\n  factlog migrate /tmp/factlog-store --to 2 --dry-run\n  \
+                            factlog migrate /tmp/factlog-store --to 2 --json")]
+    Migrate(MigrateArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -394,6 +411,24 @@ struct PurgeArgs {
 struct EmitArgs {
     /// Store directory (created if missing).
     dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct MigrateArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// The segment format version to migrate to (this build writes 1 and 2).
+    #[arg(long)]
+    to: u16,
+    /// Check and report what would change; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Where to copy the backup (a new or empty directory).
+    #[arg(long)]
+    backup: Option<PathBuf>,
+    /// Print a single JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -523,6 +558,7 @@ fn main() -> ExitCode {
         Command::History(args) => history::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Migrate(args) => migrate::run(&args),
     };
     match outcome {
         Ok(code) => code,

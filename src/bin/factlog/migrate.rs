@@ -1,0 +1,74 @@
+//! `factlog migrate`: the library's [`migrate`], and its report.
+//!
+//! The JSON form is the library's `MigrationReport` serialised as it is; the text form says
+//! what changed, per task, and where the backup is.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use factlog::StoreOptions;
+use factlog::harness::migrate::{MigrateOptions, MigrationReport, migrate};
+
+use crate::{Failure, MigrateArgs, Outcome, require_dir};
+
+/// Exit code for every runtime failure of `migrate`.
+const EXIT_FAILURE: u8 = 1;
+
+pub fn run(args: &MigrateArgs) -> Outcome {
+    require_dir(&args.dir, EXIT_FAILURE)?;
+    let options =
+        MigrateOptions { to: args.to, dry_run: args.dry_run, backup: args.backup.clone() };
+    let report = migrate(&args.dir, StoreOptions::new(), &options).map_err(|error| {
+        Failure::new(EXIT_FAILURE, format_args!("cannot migrate {}: {error}", args.dir.display()))
+    })?;
+    if args.json {
+        let text = serde_json::to_string(&report).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot format the report: {error}"))
+        })?;
+        println!("{text}");
+    } else {
+        print!("{}", report_text(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text form. Writing into a `String` cannot fail, so the `write!` results are dropped.
+fn report_text(report: &MigrationReport) -> String {
+    let mut out = String::new();
+    let dir = report.dir.display();
+    if report.already_current {
+        let _ = writeln!(out, "{dir} is already at format {}: nothing to do", report.to);
+        return out;
+    }
+    let verb = if report.dry_run { "would migrate" } else { "migrated" };
+    let _ = writeln!(
+        out,
+        "{verb} {dir} from format {} to {}: {} events in {} segments, {} records rewritten, the \
+         others copied byte for byte",
+        report.from, report.to, report.events, report.segments, report.rewritten
+    );
+    for task in &report.tasks {
+        let _ = writeln!(
+            out,
+            "  task {}: {} events, {} rewritten, state {} (unchanged)",
+            task.task,
+            task.events,
+            task.rewritten,
+            &task.state_digest[..16.min(task.state_digest.len())]
+        );
+    }
+    match &report.backup {
+        Some(backup) => {
+            let _ = writeln!(
+                out,
+                "backup of the old store: {} (it still opens with the release that wrote it)",
+                backup.display()
+            );
+            let _ = writeln!(out, "each task has a state/migrated audit event");
+        }
+        None => {
+            let _ = writeln!(out, "dry run: nothing written");
+        }
+    }
+    out
+}
