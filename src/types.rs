@@ -45,10 +45,8 @@ pub enum Durability {
     /// Returns once the record is in the kernel (one `write`, shared with every record buffered
     /// before it). Survives a process crash (SIGKILL); a power loss may lose it.
     Flushed,
-    /// Returns once the record and everything before it is on stable storage, shared by all
-    /// concurrent appenders: one `fdatasync`, or, when nothing unsynced precedes the buffered
-    /// records in the segment file, one `write` through an `O_DSYNC` descriptor (the same
-    /// guarantee, one syscall and one device round trip fewer). Survives a power loss.
+    /// Returns once the record and everything before it is on stable storage (`fdatasync`,
+    /// shared by all concurrent appenders). Survives a power loss.
     Synced,
 }
 

@@ -61,50 +61,6 @@ struct Io {
     file: Arc<dyn FsFile>,
     path: Arc<Path>,
     offset: u64,
-    /// The end of what is durable in `file`: every byte before it was synced.
-    synced_offset: u64,
-    /// A copy of the bytes written to `file` since `synced_offset`, when `unsynced_kept`
-    /// (bounded by the buffer size: a longer run is dropped and `unsynced_kept` cleared). With
-    /// the copy, a synced write-out rewrites those bytes and the new ones in one
-    /// [`FsFile::write_all_at_synced`] instead of a write and an `fdatasync`.
-    unsynced: Vec<u8>,
-    /// Whether `unsynced` holds every byte of `[synced_offset, offset)`.
-    unsynced_kept: bool,
-}
-
-impl Io {
-    /// Records that `bytes` were just written at `offset` (before `offset` moves past them).
-    fn note_written(&mut self, bytes: &[u8]) {
-        if self.unsynced_kept && self.unsynced.len() + bytes.len() <= self.unsynced.capacity() {
-            self.unsynced.extend_from_slice(bytes);
-        } else {
-            self.unsynced_kept = false;
-            self.unsynced.clear();
-        }
-    }
-
-    /// Records that everything through `covered` in the current file is durable.
-    fn note_synced(&mut self, covered: u64) {
-        if covered <= self.synced_offset {
-            return;
-        }
-        if self.unsynced_kept {
-            let advance = usize::try_from(covered - self.synced_offset).unwrap_or(usize::MAX);
-            self.unsynced.drain(..advance.min(self.unsynced.len()));
-        }
-        self.synced_offset = covered;
-        if covered == self.offset {
-            self.unsynced.clear();
-            self.unsynced_kept = true;
-        }
-    }
-
-    /// Starts the bookkeeping of a new file whose bytes before `offset` are durable.
-    fn reset_synced(&mut self, offset: u64) {
-        self.synced_offset = offset;
-        self.unsynced.clear();
-        self.unsynced_kept = true;
-    }
 }
 
 #[derive(Default)]
@@ -172,9 +128,6 @@ impl Writer {
                 file: Arc::from(start.active_file),
                 path: Arc::from(active.path.as_path()),
                 offset: start.end_offset,
-                synced_offset: start.end_offset,
-                unsynced: Vec::with_capacity(start.buffer_bytes),
-                unsynced_kept: true,
             }),
             syncing: std::sync::Mutex::new(false),
             synced: std::sync::Condvar::new(),
@@ -355,7 +308,6 @@ impl Writer {
                 if let Err(e) = io.file.write_all_at(&big, io.offset) {
                     return Err(self.poison(Error::io("write", &io.path, e)));
                 }
-                io.note_written(&big);
                 io.offset += big.len() as u64;
                 self.written_seq.fetch_max(seq + count - 1, Ordering::AcqRel);
             }
@@ -429,10 +381,7 @@ impl Writer {
             if let Err(e) = io.file.write_all_at(&io.spare, io.offset) {
                 return Err(self.poison(Error::io("write", &io.path, e)));
             }
-            let spare = std::mem::take(&mut io.spare);
-            io.note_written(&spare);
-            io.offset += spare.len() as u64;
-            io.spare = spare;
+            io.offset += io.spare.len() as u64;
             io.spare.clear();
         }
         self.written_seq.fetch_max(through, Ordering::AcqRel);
@@ -511,43 +460,14 @@ impl Writer {
         self.synced_fresh.store(0, Ordering::Release);
         self.swap_into(&mut state, &mut io);
         drop(state);
-        // Records before `through` that are not in `file` are in sealed segments, which were
-        // synced when they were sealed.
-        let pending = io.unsynced.len() + io.spare.len();
-        if io.unsynced_kept && pending > 0 && pending <= io.unsynced.capacity() {
-            // Every unsynced byte of the file is at hand: one synced write (O_DSYNC) of them
-            // and the buffer is the whole sync, cheaper than a write and an fdatasync. The
-            // bytes already written are written again, unchanged. The io lock is held through
-            // it so that no other write lands in between.
-            let spare = std::mem::take(&mut io.spare);
-            io.unsynced.extend_from_slice(&spare);
-            io.spare = spare;
-            io.spare.clear();
-            let at = io.synced_offset;
-            if let Err(e) = io.file.write_all_at_synced(&io.unsynced, at) {
-                return Err(self.poison(Error::io("synced write", &io.path, e)));
-            }
-            let end = at + io.unsynced.len() as u64;
-            io.offset = end;
-            io.reset_synced(end);
-            self.written_seq.fetch_max(through, Ordering::AcqRel);
-            self.durable_seq.fetch_max(through, Ordering::AcqRel);
-            return Ok(());
-        }
         self.write_spare(&mut io, through)?;
-        let covered = io.offset;
         let file = Arc::clone(&io.file);
         let path = Arc::clone(&io.path);
         drop(io);
+        // Records before `through` that are not in `file` are in sealed segments, which were
+        // synced when they were sealed.
         if let Err(e) = file.sync_data() {
             return Err(self.poison(Error::io("fdatasync", &path, e)));
-        }
-        {
-            // A roll may have switched files meanwhile; the new file's own mark then stands.
-            let mut io = self.io.lock();
-            if Arc::ptr_eq(&io.file, &file) {
-                io.note_synced(covered);
-            }
         }
         self.durable_seq.fetch_max(through, Ordering::AcqRel);
         Ok(())
@@ -597,7 +517,6 @@ impl Writer {
             io.file = Arc::from(file);
             io.path = Arc::from(meta.path.as_path());
             io.offset = SEGMENT_HEADER_BYTES as u64;
-            io.reset_synced(SEGMENT_HEADER_BYTES as u64);
         }
         state.active = meta.header;
         state.salt_crc = meta.header.salt_crc();

@@ -41,8 +41,6 @@ enum OpKind {
     Create,
     Write,
     SyncData,
-    /// A write that returns once its bytes are durable (`O_DSYNC`).
-    SyncedWrite,
     Rename,
     Remove,
     SyncDir,
@@ -119,10 +117,6 @@ impl FsFile for TracedFile {
     fn sync_data(&self) -> io::Result<()> {
         self.fs.note(OpKind::SyncData, &self.path);
         self.file.sync_data()
-    }
-    fn write_all_at_synced(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.fs.note(OpKind::SyncedWrite, &self.path);
-        self.file.write_all_at_synced(buf, offset)
     }
     fn len(&self) -> io::Result<u64> {
         self.file.len()
@@ -438,7 +432,7 @@ fn directory_survives(fs: &SimFs, dir: &Path) -> Result<(), String> {
 
 /// The faults to inject at an operation of `kind`, with their names.
 fn faults_for(kind: OpKind) -> &'static [(Fault, &'static str)] {
-    if matches!(kind, OpKind::Write | OpKind::SyncedWrite) {
+    if kind == OpKind::Write {
         &[(Fault::Eio, "EIO"), (Fault::NoSpace, "ENOSPC"), (Fault::ShortWrite, "short write")]
     } else {
         &[(Fault::Eio, "EIO")]
@@ -475,10 +469,7 @@ fn every_failed_operation_is_reported_and_loses_nothing_acknowledged() {
     );
     let writer_ops = |k: OpKind| counts.keys().any(|(c, o, _)| *c == Context::Writer && *o == k);
     assert!(
-        writer_ops(OpKind::SyncData)
-            && writer_ops(OpKind::SyncDir)
-            && writer_ops(OpKind::Write)
-            && writer_ops(OpKind::SyncedWrite)
+        writer_ops(OpKind::SyncData) && writer_ops(OpKind::SyncDir) && writer_ops(OpKind::Write)
     );
     assert!(
         violations.is_empty(),

@@ -160,18 +160,6 @@ struct CountingFile {
     counters: Arc<FsCounters>,
 }
 
-impl CountingFile {
-    fn sync_counter(&self) -> &std::sync::atomic::AtomicU64 {
-        match self.kind {
-            FileKind::Segment if std::thread::current().name() == Some(FLUSHER_THREAD_NAME) => {
-                &self.counters.segment_syncs_by_flusher
-            }
-            FileKind::Segment => &self.counters.segment_syncs_by_appenders,
-            FileKind::Other => &self.counters.other_syncs,
-        }
-    }
-}
-
 impl FsFile for CountingFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.inner.read_exact_at(buf, offset)
@@ -186,19 +174,15 @@ impl FsFile for CountingFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        let counter = match self.kind {
+            FileKind::Segment if std::thread::current().name() == Some(FLUSHER_THREAD_NAME) => {
+                &self.counters.segment_syncs_by_flusher
+            }
+            FileKind::Segment => &self.counters.segment_syncs_by_appenders,
+            FileKind::Other => &self.counters.other_syncs,
+        };
         let outcome = self.inner.sync_data();
-        self.sync_counter().fetch_add(1, Ordering::AcqRel);
-        outcome
-    }
-
-    /// Counted as one write and one sync.
-    fn write_all_at_synced(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.kind == FileKind::Segment {
-            self.counters.segment_writes.fetch_add(1, Ordering::AcqRel);
-            self.counters.segment_write_bytes.fetch_add(buf.len() as u64, Ordering::AcqRel);
-        }
-        let outcome = self.inner.write_all_at_synced(buf, offset);
-        self.sync_counter().fetch_add(1, Ordering::AcqRel);
+        counter.fetch_add(1, Ordering::AcqRel);
         outcome
     }
 

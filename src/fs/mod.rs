@@ -61,14 +61,6 @@ pub trait FsFile: Send + Sync + fmt::Debug {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Makes the data written so far durable (`fdatasync`).
     fn sync_data(&self) -> io::Result<()>;
-    /// Writes all of `buf` at `offset` and returns once those bytes are durable, as a write
-    /// through an `O_DSYNC` descriptor does. Unlike [`FsFile::sync_data`] it promises nothing
-    /// for other unsynced bytes of the file: callers use it only when there are none. The
-    /// default is a write and an `fdatasync`.
-    fn write_all_at_synced(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write_all_at(buf, offset)?;
-        self.sync_data()
-    }
     /// The current length of the file.
     fn len(&self) -> io::Result<u64>;
 }

@@ -38,15 +38,7 @@ impl Fs for RealFs {
             OpenMode::ReadWrite => options.read(true).write(true),
             OpenMode::CreateNew => options.read(true).write(true).create_new(true).mode(FILE_MODE),
         };
-        let file = options.open(path)?;
-        // Files opened for appending (segments) also get an O_DSYNC descriptor, for the
-        // synced writes of the writer.
-        let dsync = if mode == OpenMode::ReadWrite {
-            Some(OpenOptions::new().write(true).custom_flags(libc::O_DSYNC).open(path)?)
-        } else {
-            None
-        };
-        Ok(Box::new(RealFile { file, dsync }))
+        Ok(Box::new(RealFile(options.open(path)?)))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -91,39 +83,23 @@ impl Fs for RealFs {
 }
 
 #[derive(Debug)]
-struct RealFile {
-    file: File,
-    /// The same file opened with `O_DSYNC`, for files opened for appending.
-    dsync: Option<File>,
-}
+struct RealFile(File);
 
 impl FsFile for RealFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
+        self.0.read_exact_at(buf, offset)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.file.write_all_at(buf, offset)
+        self.0.write_all_at(buf, offset)
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-
-    fn write_all_at_synced(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        match &self.dsync {
-            // Both descriptors share the page cache: the bytes are visible through `file` at
-            // once, and durable (data and the metadata needed to read them) when this returns.
-            Some(dsync) => dsync.write_all_at(buf, offset),
-            None => {
-                self.file.write_all_at(buf, offset)?;
-                self.file.sync_data()
-            }
-        }
+        self.0.sync_data()
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+        Ok(self.0.metadata()?.len())
     }
 }
 

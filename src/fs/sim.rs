@@ -549,30 +549,6 @@ impl FsFile for SimFile {
         Ok(())
     }
 
-    /// One operation: a fault or a crash at it leaves what [`SimFile::write_all_at`] would
-    /// (nothing, or the first half unsynced); on success exactly the bytes written are durable.
-    fn write_all_at_synced(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write_all_at(buf, offset)?;
-        let mut state = self.state.lock();
-        let file = state.inodes.get_mut(&self.inode).ok_or(io::ErrorKind::NotFound)?;
-        let start = offset as usize;
-        let end = start + buf.len();
-        if file.durable.len() < end {
-            file.durable.resize(end, 0);
-        }
-        file.durable[start..end].copy_from_slice(&file.written[start..end]);
-        let clean = |sector: &usize| {
-            let range =
-                sector * SECTOR_BYTES..((sector + 1) * SECTOR_BYTES).min(file.written.len());
-            file.written.get(range.clone()) == file.durable.get(range)
-        };
-        let now_clean: Vec<usize> = file.dirty_sectors.iter().copied().filter(clean).collect();
-        for sector in now_clean {
-            file.dirty_sectors.remove(&sector);
-        }
-        Ok(())
-    }
-
     fn len(&self) -> io::Result<u64> {
         let state = self.state.lock();
         state.check_alive()?;
@@ -600,21 +576,6 @@ mod tests {
         assert_eq!(lost.read_file(Path::new("/a")).unwrap(), b"synced");
         let kept = fs.reboot(CrashModel::ProcessCrash, 0);
         assert_eq!(kept.read_file(Path::new("/a")).unwrap(), b"synced-later");
-    }
-
-    #[test]
-    fn a_synced_write_makes_only_its_own_bytes_durable() {
-        let fs = SimFs::new(3);
-        let file = fs.open(Path::new("/f"), OpenMode::CreateNew).unwrap();
-        file.sync_data().unwrap();
-        fs.sync_dir(Path::new("/")).unwrap();
-        file.write_all_at(b"unsynced", 0).unwrap();
-        file.write_all_at_synced(b"synced", 4096).unwrap();
-        let after = fs.reboot(CrashModel::LoseUnsynced, 1);
-        let bytes = after.read_file(Path::new("/f")).unwrap();
-        assert_eq!(&bytes[4096..4102], b"synced");
-        assert_eq!(&bytes[..8], &[0; 8], "the earlier write was never synced");
-        assert_eq!(bytes.len(), 4102);
     }
 
     #[test]

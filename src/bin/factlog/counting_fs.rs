@@ -188,29 +188,6 @@ impl FsFile for CountingFile {
 
     fn sync_data(&self) -> io::Result<()> {
         let outcome = self.inner.sync_data();
-        self.count_sync();
-        outcome
-    }
-
-    fn write_all_at_synced(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if counted_thread() {
-            let bytes = buf.len() as u64;
-            self.counters.write_bytes.fetch_add(bytes, Ordering::AcqRel);
-            self.counters.pending_bytes.fetch_add(bytes, Ordering::AcqRel);
-        }
-        let outcome = self.inner.write_all_at_synced(buf, offset);
-        self.count_sync();
-        outcome
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-}
-
-impl CountingFile {
-    /// Counts one sync (an `fdatasync` or a synced write) of an appending thread.
-    fn count_sync(&self) {
         let thread = std::thread::current();
         if thread.name() != Some(PREALLOC_THREAD_NAME) {
             if thread.name() == Some(FLUSHER_THREAD_NAME) {
@@ -220,5 +197,10 @@ impl CountingFile {
             let chunk = self.counters.pending_bytes.swap(0, Ordering::AcqRel);
             self.counters.chunks.lock().push(chunk);
         }
+        outcome
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
     }
 }
