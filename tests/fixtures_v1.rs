@@ -85,3 +85,29 @@ fn the_fixtures_in_the_repository_are_never_written() {
         assert_eq!(digest_tree(&fixture(name)), before, "{name}");
     }
 }
+
+#[test]
+fn export_keeps_unknown_fields_and_opaque_bodies_whole() {
+    let (_dir, path) = copy_of("v1-unknown-data");
+    let run = common::factlog(&["export", path.to_str().unwrap(), "--jsonl"], b"");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8(run.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["priority"], "p1", "an unknown field of a known type");
+    assert_eq!(lines[0]["labels"], json!(["a", "b"]));
+    assert_eq!(lines[1]["type"], "opaque/0x7f01");
+    assert_eq!(lines[1]["note"], "an event type from the future");
+    assert_eq!(lines[2]["opaque_hex"], "000102feff", "a binary opaque body, whole");
+    assert_eq!(lines[2]["opaque_encoding"], 7);
+    assert_eq!(
+        (lines[3]["type"].as_str(), lines[3]["schema"].as_u64()),
+        (Some("opaque/0x0401"), Some(9))
+    );
+    assert_eq!(lines[3]["parts"][0]["text"], "schema 9");
+    let result = lines.iter().find(|l| l["type"] == "tool/result").unwrap();
+    assert_eq!(result["retry_after_ms"], 1500, "an unknown field of an upcast body");
+    assert_eq!(result["outcome"], "error");
+}

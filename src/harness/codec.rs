@@ -440,9 +440,10 @@ struct DeltaJson {
     text: String,
 }
 
-/// The JSON object of a body (for `dump`, `state` and the CLI): the typed fields and the
-/// unknown ones. `assistant/delta` gives `{"text": ...}`; an opaque body with a JSON encoding
-/// gives its object, a binary one `{"opaque_bytes": N}` (its length).
+/// The JSON object of a body (for `dump`, `state`, `export` and the CLI): the typed fields and
+/// the unknown ones. `assistant/delta` gives `{"text": ...}`; an opaque body with a JSON
+/// encoding gives its object; any other opaque body gives its bytes whole, as
+/// `{"opaque_encoding": E, "opaque_bytes": N, "opaque_hex": "..."}`.
 pub fn body_to_value(body: &Body) -> serde_json::Value {
     use serde_json::{Value, json};
     fn v<T: Serialize>(t: &T) -> Value {
@@ -450,9 +451,10 @@ pub fn body_to_value(body: &Body) -> serde_json::Value {
     }
     match body {
         Body::AssistantDelta(d) => json!({ "text": d.text }),
-        Body::Opaque(o) if o.encoding == ENCODING_JSON => serde_json::from_slice(&o.bytes)
-            .unwrap_or_else(|_| json!({ "opaque_bytes": o.bytes.len() })),
-        Body::Opaque(o) => json!({ "opaque_bytes": o.bytes.len() }),
+        Body::Opaque(o) if o.encoding == ENCODING_JSON => {
+            serde_json::from_slice(&o.bytes).unwrap_or_else(|_| opaque_value(o))
+        }
+        Body::Opaque(o) => opaque_value(o),
         Body::Contract(b) => v(b),
         Body::Phase(b) => v(b),
         Body::Plan(b) => v(b),
@@ -477,6 +479,16 @@ pub fn body_to_value(body: &Body) -> serde_json::Value {
         Body::Restored(b) => v(b),
         Body::StateMigrated(b) => v(b),
     }
+}
+
+/// An opaque body that is not a JSON object, whole: its encoding byte and its bytes in hex.
+fn opaque_value(o: &crate::harness::event::Opaque) -> serde_json::Value {
+    let hex: String = o.bytes.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({
+        "opaque_encoding": o.encoding,
+        "opaque_bytes": o.bytes.len(),
+        "opaque_hex": hex,
+    })
 }
 
 mod erased {
