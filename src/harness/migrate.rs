@@ -416,3 +416,35 @@ fn copy_file(fs: &dyn Fs, from: &Path, to: &Path) -> Result<()> {
     }
     dst.sync_data().map_err(|e| Error::io("fdatasync", to, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::state::TaskState;
+
+    fn state_of(tasks: &[(&str, u64)]) -> State {
+        let mut state = State::default();
+        for &(id, revision) in tasks {
+            let task = TaskState { revision, ..TaskState::default() };
+            state.tasks.insert(TaskId(id.to_owned()), task);
+        }
+        state
+    }
+
+    #[test]
+    fn a_rewrite_that_folds_into_another_state_is_refused_with_the_task_named() {
+        let old = state_of(&[("a", 3), ("b", 5)]);
+        assert!(compare(&old, &old.clone(), "x").is_ok());
+        let kind = |e: Error| match e.into_kind() {
+            ErrorKind::MigrationRefused { reason } => reason,
+            other => panic!("{other:?}"),
+        };
+        let changed = state_of(&[("a", 3), ("b", 6)]);
+        let reason = kind(compare(&old, &changed, "the staged segments").unwrap_err());
+        assert!(reason.contains("task b") && reason.contains("another state"), "{reason}");
+        let missing = state_of(&[("a", 3), ("c", 5)]);
+        assert!(kind(compare(&old, &missing, "x").unwrap_err()).contains("lack task b"));
+        let fewer = state_of(&[("a", 3)]);
+        assert!(kind(compare(&old, &fewer, "x").unwrap_err()).contains("1 tasks"));
+    }
+}
