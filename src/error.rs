@@ -105,6 +105,22 @@ pub enum ErrorKind {
         /// What differs.
         reason: String,
     },
+    /// `factlog migrate` committed the switch to the new version but could not finish it; the
+    /// next writable open of the store (or running the migration again) completes it.
+    MigrationIncomplete {
+        /// What failed after the commit.
+        reason: String,
+    },
+    /// A snapshot holds folded state of a schema this build does not know. It is only an
+    /// accelerator: open skips it and rebuilds the state by replaying the log.
+    UnsupportedStateSchema {
+        /// The snapshot file.
+        path: PathBuf,
+        /// The state schema found in it.
+        found: u16,
+        /// The state schema this build folds.
+        supported: u16,
+    },
     /// The directory holds no log.
     NotALog {
         /// The directory.
@@ -491,6 +507,18 @@ impl fmt::Display for Error {
                 f,
                 "migration refused, nothing was switched: {reason}; the store is unchanged and \
                  still opens with this build (report this as a bug with `factlog dump --raw`)"
+            ),
+            ErrorKind::MigrationIncomplete { reason } => write!(
+                f,
+                "the migration was committed but not finished: {reason}; the store opens as the \
+                 new version once a writable open (or `factlog migrate` run again) completes the \
+                 switch, and the backup holds the old store"
+            ),
+            ErrorKind::UnsupportedStateSchema { path, found, supported } => write!(
+                f,
+                "snapshot {} holds state schema {found}, this build folds schema {supported}: \
+                 skipped, the state is rebuilt by replaying the log (a newer factlog can use it)",
+                path.display()
             ),
             ErrorKind::NotALog { dir } => write!(
                 f,

@@ -58,6 +58,8 @@ impl std::fmt::Debug for Inner {
 pub struct LogInfo {
     /// The log directory.
     pub dir: PathBuf,
+    /// The segment format version of every segment (`format-spec/versions.md`).
+    pub format_version: u16,
     /// Its segments, in log order.
     pub segments: Vec<SegmentInfo>,
     /// The first record's sequence number.
@@ -374,6 +376,7 @@ impl Log {
         let last_seq = self.last_seq();
         Ok(LogInfo {
             dir: self.dir.clone(),
+            format_version: self.format_version,
             first_seq: last_seq.and(infos.first().map(|s| s.first_seq)),
             segments: infos,
             last_seq,

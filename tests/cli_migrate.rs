@@ -39,7 +39,7 @@ fn dry_run_then_migrate_then_no_op() {
 }
 
 #[test]
-fn errors_are_one_line_with_exit_code_1() {
+fn errors_are_one_line_with_their_exit_codes() {
     let (_tmp, dir) = copy_of("v1-free-text-status");
     let path = dir.to_str().unwrap();
     let run = factlog(&["migrate", path, "--to", "2"], b"");
@@ -47,10 +47,22 @@ fn errors_are_one_line_with_exit_code_1() {
     assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
     assert!(run.stderr.contains("seq 3") || run.stderr.contains("event 3"), "{}", run.stderr);
 
+    // A version this build cannot write is a usage error, and the store is left alone.
     let (_tmp, dir) = copy_of("v1-torn-tail");
-    let run = factlog(&["migrate", dir.to_str().unwrap(), "--to", "3"], b"");
+    let image = digest_tree(&dir);
+    for to in ["3", "0"] {
+        let run = factlog(&["migrate", dir.to_str().unwrap(), "--to", to], b"");
+        assert_eq!(run.code, Some(2), "{run:?}");
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+        assert!(run.stderr.contains("is not in 1..=2"), "{}", run.stderr);
+    }
+    assert_eq!(digest_tree(&dir), image);
+    // Migrating a format-2 store back is refused by the library, with what to do instead.
+    let run = factlog(&["migrate", dir.to_str().unwrap(), "--to", "2"], b"");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let run = factlog(&["migrate", dir.to_str().unwrap(), "--to", "1"], b"");
     assert_eq!(run.code, Some(1), "{run:?}");
-    assert!(run.stderr.contains("writes format versions 1 to 2"), "{}", run.stderr);
+    assert!(run.stderr.contains("restore the backup"), "{}", run.stderr);
 
     let run = factlog(&["migrate", dir.to_str().unwrap()], b"");
     assert_eq!(run.code, Some(2), "--to is required: {run:?}");

@@ -91,6 +91,10 @@ impl Fs for Traced {
         self.note(OpKind::Remove, path);
         self.sim.remove_file(path)
     }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.note(OpKind::Remove, path);
+        self.sim.remove_dir(path)
+    }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.note(OpKind::SyncDir, path);
         self.sim.sync_dir(path)

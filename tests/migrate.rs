@@ -127,6 +127,40 @@ fn migrating_again_is_a_no_op_and_a_dry_run_writes_nothing() {
     assert_eq!(backups.count(), 1);
 }
 
+/// Writes 8 bytes of garbage just after the last record of the store's active segment: a torn
+/// tail that a writable open would cut.
+fn tear_tail(dir: &Path) {
+    let mut segments: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segments.sort();
+    let active = segments.last().unwrap();
+    let mut bytes = fs::read(active).unwrap();
+    let end = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
+    let at = end.div_ceil(8) * 8;
+    bytes[at..at + 8].copy_from_slice(&[0xAB; 8]);
+    fs::write(active, bytes).unwrap();
+}
+
+#[test]
+fn an_event_that_cannot_be_upcast_stops_migration_before_anything_is_written() {
+    // With a torn tail too: a writable open would cut it, so migrate must refuse first.
+    let (tmp, dir) = copy_of("v1-free-text-status");
+    tear_tail(&dir);
+    let whole = digest_tree(tmp.path());
+    let err = migrate(&dir, options(), &to_2()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::CannotUpcast { seq: 3, .. }), "{err}");
+    assert_eq!(digest_tree(tmp.path()), whole, "no lock, no cut tail, no backup: nothing");
+    let torn = factlog::verify(&dir, factlog::Options::new()).unwrap();
+    assert!(
+        matches!(torn.outcome, factlog::VerifyOutcome::TornTail(_)),
+        "the torn tail is still there: {:?}",
+        torn.outcome
+    );
+}
+
 #[test]
 fn an_event_that_cannot_be_upcast_stops_open_and_migration_and_changes_nothing() {
     let (tmp, dir) = copy_of("v1-free-text-status");
@@ -173,6 +207,37 @@ fn versions_this_build_does_not_know_are_refused_before_anything_is_written() {
     let err = Store::open(&dir, options()).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::UnsupportedVersion { found: 9, .. }), "{err}");
     assert_eq!(digest_tree(&dir), tree);
+    // A segment of a newer format: the store and its migration are refused, nothing written.
+    let (tmp, dir) = copy_of("v1-clean-multi-task");
+    let segment = dir.join("00000000000000000001.seg");
+    let mut bytes = fs::read(&segment).unwrap();
+    bytes[8] = 3;
+    fs::write(&segment, bytes).unwrap();
+    let whole = digest_tree(tmp.path());
+    for outcome in
+        [Store::open(&dir, options()).map(drop), migrate(&dir, options(), &to_2()).map(drop)]
+    {
+        let err = outcome.unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::UnsupportedVersion { found: 3, supported: 2, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer factlog"), "{err}");
+    }
+    assert_eq!(digest_tree(tmp.path()), whole, "nothing written, not even LOCK");
+}
+
+#[test]
+fn a_directory_that_holds_no_store_is_not_migrated_and_none_is_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    for dir in [empty.clone(), tmp.path().join("missing")] {
+        let err = migrate(&dir, options(), &to_2()).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::NotALog { .. }), "{err}");
+    }
+    assert_eq!(fs::read_dir(&empty).unwrap().count(), 0, "no store was created");
+    assert!(!tmp.path().join("missing").exists());
 }
 
 #[test]
@@ -188,6 +253,22 @@ fn a_snapshot_of_an_unknown_state_schema_is_skipped_and_the_report_says_so() {
     assert!(report.snapshot.is_none());
     assert_eq!(report.replayed_events, 140);
     assert_eq!(report.skipped_snapshots.len(), 1);
-    assert!(report.skipped_snapshots[0].1.contains('2'), "{:?}", report.skipped_snapshots);
+    let (path, reason) = &report.skipped_snapshots[0];
+    assert_eq!(path, &snap);
+    assert!(
+        reason.contains(
+            "holds state schema 2, this build folds schema 1: skipped, the state is \
+                         rebuilt by replaying the log"
+        ),
+        "{reason}"
+    );
     assert_eq!(tasks_json(&store.state()), tasks_json(&full));
+    // The snapshot is not one that reclaiming may rely on: no segment is removed for it.
+    assert_eq!(store.reclaim().unwrap(), (0, 0));
+    drop(store);
+    // `factlog info` says why it is not used.
+    let run = common::factlog(&["info", dir.to_str().unwrap()], b"");
+    let text = String::from_utf8(run.stdout).unwrap();
+    assert!(text.contains("not valid: snapshot") && text.contains("state schema 2"), "{text}");
+    assert!(text.contains("format version: 1"), "{text}");
 }

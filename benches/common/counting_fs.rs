@@ -129,6 +129,10 @@ impl Fs for CountingFs {
         RealFs.remove_file(path)
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_dir(path)
+    }
+
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.counters.dir_syncs.fetch_add(1, Ordering::AcqRel);
         RealFs.sync_dir(path)

@@ -41,6 +41,8 @@ pub trait Fs: Send + Sync + fmt::Debug + 'static {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory; fails if it holds anything.
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
     /// Makes the entries of directory `path` durable (`fsync` on the directory).
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// Takes the exclusive writer lock of directory `dir`, held until the returned guard is

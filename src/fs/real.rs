@@ -49,6 +49,10 @@ impl Fs for RealFs {
         fs::remove_file(path)
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir(path)
+    }
+
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         File::open(path)?.sync_all()
     }

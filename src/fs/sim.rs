@@ -463,6 +463,24 @@ impl Fs for SimFs {
         Ok(())
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut state = self.state.lock();
+        if let Some(fault) = state.op()? {
+            return Err(fault_error(fault));
+        }
+        if !state.dirs.contains(path) {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        let holds_anything =
+            state.names.keys().chain(state.dirs.iter()).any(|p| p.parent() == Some(path));
+        if holds_anything {
+            // ENOTEMPTY, as rmdir(2) reports it.
+            return Err(io::Error::from_raw_os_error(39));
+        }
+        state.dirs.remove(path);
+        Ok(())
+    }
+
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         let mut state = self.state.lock();
         if let Some(fault) = state.op()? {
@@ -477,6 +495,8 @@ impl Fs for SimFs {
         }
         state.name_log = pending;
         let subdirs: Vec<PathBuf> = state.dirs.iter().filter(|d| in_dir(d)).cloned().collect();
+        // Removed subdirectories are gone for good once their parent is synced.
+        state.durable_dirs.retain(|d| !in_dir(d) || subdirs.contains(d));
         state.durable_dirs.extend(subdirs);
         Ok(())
     }

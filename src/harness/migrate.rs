@@ -1,15 +1,19 @@
 //! `factlog migrate`: rewriting a store into a newer format version (`format-spec/migration.md`).
 //!
 //! The procedure, in order; each step either completes or leaves the store as it was:
-//! 1. Open the store for writing (its lock is held to the end; a torn tail is cut).
-//! 2. Check in memory, streaming: every event decodes (upcast where needed), and the events
-//!    rewritten for the new version fold into the same state, task by task, with the same
-//!    recovery plan. An event that cannot be upcast stops here with its error.
+//! 1. Open the store read-only and check in memory, streaming: every event decodes (upcast
+//!    where needed), and the events rewritten for the new version fold into the same state,
+//!    task by task, with the same recovery plan. An event that cannot be upcast stops here
+//!    with its error, and nothing at all has been written.
+//! 2. Open the store for writing (its lock is held to the end; a torn tail is cut, as by any
+//!    writable open). If the log changed between the two opens, check again under the lock.
 //! 3. Copy a backup of the segments and snapshots, and record where.
 //! 4. Stage one new segment per old one ([`crate::rewrite`]), with one `state/migrated`
 //!    audit event per task appended at the end, and read the staged files back: same events
 //!    per task, same state digests, same recovery plans, or nothing is switched.
 //! 5. Commit (the marker) and switch (renames), then open the store again to report.
+//!
+//! A failure in steps 3 and 4 removes the staged files and the backup again.
 //!
 //! Running it on a store already at the version is a no-op. A crash at any point leaves a
 //! store that opens as wholly old or wholly new (the next writable open completes a committed
@@ -90,9 +94,13 @@ pub struct MigrationReport {
 ///
 /// # Errors
 /// [`ErrorKind::InvalidOptions`] for a version this build cannot write or a downgrade;
+/// [`ErrorKind::NotALog`] for a directory that holds no store (none is created);
 /// [`ErrorKind::CannotUpcast`] (from decoding) for an event the new version cannot represent;
 /// [`ErrorKind::MigrationRefused`] when the rewritten store would not mean the same; the
-/// errors of opening the store; I/O errors. In every case the store is left as it was.
+/// errors of opening the store; I/O errors. Before the commit point every failure leaves the
+/// store as it was and removes the backup it made; a refusal found by the first check writes
+/// nothing at all. [`ErrorKind::MigrationIncomplete`] when the switch was committed but could
+/// not be finished: the next writable open completes it.
 pub fn migrate(
     dir: impl AsRef<Path>,
     store_options: StoreOptions,
@@ -102,14 +110,56 @@ pub fn migrate(
     let to = options.to;
     if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&to) {
         return Err(Error::invalid_options(format!(
-            "--to {to}: this build writes format versions {FORMAT_VERSION_MIN} to {FORMAT_VERSION}"
+            "--to {to}: this build writes format versions {FORMAT_VERSION_MIN} to \
+             {FORMAT_VERSION}; name one of them (a newer version needs a newer factlog)"
         )));
     }
-    let store = if options.dry_run {
-        Store::open_read_only(dir, store_options.clone())?
-    } else {
-        Store::open(dir, store_options.clone())?
-    };
+    // Everything that can refuse the migration is checked on a read-only open first, so that
+    // a refusal writes nothing at all: no lock file, no preallocated segment, no cut tail.
+    let probe = open_probe(dir, &store_options)?;
+    let (report, planned) = plan_migration(&probe, dir, options)?;
+    let Some(planned) = planned.filter(|_| !options.dry_run) else { return Ok(report) };
+    let seen = position(&probe)?;
+    drop(probe);
+    let store = Store::open(dir, store_options.clone())?;
+    if position(&store)? == seen {
+        return switch(store, store_options, options, report, planned);
+    }
+    // Another process appended, reclaimed or migrated between the two opens: plan again, now
+    // under the lock.
+    let (report, planned) = plan_migration(&store, dir, options)?;
+    match planned {
+        Some(planned) => switch(store, store_options, options, report, planned),
+        None => Ok(report),
+    }
+}
+
+/// The store opened read-only. A switch that was committed but not finished (a crash during
+/// an earlier migration) is first completed by a writable open, as any writable open would.
+fn open_probe(dir: &Path, store_options: &StoreOptions) -> Result<Store> {
+    match Store::open_read_only(dir, store_options.clone()) {
+        Err(e) if matches!(e.kind(), ErrorKind::RewritePending { .. }) => {
+            Store::open(dir, store_options.clone())?.close()?;
+            Store::open_read_only(dir, store_options.clone())
+        }
+        other => other,
+    }
+}
+
+/// What identifies the records a plan was made from: the format, the first and the last seq.
+fn position(store: &Store) -> Result<(u16, u64, u64)> {
+    let log = store.log();
+    Ok((log.format_version(), log.first_seq()?.0, log.last_seq().map_or(0, |s| s.0)))
+}
+
+/// The report of a migration of `store` as it is now, and the checked plan (`None` when the
+/// store is already at the version asked for).
+fn plan_migration(
+    store: &Store,
+    dir: &Path,
+    options: &MigrateOptions,
+) -> Result<(MigrationReport, Option<Planned>)> {
+    let to = options.to;
     let from = store.log().format_version();
     let mut report = MigrationReport {
         dir: dir.to_path_buf(),
@@ -124,7 +174,7 @@ pub fn migrate(
         backup: None,
     };
     if from == to {
-        return Ok(report);
+        return Ok((report, None));
     }
     if to < from {
         return Err(Error::invalid_options(format!(
@@ -133,42 +183,63 @@ pub fn migrate(
         )));
     }
     let last = store.log().last_seq().map_or(0, |s| s.0);
-    let planned = check_in_memory(&store, to, last)?;
+    let planned = check_in_memory(store, to, last)?;
     report.events = planned.events;
     report.rewritten = planned.rewritten.values().sum();
     report.tasks = task_figures(&planned, &store.state());
+    report.segments = segments::list(&*store.inner.fs, dir)?.segments.len();
+    Ok((report, Some(planned)))
+}
+
+/// Steps 3 to 5 on the store opened for writing, whose records `planned` was checked from.
+fn switch(
+    store: Store,
+    store_options: StoreOptions,
+    options: &MigrateOptions,
+    mut report: MigrationReport,
+    planned: Planned,
+) -> Result<MigrationReport> {
     let fs = store.inner.fs.clone();
-    let listing = segments::list(&*fs, dir)?;
-    report.segments = listing.segments.len();
-    if options.dry_run {
-        return Ok(report);
-    }
+    let dir = report.dir.clone();
+    let (from, to) = (report.from, report.to);
+    let last = store.log().last_seq().map_or(0, |s| s.0);
+    let listing = segments::list(&*fs, &dir)?;
     let backup = match &options.backup {
         Some(path) => path.clone(),
-        None => default_backup(&*fs, dir, from)?,
+        None => default_backup(&*fs, &dir, from)?,
     };
-    copy_backup(&*fs, dir, &backup, &listing.segments)?;
-    report.backup = Some(backup.clone());
-    let audit = audit_records(&store, &report, (store_options.clock)())?;
-    let staged = stage(&*fs, &listing.segments, to, &audit);
-    let checked = staged.and_then(|()| check_staged(&*fs, dir, to, last, &planned, audit.len()));
-    if let Err(e) = checked {
-        rewrite::clear_staged(&*fs, dir)?;
+    if fs.list_dir(&backup).is_ok_and(|names| !names.is_empty()) {
+        return Err(Error::invalid_options(format!(
+            "the backup directory {} exists and is not empty: name another with --backup",
+            backup.display()
+        )));
+    }
+    // From here on, everything in the backup directory was made by this migration.
+    let existed = fs.list_dir(&backup).is_ok();
+    let staged = copy_backup(&*fs, &dir, &backup, &listing.segments).and_then(|()| {
+        report.backup = Some(backup.clone());
+        let audit = audit_records(&store, &report, (store_options.clock)())?;
+        stage(&*fs, &listing.segments, to, &audit)?;
+        check_staged(&*fs, &dir, to, last, &planned, audit.len())
+    });
+    if let Err(e) = staged {
+        // Nothing was switched: take back what this attempt made. A cleanup that fails
+        // leaves only copies and staged files, which the next writable open or migration
+        // removes or refuses to overwrite.
+        let _ = rewrite::clear_staged(&*fs, &dir);
+        remove_backup(&*fs, &backup, existed);
         return Err(e);
     }
     let segments = u32::try_from(listing.segments.len()).unwrap_or(u32::MAX);
-    rewrite::commit(&*fs, dir, Marker { from, to, segments })?;
-    rewrite::finish(&*fs, dir)?;
+    rewrite::commit(&*fs, &dir, Marker { from, to, segments })?;
+    let incomplete =
+        |e: Error| -> Error { ErrorKind::MigrationIncomplete { reason: e.to_string() }.into() };
+    rewrite::finish(&*fs, &dir).map_err(incomplete)?;
     // The open store still maps the old files; it writes nothing on the way out.
     drop(store);
-    let reopened = Store::open(dir, store_options)?;
-    if reopened.log().format_version() != to {
-        return Err(refused(format!(
-            "the store reopened at format {} after the switch",
-            reopened.log().format_version()
-        )));
-    }
-    reopened.close()?;
+    let reopened = Store::open(&dir, store_options).map_err(incomplete)?;
+    assert_eq!(reopened.log().format_version(), to, "a finished switch opens at the new version");
+    reopened.close().map_err(incomplete)?;
     Ok(report)
 }
 
@@ -366,20 +437,14 @@ fn default_backup(fs: &dyn Fs, dir: &Path, from: u16) -> Result<PathBuf> {
     Ok(parent.join(candidate))
 }
 
-/// Copies the segments and snapshot files of `dir` into the new directory `backup`, every
-/// file and directory synced.
+/// Copies the segments and snapshot files of `dir` into `backup`, a new or empty directory,
+/// every file and directory synced.
 fn copy_backup(
     fs: &dyn Fs,
     dir: &Path,
     backup: &Path,
     segments: &[segments::SegmentMeta],
 ) -> Result<()> {
-    if fs.list_dir(backup).is_ok_and(|names| !names.is_empty()) {
-        return Err(Error::invalid_options(format!(
-            "the backup directory {} exists and is not empty: name another with --backup",
-            backup.display()
-        )));
-    }
     fs.create_dir_all(backup).map_err(|e| Error::io("create directory", backup, e))?;
     for meta in segments {
         let name = meta.path.file_name().unwrap_or_default();
@@ -399,6 +464,31 @@ fn copy_backup(
         fs.sync_dir(parent).map_err(|e| Error::io("fsync directory", parent, e))?;
     }
     Ok(())
+}
+
+/// Removes the backup of a migration that did not switch: every file in `backup` and its
+/// snapshot directory (all made by [`copy_backup`], which started from an empty directory),
+/// and `backup` itself unless it existed before (`existed`). Best effort: what is left behind
+/// holds only copies.
+fn remove_backup(fs: &dyn Fs, backup: &Path, existed: bool) {
+    let snapshots = backup.join(SNAPSHOT_DIR_NAME);
+    if let Ok(names) = fs.list_dir(&snapshots) {
+        for name in names {
+            let _ = fs.remove_file(&snapshots.join(name));
+        }
+        let _ = fs.remove_dir(&snapshots);
+    }
+    if let Ok(names) = fs.list_dir(backup) {
+        for name in names {
+            let _ = fs.remove_file(&backup.join(name));
+        }
+    }
+    if !existed {
+        let _ = fs.remove_dir(backup);
+    }
+    if let Some(parent) = backup.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let _ = fs.sync_dir(parent);
+    }
 }
 
 fn copy_file(fs: &dyn Fs, from: &Path, to: &Path) -> Result<()> {

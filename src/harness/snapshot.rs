@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result, SnapshotFault};
 use crate::fs::{Fs, OpenMode};
+use crate::harness::state::STATE_SCHEMA;
 use crate::limits::{SNAPSHOT_BODY_BYTES_MAX, SNAPSHOT_HEADER_BYTES};
 use crate::types::Seq;
 
@@ -109,7 +110,9 @@ pub struct SkippedSnapshot {
     /// The file.
     pub path: PathBuf,
     /// Why: a [`ErrorKind::CorruptSnapshot`] or [`ErrorKind::UnsupportedVersion`] from
-    /// [`decode`], an I/O error reading it, or the error the caller's `accept` returned.
+    /// [`decode`], an I/O error reading it, or the error the caller's `accept` returned (a
+    /// store's open refuses an unknown state schema with
+    /// [`ErrorKind::UnsupportedStateSchema`]).
     pub error: Error,
 }
 
@@ -187,6 +190,21 @@ fn check_body_bytes(body_bytes: u64) -> Result<()> {
             what: "snapshot body bytes",
             value: body_bytes,
             limit: SNAPSHOT_BODY_BYTES_MAX,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Refuses the state of a snapshot whose state schema this build does not fold
+/// ([`ErrorKind::UnsupportedStateSchema`]). Such a file is well formed but unusable here: it
+/// is neither loaded nor counted as the snapshot that lets the segments before it be reclaimed.
+pub fn check_state_schema(path: &Path, state_schema: u16) -> Result<()> {
+    if state_schema != STATE_SCHEMA {
+        return Err(ErrorKind::UnsupportedStateSchema {
+            path: path.to_path_buf(),
+            found: state_schema,
+            supported: STATE_SCHEMA,
         }
         .into());
     }

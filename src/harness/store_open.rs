@@ -149,14 +149,7 @@ fn decode_state(meta: &SnapshotMeta, body: &[u8]) -> Result<State> {
             reason: SnapshotFault::BadBody(what),
         })
     };
-    if meta.state_schema != STATE_SCHEMA {
-        return Err(ErrorKind::UnsupportedVersion {
-            path: meta.path.clone(),
-            found: meta.state_schema,
-            supported: STATE_SCHEMA,
-        }
-        .into());
-    }
+    snapshot::check_state_schema(&meta.path, meta.state_schema)?;
     let state: State = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
     if state.last_seq != meta.covered_seq.0 {
         return Err(bad(format!(
@@ -219,7 +212,9 @@ impl Store {
         let mut oldest_valid = None;
         for file in snapshot::list(&*inner.fs, &inner.dir)? {
             let Ok(bytes) = inner.fs.map(&file.path) else { continue };
-            if snapshot::decode(&file.path, &bytes).is_ok() {
+            let usable = snapshot::decode(&file.path, &bytes)
+                .and_then(|decoded| snapshot::check_state_schema(&file.path, decoded.state_schema));
+            if usable.is_ok() {
                 oldest_valid = Some(file.covered_seq);
                 break;
             }

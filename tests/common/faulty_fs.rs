@@ -67,6 +67,9 @@ impl Fs for FaultyFs {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         RealFs.remove_file(path)
     }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_dir(path)
+    }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         RealFs.sync_dir(path)
     }

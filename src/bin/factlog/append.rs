@@ -9,8 +9,12 @@
 use std::io::{self, BufRead, Read, Write};
 use std::process::ExitCode;
 
+use std::path::Path;
+
+use factlog::harness::codec;
+use factlog::harness::snapshot::SNAPSHOT_DIR_NAME;
 use factlog::limits::FRAME_PAYLOAD_BYTES_MAX;
-use factlog::{Durability, Log, Options};
+use factlog::{Durability, Log, Options, Seq};
 
 use crate::{AppendArgs, Failure, Outcome};
 
@@ -23,6 +27,7 @@ const EXIT_FAILURE: u8 = 1;
 const LINE_BYTES_MAX: u64 = FRAME_PAYLOAD_BYTES_MAX as u64 + 1;
 
 pub fn run(args: &AppendArgs) -> Outcome {
+    refuse_store(&args.dir)?;
     let log = Log::open(&args.dir, Options::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;
@@ -34,6 +39,32 @@ pub fn run(args: &AppendArgs) -> Outcome {
     }
     log.close().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses a harness store (its first record is an event, or it has snapshots): a raw record
+/// appended there is not an event, and every store command would then refuse the store.
+fn refuse_store(dir: &Path) -> Result<(), Failure> {
+    let refuse = || {
+        Failure::new(
+            EXIT_FAILURE,
+            format_args!(
+                "{} is a harness store: a raw record appended to it would not be an event and \
+                 the store commands would refuse it; append events with `factlog emit`",
+                dir.display()
+            ),
+        )
+    };
+    if dir.join(SNAPSHOT_DIR_NAME).is_dir() {
+        return Err(refuse());
+    }
+    // A directory that is not yet a log (or cannot be read) is left for `Log::open` to create
+    // or to report.
+    let Ok(log) = Log::open_read_only(dir, Options::new()) else { return Ok(()) };
+    let Ok(mut reader) = log.read_from(log.first_seq().unwrap_or(Seq(1))) else { return Ok(()) };
+    match reader.next_ref() {
+        Some(Ok((seq, payload))) if codec::peek(seq, payload).is_ok() => Err(refuse()),
+        _ => Ok(()),
+    }
 }
 
 /// Appends every line of standard input, printing each seq once its append returned.

@@ -9,13 +9,13 @@ use std::process::ExitCode;
 use factlog::{Store, StoreOptions};
 use serde_json::json;
 
-use crate::{CheckpointArgs, Failure, Outcome, require_dir};
+use crate::{CheckpointArgs, Failure, Outcome, require_store};
 
 /// Exit code for every runtime failure of `checkpoint`.
 const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &CheckpointArgs) -> Outcome {
-    require_dir(&args.dir, EXIT_FAILURE)?;
+    require_store(&args.dir, EXIT_FAILURE)?;
     let store = Store::open(&args.dir, StoreOptions::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;

@@ -143,6 +143,10 @@ impl Fs for CountingFs {
         RealFs.remove_file(path)
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_dir(path)
+    }
+
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         if counted_thread() {
             self.counters.dir_syncs.fetch_add(1, Ordering::AcqRel);

@@ -21,7 +21,9 @@ use factlog::{ErrorKind, Log, Options, Seq};
 use serde_json::{Map, Value};
 
 use crate::progress::{Progress, Unit};
-use crate::{DumpArgs, DumpFormat, EXIT_USAGE, Failure, Outcome, base64, is_broken_pipe};
+use crate::{
+    DumpArgs, DumpFormat, EXIT_USAGE, Failure, Outcome, base64, is_broken_pipe, require_store,
+};
 
 /// Exit code for every runtime failure of `dump`.
 const EXIT_FAILURE: u8 = 1;
@@ -44,6 +46,7 @@ pub fn run(args: &DumpArgs) -> Outcome {
         task: args.task.as_deref(),
         event_type: args.event_type.as_deref(),
     };
+    require_store(&args.dir, EXIT_FAILURE)?;
     let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;

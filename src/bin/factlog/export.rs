@@ -19,7 +19,7 @@ use factlog::{ErrorKind, Log, Options, Seq};
 
 use crate::dump::{event_json_line, write_failed};
 use crate::progress::{Progress, Unit};
-use crate::{EXIT_USAGE, ExportArgs, Failure, Outcome};
+use crate::{EXIT_USAGE, ExportArgs, Failure, Outcome, require_store};
 
 /// Exit code for every runtime failure of `export`.
 const EXIT_FAILURE: u8 = 1;
@@ -31,6 +31,7 @@ pub fn run(args: &ExportArgs) -> Outcome {
             "export needs a format: --jsonl, the only one (see --help)",
         ));
     }
+    require_store(&args.dir, EXIT_FAILURE)?;
     let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;

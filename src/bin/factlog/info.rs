@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, checked_snapshots};
-use crate::{Failure, InfoArgs, Outcome};
+use crate::{Failure, InfoArgs, Outcome, require_store};
 
 /// One task of a store, as `info` shows it.
 struct TaskLine {
@@ -56,6 +56,7 @@ pub fn run(args: &InfoArgs) -> Outcome {
 type Gathered = (LogInfo, Option<TailCut>, Vec<CheckedSnapshot>, Tasks);
 
 fn gather(args: &InfoArgs, fs: &Arc<CountingFs>) -> Result<Gathered, Failure> {
+    require_store(&args.dir, EXIT_FAILURE)?;
     let log = Log::open_read_only(&args.dir, Options::new().fs(fs.clone())).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;
@@ -154,6 +155,7 @@ fn seq_text(seq: Option<Seq>) -> String {
 
 fn print_text(info: &LogInfo, tail_cut: Option<&TailCut>) {
     println!("dir: {}", info.dir.display());
+    println!("format version: {}", info.format_version);
     println!("segments: {}", info.segments.len());
     for segment in &info.segments {
         let state = if segment.sealed { "sealed" } else { "active" };
@@ -238,6 +240,7 @@ fn info_json(
     });
     json!({
         "dir": info.dir.display().to_string(),
+        "format_version": info.format_version,
         "segments": segments,
         "first_seq": info.first_seq.map(|seq| seq.0),
         "last_seq": info.last_seq.map(|seq| seq.0),

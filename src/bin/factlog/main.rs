@@ -57,13 +57,15 @@ struct Cli {
 enum Command {
     /// Append each line of standard input as one record and print its sequence number.
     ///
-    /// Creates the log if needed. Each line (without its "\n"; any other byte, "\r" included,
-    /// is kept) becomes one record. Its sequence number is printed as a decimal line on
+    /// Creates the log if needed; refuses a harness store (a raw record there is not an event:
+    /// use `factlog emit`). Each line (without its "\n"; any other byte, "\r" included, is
+    /// kept) becomes one record. Its sequence number is printed as a decimal line on
     /// standard output, flushed, once the record meets the requested durability. At the end
     /// of input everything is flushed and synced, and the command exits 0.
     #[command(after_help = "Exit codes:\n  0  end of input reached, every record appended, \
                             flushed and synced\n  1  the log could not be opened or an append \
-                            failed (the message says why)\n  2  bad arguments\n\n\
+                            failed, or DIR is a harness store (the message says why)\n  2  bad \
+                            arguments\n\n\
                             Example:\n  printf 'hello\\nworld\\n' | factlog append \
                             /tmp/factlog-demo --durability synced")]
     Append(AppendArgs),
@@ -294,16 +296,21 @@ enum Command {
 
     /// Rewrite a store into a newer format version, checked, backed up and switched atomically.
     ///
-    /// Opens the store for writing, checks that every event reads the same once rewritten
-    /// (same events per task, same folded-state digest, same recovery plan), copies a backup
+    /// Opens the store read-only and checks that every event reads the same once rewritten
+    /// (same events per task, same folded-state digest, same recovery plan), so that a refusal
+    /// writes nothing; then opens it for writing, copies a backup
     /// (default: DIR.backup-vFROM beside it), rewrites the segments into staged files, reads
     /// them back and checks again, then switches with one atomic rename and appends a
     /// state/migrated audit event to every task. A crash at any point leaves the old or the
     /// new store, never a mix. Running it again is a no-op; `--dry-run` writes nothing.
-    /// An event that cannot be rewritten without guessing stops it, naming the event.
+    /// An event that cannot be rewritten without guessing stops it, naming the event. A
+    /// failed check of the staged files removes them and the backup again.
     #[command(after_help = "Exit codes:\n  0  migrated, already at the version, or dry run \
                             printed\n  1  the store could not be opened or migrated (the \
-                            message says why; the store is unchanged)\n  2  bad arguments\n\n\
+                            message says why; the store is unchanged, unless the message \
+                            says the switch was committed: then the next writable open \
+                            finishes it)\n  2  bad arguments (also a --to this build cannot \
+                            write)\n\n\
                             Example:\n  factlog migrate /tmp/factlog-store --to 2 --dry-run\n  \
                             factlog migrate /tmp/factlog-store --to 2 --json")]
     Migrate(MigrateArgs),
@@ -417,8 +424,10 @@ struct EmitArgs {
 struct MigrateArgs {
     /// Store directory.
     dir: PathBuf,
-    /// The segment format version to migrate to (this build writes 1 and 2).
-    #[arg(long)]
+    /// The segment format version to migrate to (this build migrates to 2; 1 is its oldest).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(
+        i64::from(factlog::segment::FORMAT_VERSION_MIN)..=i64::from(factlog::segment::FORMAT_VERSION)
+    ))]
     to: u16,
     /// Check and report what would change; write nothing.
     #[arg(long)]
@@ -619,7 +628,8 @@ fn one_line(rendered: &str) -> String {
             parts.push(line.strip_prefix("error: ").unwrap_or(line));
         }
     }
-    let mut message = parts.join(" ");
+    // Clap's lines are separate sentences (the error, then a tip): keep them apart.
+    let mut message = parts.join("; ");
     message.push_str(" (see --help)");
     message
 }
@@ -632,23 +642,40 @@ fn report_failure(message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "factlog: {single}");
 }
 
-/// Refuses a store directory that does not exist, before a writer open would create one there.
-fn require_dir(dir: &Path, exit_code: u8) -> Result<(), Failure> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    Err(Failure::new(
-        exit_code,
-        format_args!(
-            "no store at {}: the directory does not exist (check the path; `factlog emit` \
-             creates a store)",
-            dir.display()
-        ),
-    ))
+/// Checks that `dir` is a directory holding a log before a command that must not create one
+/// opens it, so that a wrong path is one clear line instead of a new, empty store.
+fn require_store(dir: &Path, exit_code: u8) -> Result<(), Failure> {
+    let problem = match std::fs::metadata(dir) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            "the directory does not exist (check the path; `factlog emit` creates a store)"
+        }
+        Err(error) => {
+            return Err(Failure::new(
+                exit_code,
+                format_args!("cannot read {}: {error}", dir.display()),
+            ));
+        }
+        Ok(meta) if !meta.is_dir() => "it is a file, not a directory (name the store's directory)",
+        Ok(_) => {
+            let entries = std::fs::read_dir(dir).map_err(|error| {
+                Failure::new(exit_code, format_args!("cannot list {}: {error}", dir.display()))
+            })?;
+            let has_segment = entries
+                .filter_map(Result::ok)
+                .any(|entry| Path::new(&entry.file_name()).extension().is_some_and(|x| x == "seg"));
+            if has_segment {
+                return Ok(());
+            }
+            "the directory holds no factlog segments (check the path; `factlog emit` creates a \
+             store)"
+        }
+    };
+    Err(Failure::new(exit_code, format_args!("no store at {}: {problem}", dir.display())))
 }
 
 /// Opens the store in `dir` read-only, or says why it cannot be.
 fn open_read_only(dir: &Path, exit_code: u8) -> Result<factlog::Store, Failure> {
+    require_store(dir, exit_code)?;
     factlog::Store::open_read_only(dir, factlog::StoreOptions::new()).map_err(|error| {
         Failure::new(exit_code, format_args!("cannot open {}: {error}", dir.display()))
     })

@@ -6,19 +6,22 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use factlog::StoreOptions;
 use factlog::harness::migrate::{MigrateOptions, MigrationReport, migrate};
+use factlog::{Options, StoreOptions};
 
-use crate::{Failure, MigrateArgs, Outcome, require_dir};
+use crate::{Failure, MigrateArgs, Outcome, require_store};
 
 /// Exit code for every runtime failure of `migrate`.
 const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &MigrateArgs) -> Outcome {
-    require_dir(&args.dir, EXIT_FAILURE)?;
+    require_store(&args.dir, EXIT_FAILURE)?;
     let options =
         MigrateOptions { to: args.to, dry_run: args.dry_run, backup: args.backup.clone() };
-    let report = migrate(&args.dir, StoreOptions::new(), &options).map_err(|error| {
+    // No background threads: a migration appends nothing but its audit events, and a refused
+    // one must not leave a preallocated segment behind.
+    let store_options = StoreOptions::new().log(Options::new().background_threads(false));
+    let report = migrate(&args.dir, store_options, &options).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot migrate {}: {error}", args.dir.display()))
     })?;
     if args.json {

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
-use crate::{EXIT_USAGE, Failure, Outcome, PurgeArgs, require_dir};
+use crate::{EXIT_USAGE, Failure, Outcome, PurgeArgs, require_store};
 
 /// Exit code for every runtime failure of `purge`.
 const EXIT_FAILURE: u8 = 1;
@@ -39,7 +39,10 @@ pub fn checked_snapshots(dir: &Path) -> Result<Vec<CheckedSnapshot>, factlog::Er
         .into_iter()
         .map(|file| {
             let error = match std::fs::read(&file.path) {
-                Ok(bytes) => snapshot::decode(&file.path, &bytes).err().map(|e| e.to_string()),
+                Ok(bytes) => snapshot::decode(&file.path, &bytes)
+                    .and_then(|d| snapshot::check_state_schema(&file.path, d.state_schema))
+                    .err()
+                    .map(|e| e.to_string()),
                 Err(error) => Some(format!("cannot read it: {error}")),
             };
             CheckedSnapshot { file, error }
@@ -77,6 +80,7 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<Purged, Failure> {
     let snapshot_error =
         |error| Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"));
     let log_options = Options::new().fs(fs.clone());
+    require_store(&args.dir, EXIT_FAILURE)?;
     Ok(if args.dry_run {
         let log = Log::open_read_only(&args.dir, log_options).map_err(|error| {
             Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
@@ -89,7 +93,6 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<Purged, Failure> {
         let first_seq = kept_first_seq(&info, &removed);
         (snapshots, removed, first_seq)
     } else {
-        require_dir(&args.dir, EXIT_FAILURE)?;
         let store =
             Store::open(&args.dir, StoreOptions::new().log(log_options)).map_err(|error| {
                 Failure::new(

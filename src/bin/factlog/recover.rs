@@ -15,13 +15,13 @@ use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
 use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
 use factlog::{Store, StoreOptions};
 
-use crate::{Failure, Outcome, RecoverArgs, require_dir};
+use crate::{Failure, Outcome, RecoverArgs, require_store};
 
 /// Exit code for every runtime failure of `recover`.
 const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &RecoverArgs) -> Outcome {
-    require_dir(&args.dir, EXIT_FAILURE)?;
+    require_store(&args.dir, EXIT_FAILURE)?;
     let open = if args.dry_run { Store::open_read_only } else { Store::open };
     let store = open(&args.dir, StoreOptions::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
