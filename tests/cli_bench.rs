@@ -134,39 +134,160 @@ fn two_tasks_in_parallel_double_the_tokens_and_keep_the_floor_honest() {
     assert_empty(dir.path());
 }
 
-/// Checks that every element opened in `svg` is closed, in order.
-fn assert_balanced(svg: &str) {
-    let mut open: Vec<String> = Vec::new();
-    let mut rest = svg;
-    while let Some(at) = rest.find('<') {
-        let end = rest[at..].find('>').expect("an unterminated tag") + at;
-        let tag = &rest[at + 1..end];
-        if let Some(name) = tag.strip_prefix('/') {
-            assert_eq!(open.pop().as_deref(), Some(name.trim()), "misnested </{name}>");
-        } else if !tag.ends_with('/') {
-            let name = tag.split_whitespace().next().expect("a tag name");
-            open.push(name.to_owned());
-        }
-        rest = &rest[end + 1..];
-    }
-    assert!(open.is_empty(), "unclosed elements {open:?}");
+const SVG_NS: &str = "http://www.w3.org/2000/svg";
+
+/// The numeric attributes of the chart's shapes: every one is a coordinate or a size inside
+/// the view box, so none is negative (the chart is drawn from its top left corner).
+const NUMERIC: [&str; 10] = ["x", "y", "width", "height", "x1", "x2", "y1", "y2", "cx", "cy"];
+
+/// The element with id `id`, or a failure naming it.
+fn by_id<'a, 'input>(
+    doc: &'a roxmltree::Document<'input>,
+    id: &str,
+) -> roxmltree::Node<'a, 'input> {
+    doc.descendants()
+        .find(|node| node.attribute("id") == Some(id))
+        .unwrap_or_else(|| panic!("no element with id {id:?}"))
+}
+
+/// The texts of the `<text>` elements under `node`.
+fn texts(node: roxmltree::Node) -> Vec<String> {
+    node.descendants()
+        .filter(|n| n.has_tag_name((SVG_NS, "text")))
+        .map(|n| n.text().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Parses a number of the chart, which must be finite, non-negative and inside `limit`.
+fn coordinate(what: &str, text: &str, limit: f64) -> f64 {
+    let value: f64 =
+        text.trim().parse().unwrap_or_else(|_| panic!("{what}={text:?}: not a number"));
+    assert!(value.is_finite(), "{what}={text:?}: not finite");
+    assert!(value >= 0.0, "{what}={text:?}: negative");
+    assert!(value <= limit, "{what}={text:?}: beyond the {limit} of the view box");
+    value
 }
 
 #[test]
-fn svg_is_a_balanced_chart_naming_every_policy() {
+fn svg_is_valid_xml_with_both_panels_and_every_policy() {
     let dir = TempDir::new().expect("tempdir");
     let out = TempDir::new().expect("tempdir");
     let path = out.path().join("bench.svg");
     let path_arg = path.to_str().expect("a UTF-8 path");
     success(&bench(dir.path(), &["--svg", path_arg]));
     let svg = std::fs::read_to_string(&path).expect("the SVG was written");
-    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
-    assert!(svg.trim_end().ends_with("</svg>"));
-    assert_balanced(&svg);
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
+    let root = doc.root_element();
+    assert!(root.has_tag_name((SVG_NS, "svg")), "root {:?}", root.tag_name());
+    let view_box: Vec<f64> = root
+        .attribute("viewBox")
+        .expect("a viewBox")
+        .split_whitespace()
+        .map(|v| v.parse().expect("a viewBox number"))
+        .collect();
+    assert_eq!(view_box.len(), 4, "{view_box:?}");
+    let (width, height) = (view_box[2], view_box[3]);
+    assert!(width > 0.0 && height > 0.0, "{view_box:?}");
+    coordinate("width", root.attribute("width").expect("a width"), width);
+    coordinate("height", root.attribute("height").expect("a height"), height);
+
+    // The cost panel names every policy and labels its logarithmic decades.
+    let cost = texts(by_id(&doc, "cost"));
     for policy in POLICIES {
-        let text = format!(">{policy}</text>");
-        assert!(svg.matches(&text).count() >= 1, "no <text> for {policy}");
+        assert!(cost.iter().any(|t| t == policy), "no {policy} in the cost panel: {cost:?}");
     }
+    let decades = cost.iter().filter(|t| t.ends_with(" ns") || t.ends_with(" µs")).count();
+    assert!(decades >= 2, "no decade labels in the cost panel: {cost:?}");
+    let bars = by_id(&doc, "cost").descendants().filter(|n| n.attribute("class") == Some("bar"));
+    assert_eq!(bars.count(), POLICIES.len());
+
+    // The latency panel draws the distribution of every policy: each has synced appends.
+    let latency = by_id(&doc, "latency");
+    let names = texts(latency);
+    for policy in POLICIES {
+        assert!(names.iter().any(|t| t == policy), "no {policy} in the latency panel: {names:?}");
+    }
+    let curves: Vec<_> =
+        latency.descendants().filter(|n| n.has_tag_name((SVG_NS, "polyline"))).collect();
+    assert_eq!(curves.len(), POLICIES.len());
+
+    for node in doc.descendants().filter(roxmltree::Node::is_element) {
+        let tag = node.tag_name().name();
+        for name in NUMERIC {
+            if let Some(text) = node.attribute(name) {
+                let horizontal = matches!(name, "x" | "x1" | "x2" | "cx" | "width");
+                let limit = if horizontal { width } else { height };
+                coordinate(&format!("<{tag}> {name}"), text, limit);
+            }
+        }
+        if let Some(points) = node.attribute("points") {
+            let numbers: Vec<&str> = points.split([' ', ',']).filter(|p| !p.is_empty()).collect();
+            assert!(numbers.len() >= 4 && numbers.len().is_multiple_of(2), "points {points:?}");
+            for pair in numbers.chunks(2) {
+                coordinate("points x", pair[0], width);
+                coordinate("points y", pair[1], height);
+            }
+        }
+    }
+    assert_empty(dir.path());
+}
+
+/// Waits at most `limit` for `child`; kills it (and fails) if it is still running then.
+fn wait_at_most(mut child: std::process::Child, limit: std::time::Duration) -> Output {
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("poll the bench").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("bench still running after {limit:?}: it measures before checking --svg");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("collect the bench's output")
+}
+
+#[test]
+fn svg_that_cannot_be_created_fails_before_measuring() {
+    let dir = TempDir::new().expect("tempdir");
+    let out = TempDir::new().expect("tempdir");
+    let path = out.path().join("no-such-directory").join("bench.svg");
+    // A workload of minutes: the bench must refuse the path before it starts measuring.
+    let child = Command::new(env!("CARGO_BIN_EXE_factlog"))
+        .args(["bench", "--turns", "2000", "--runs", "100", "--dir"])
+        .arg(dir.path())
+        .arg("--svg")
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run factlog bench");
+    let output = wait_at_most(child, std::time::Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(output.stdout.is_empty(), "{}", String::from_utf8_lossy(&output.stdout));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("factlog: ") && stderr.contains("--svg"), "{stderr}");
+    assert!(!path.exists());
+    assert_empty(dir.path());
+}
+
+#[test]
+fn svg_that_cannot_be_written_keeps_the_report() {
+    // A device that takes any open and refuses every write: the chart fails after the runs.
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        return;
+    }
+    let dir = TempDir::new().expect("tempdir");
+    let output = bench(dir.path(), &["--json", "--svg", "/dev/full"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let text = String::from_utf8(output.stdout).expect("UTF-8 output");
+    let report: Value = serde_json::from_str(&text).expect("the report was printed");
+    assert_eq!(report["policies"].as_array().expect("a policies array").len(), POLICIES.len());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("factlog: ") && stderr.contains("/dev/full"), "{stderr}");
     assert_empty(dir.path());
 }
 

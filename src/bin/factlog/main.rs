@@ -94,12 +94,16 @@ enum Command {
     /// "policies":[{"name","note","turns","tokens","ns_per_token":{"median","min","max"},
     /// "bytes_per_token","fsyncs_per_turn","fsyncs_per_turn_by_flusher",
     /// "synced_appends_per_run","synced_latency_us":{"p50","p99"} (null without synced
-    /// appends),"ratio_to_floor":{"median","min","max"}}]}. A progress line goes to standard
-    /// error when it is a terminal and the bench takes over a second.
-    #[command(after_help = "Exit codes:\n  0  every policy measured, the report printed \
-                            (and the SVG written)\n  1  a policy could not run, or the scratch \
-                            directory, the SVG or the report could not be written (the \
-                            message says why)\n  2  bad arguments\n\n\
+    /// appends),"ratio_to_floor":{"median","min","max"}}]}. --svg FILE writes a chart: the
+    /// time per token of each policy (log scale) and the cumulative distribution of its
+    /// synced-append latencies (log scale). A progress line goes to standard error when it is
+    /// a terminal and the bench takes over a second.
+    #[command(after_help = "Exit codes:\n  0  every policy measured, the report printed and \
+                            the SVG written\n  1  a policy could not run, or the scratch \
+                            directory, the report or (after the report is printed) the SVG \
+                            could not be written (the message says why)\n  2  bad arguments, \
+                            or an --svg FILE that cannot be created (checked before \
+                            measuring)\n\n\
                             Example:\n  factlog bench --runs 3\n  \
                             factlog bench --turns 2 --steps 2 --tokens 10 --runs 1 --json \
                             --svg /tmp/bench.svg")]

@@ -14,14 +14,14 @@ mod policies;
 mod report;
 mod workload;
 
-use std::fs::File;
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::progress::{Progress, Unit};
-use crate::{Failure, Outcome};
+use crate::{EXIT_USAGE, Failure, Outcome};
 use policies::{JsonlSync, Measured, Reference, StoreMode};
 use report::{PolicyReport, Workload};
 use workload::{Line, Session, Shape};
@@ -179,10 +179,77 @@ struct Inputs {
     floor_file: File,
 }
 
+/// The `--svg` file, opened before the runs so that a path that cannot be written fails at
+/// once, as a bad argument, instead of after minutes of measuring. It is emptied only when
+/// the chart is written, so a run that fails leaves an earlier chart as it was; a file this
+/// run created and never wrote is removed again.
+struct SvgFile {
+    path: PathBuf,
+    file: File,
+    /// Whether this run created the file (and so may remove it).
+    created: bool,
+    /// Whether the chart was written into it.
+    written: bool,
+}
+
+impl SvgFile {
+    fn open(path: &Path) -> Result<SvgFile, Failure> {
+        let cannot = |error: std::io::Error| {
+            Failure::new(
+                EXIT_USAGE,
+                format_args!(
+                    "cannot write the chart to {}: {error}; give --svg a file in an existing, \
+                     writable directory",
+                    path.display()
+                ),
+            )
+        };
+        let (file, created) = match OpenOptions::new().write(true).create_new(true).open(path) {
+            Ok(file) => (file, true),
+            Err(error) if error.kind() == ErrorKind::AlreadyExists => {
+                (OpenOptions::new().write(true).open(path).map_err(cannot)?, false)
+            }
+            Err(error) => return Err(cannot(error)),
+        };
+        Ok(SvgFile { path: path.to_path_buf(), file, created, written: false })
+    }
+
+    /// Replaces the file's content with `chart`.
+    fn write(mut self, chart: &str) -> Result<(), Failure> {
+        // Only a regular file can be emptied; a device or a pipe given as --svg is written on.
+        let regular = self.file.metadata().is_ok_and(|m| m.is_file());
+        let emptied = if regular { self.file.set_len(0) } else { Ok(()) };
+        emptied.and_then(|()| self.file.write_all(chart.as_bytes())).map_err(|error| {
+            Failure::new(
+                EXIT_FAILURE,
+                format_args!(
+                    "cannot write the chart to {}: {error}; the report on standard output is \
+                     complete",
+                    self.path.display()
+                ),
+            )
+        })?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for SvgFile {
+    fn drop(&mut self) {
+        // An empty or partial file would pass for a chart; one that was there before this run
+        // is left alone. One that cannot be removed is left behind: the failure that stopped
+        // the run is the one worth reporting.
+        if self.created && !self.written {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 fn failed(message: String) -> Failure {
     Failure::new(EXIT_FAILURE, message)
 }
 
+/// Runs `factlog bench`: measures every policy, prints the report, then writes the chart.
 pub fn run(args: &BenchArgs) -> Outcome {
     let shape = Shape {
         turns: args.turns,
@@ -193,6 +260,7 @@ pub fn run(args: &BenchArgs) -> Outcome {
     };
     let every_shape = shape.with_turns_max(args.every_turns);
     let tasks = args.tasks as usize;
+    let svg_file = args.svg.as_deref().map(SvgFile::open).transpose()?;
     let scratch = Scratch::new(args.dir.as_deref())?;
     let measurements = 1 + u64::from(args.runs) * POLICIES.len() as u64;
     let progress =
@@ -240,20 +308,27 @@ pub fn run(args: &BenchArgs) -> Outcome {
         every_turns: args.every_turns,
         events_per_session: shape.events(),
     };
-    if let Some(path) = &args.svg {
-        std::fs::write(path, report::svg(&workload, &reports)).map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("cannot write {}: {error}", path.display()))
-        })?;
-    }
     let text = if args.json {
         format!("{}\n", report::json(&workload, &reports))
     } else {
         report::table(&workload, &reports)
     };
+    // The report goes out first: the figures took the whole run to get, and a chart that
+    // cannot be written must not take them with it.
+    let printed = print(&text);
+    let charted = match svg_file {
+        Some(file) => file.write(&report::svg(&workload, &reports)),
+        None => Ok(()),
+    };
+    printed.and(charted).map(|()| ExitCode::SUCCESS)
+}
+
+/// Writes `text` to standard output; a reader that went away is no failure.
+fn print(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(error) if crate::is_broken_pipe(&error) => Ok(ExitCode::SUCCESS),
+        Ok(()) => Ok(()),
+        Err(error) if crate::is_broken_pipe(&error) => Ok(()),
         Err(error) => Err(Failure::new(EXIT_FAILURE, format_args!("write the report: {error}"))),
     }
 }

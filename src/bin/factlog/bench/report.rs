@@ -76,6 +76,14 @@ pub struct Figures {
 }
 
 impl PolicyReport {
+    /// The latency of every synced append of every run, in nanoseconds, sorted.
+    pub fn pooled_latencies(&self) -> Vec<u64> {
+        let mut latencies: Vec<u64> =
+            self.runs.iter().flat_map(|m| m.synced_latencies_ns.iter().copied()).collect();
+        latencies.sort_unstable();
+        latencies
+    }
+
     /// The figures over every run.
     pub fn figures(&self) -> Figures {
         let tokens = self.tokens as f64;
@@ -86,9 +94,7 @@ impl PolicyReport {
         let median_of = |f: fn(&Measured) -> f64| {
             Spread::of(&self.runs.iter().map(f).collect::<Vec<_>>()).median
         };
-        let mut latencies: Vec<u64> =
-            self.runs.iter().flat_map(|m| m.synced_latencies_ns.iter().copied()).collect();
-        latencies.sort_unstable();
+        let latencies = self.pooled_latencies();
         let us = |ns: u64| ns as f64 / 1e3;
         Figures {
             ns_per_token: Spread::of(&ns),
@@ -222,27 +228,190 @@ fn xml(text: &str) -> String {
 
 /// Width of the chart.
 const SVG_WIDTH: f64 = 860.0;
-/// Left margin, where the policy names are.
+/// Left margin of the cost panel, where the policy names are.
 const SVG_LABEL_WIDTH: f64 = 130.0;
-/// Room right of the longest bar for its value.
-const SVG_VALUE_WIDTH: f64 = 150.0;
-/// Height of one policy's row.
+/// Width of the cost panel's plot; right of it is room for the value of the longest bar.
+const SVG_COST_PLOT: f64 = 500.0;
+/// Height of one policy's row in the cost panel.
 const SVG_ROW: f64 = 26.0;
+/// Left edge of the latency panel's plot, right of its percent labels.
+const SVG_CDF_LEFT: f64 = 60.0;
+/// Width of the latency panel's plot; its legend is right of it.
+const SVG_CDF_PLOT: f64 = 500.0;
+/// Least height of the latency panel's plot (more when the legend needs it).
+const SVG_CDF_HEIGHT: f64 = 220.0;
+/// Height of one policy's entry in the latency panel's legend.
+const SVG_LEGEND_ROW: f64 = 36.0;
+/// The most steps drawn of one distribution: enough to show its shape, and few enough to keep
+/// the file small however many appends a long bench timed.
+const SVG_CDF_STEPS: usize = 200;
+/// The least distance between two labelled gridlines, so that their labels do not overlap.
+const SVG_GRID_LABEL_GAP: f64 = 48.0;
+/// One colour per policy, in report order: the Okabe-Ito palette, which readers with the
+/// common colour-vision deficiencies can still tell apart.
+const SVG_COLOURS: [&str; 6] = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#000000"];
 
-/// A standalone SVG: a bar chart of ns per token per policy, then the p50 and p99 latency of
-/// the synced appends per policy.
+/// The colour of the `index`th policy.
+fn colour(index: usize) -> &'static str {
+    SVG_COLOURS[index % SVG_COLOURS.len()]
+}
+
+/// Whether `value` can be placed on a logarithmic axis.
+fn plottable(value: f64) -> bool {
+    value.is_finite() && value > 0.0
+}
+
+/// `ns` nanoseconds with three significant digits, in the largest unit it reaches.
+fn duration(ns: f64) -> String {
+    if !(ns.is_finite() && ns >= 0.0) {
+        return "-".to_owned();
+    }
+    let (value, unit) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        (ns, "ns")
+    };
+    let decimals = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
+/// The label of the gridline at 10^`exponent` nanoseconds: "100 ns", "1 µs", "10 ms"...
+fn decade_label(exponent: i32) -> String {
+    let unit = exponent.div_euclid(3).clamp(0, 3);
+    let value = 10f64.powi(exponent - 3 * unit);
+    let name = ["ns", "µs", "ms", "s"][unit.unsigned_abs() as usize];
+    format!("{value} {name}")
+}
+
+/// A logarithmic axis of nanoseconds over whole decades, drawn from `left` over `width`.
+#[derive(Debug, Clone, Copy)]
+struct LogScale {
+    /// Exponent of the decade at the start of the axis.
+    low: i32,
+    /// Exponent of the decade at its end; above `low`.
+    high: i32,
+    left: f64,
+    width: f64,
+}
+
+impl LogScale {
+    /// The whole decades around every plottable value of `values`; 1 ns to 10 ns when there
+    /// is none, so that an empty chart still has an axis.
+    fn over(values: impl IntoIterator<Item = f64>, left: f64, width: f64) -> LogScale {
+        let (mut min, mut max) = (f64::INFINITY, 0.0_f64);
+        for value in values.into_iter().filter(|&v| plottable(v)) {
+            min = min.min(value);
+            max = max.max(value);
+        }
+        if max == 0.0 {
+            return LogScale { low: 0, high: 1, left, width };
+        }
+        let low = min.log10().floor() as i32;
+        let high = (max.log10().ceil() as i32).max(low + 1);
+        LogScale { low, high, left, width }
+    }
+
+    /// The x of `value`, clamped onto the axis; a value that cannot be placed (zero,
+    /// negative, NaN) is at its start, so no coordinate is ever NaN or infinite.
+    fn x(&self, value: f64) -> f64 {
+        if !plottable(value) {
+            return self.left;
+        }
+        let decades = f64::from(self.high - self.low);
+        let at = ((value.log10() - f64::from(self.low)) / decades).clamp(0.0, 1.0);
+        self.left + at * self.width
+    }
+
+    /// Each decade's exponent and x, and whether it is labelled: with many decades only every
+    /// few are, so that the labels do not run into each other.
+    fn decades(&self) -> Vec<(i32, f64, bool)> {
+        let per_decade = self.width / f64::from(self.high - self.low);
+        let every = (SVG_GRID_LABEL_GAP / per_decade).ceil().max(1.0) as i32;
+        (self.low..=self.high)
+            .map(|e| (e, self.x(10f64.powi(e)), (e - self.low) % every == 0))
+            .collect()
+    }
+
+    /// Draws a vertical gridline per decade from `top` to `bottom`, labelled below.
+    fn draw_grid(&self, out: &mut String, top: f64, bottom: f64) {
+        for (exponent, x, labelled) in self.decades() {
+            let _ = writeln!(
+                out,
+                "<line class=\"grid\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{top:.1}\" \
+                 y2=\"{bottom:.1}\" stroke=\"#d0d0d0\"/>"
+            );
+            if labelled {
+                let _ = writeln!(
+                    out,
+                    "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555555\" \
+                     font-size=\"11\">{}</text>",
+                    bottom + 14.0,
+                    xml(&decade_label(exponent))
+                );
+            }
+        }
+    }
+}
+
+/// The points of the empirical distribution function of `sorted` (nanoseconds, at least
+/// one) as an SVG polyline: a step up at each value, to the share of values at most it.
+/// Past [`SVG_CDF_STEPS`] values, the steps are taken at that many equal shares instead.
+fn cdf_points(sorted: &[u64], scale: &LogScale, bottom: f64, height: f64) -> String {
+    let n = sorted.len();
+    let steps = n.min(SVG_CDF_STEPS);
+    let y = |share: f64| bottom - share * height;
+    // A zero latency cannot be placed on a logarithmic axis; a nanosecond is its floor.
+    let x = |index: usize| scale.x((sorted[index] as f64).max(1.0));
+    let mut points = vec![format!("{:.1},{:.1}", x(0), y(0.0))];
+    let mut share = 0.0;
+    for k in 1..=steps {
+        // The last value of the k-th of `steps` equal shares of the sorted values.
+        let index = (k * n).div_ceil(steps) - 1;
+        points.push(format!("{:.1},{:.1}", x(index), y(share)));
+        share = (index + 1) as f64 / n as f64;
+        points.push(format!("{:.1},{:.1}", x(index), y(share)));
+    }
+    points.join(" ")
+}
+
+/// A standalone SVG of two panels: `cost`, the time per token of each policy as bars on a
+/// logarithmic scale; and `latency`, the distribution of the latency of the synced appends of
+/// each policy (pooled over runs) as a cumulative distribution on a logarithmic scale.
 pub fn svg(workload: &Workload, policies: &[PolicyReport]) -> String {
     let figures: Vec<Figures> = policies.iter().map(PolicyReport::figures).collect();
-    let bar_max = SVG_WIDTH - SVG_LABEL_WIDTH - SVG_VALUE_WIDTH;
-    let panel = 40.0 + SVG_ROW * policies.len() as f64;
-    let height = 60.0 + 2.0 * panel + 40.0;
+    let latencies: Vec<Vec<u64>> = policies.iter().map(PolicyReport::pooled_latencies).collect();
+    let rows = policies.len() as f64;
+    // The vertical layout, top to bottom: title, cost panel (heading, rows, decade labels),
+    // latency panel (heading, plot beside its legend, decade labels, axis title).
+    let cost_heading = 50.0;
+    let cost_top = cost_heading + 10.0;
+    let cost_bottom = cost_top + SVG_ROW * rows;
+    let latency_heading = cost_bottom + 60.0;
+    let cdf_top = latency_heading + 16.0;
+    let cdf_height = SVG_CDF_HEIGHT.max(SVG_LEGEND_ROW * rows);
+    let cdf_bottom = cdf_top + cdf_height;
+    let height = cdf_bottom + 56.0;
+
     let mut out = String::new();
     let _ = writeln!(
         out,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{SVG_WIDTH}\" height=\"{height}\" \
          viewBox=\"0 0 {SVG_WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
     );
-    let _ = writeln!(out, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        out,
+        "<rect x=\"0\" y=\"0\" width=\"{SVG_WIDTH}\" height=\"{height}\" fill=\"white\"/>"
+    );
     let title = format!(
         "factlog bench: {} task(s) x {} turns x {} steps x {} tokens, {} run(s)",
         workload.tasks, workload.turns, workload.steps, workload.tokens, workload.runs
@@ -253,83 +422,193 @@ pub fn svg(workload: &Workload, policies: &[PolicyReport]) -> String {
         xml(&title)
     );
 
-    let mut y = 50.0;
+    let _ = writeln!(out, "<g id=\"cost\">");
+    let _ = writeln!(out, "<title>time per token of each policy</title>");
     let _ = writeln!(
         out,
-        "<text x=\"10\" y=\"{y}\" font-weight=\"bold\">ns per token (median; line: min-max over \
-         runs)</text>"
+        "<text x=\"10\" y=\"{cost_heading}\" font-weight=\"bold\">time per token (bar: \
+         median; line: min-max over runs; logarithmic scale)</text>"
     );
-    let ns_max = figures.iter().map(|f| f.ns_per_token.max).fold(1.0, f64::max);
-    for (policy, f) in policies.iter().zip(&figures) {
-        y += SVG_ROW;
-        let scale = |v: f64| v / ns_max * bar_max;
-        let width = scale(f.ns_per_token.median);
-        let _ = writeln!(out, "<text x=\"10\" y=\"{y}\">{}</text>", xml(policy.name));
-        let _ = writeln!(
-            out,
-            "<rect x=\"{SVG_LABEL_WIDTH}\" y=\"{:.1}\" width=\"{width:.1}\" height=\"16\" \
-             fill=\"#4878a8\"/>",
-            y - 12.0
-        );
-        let _ = writeln!(
-            out,
-            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>",
-            SVG_LABEL_WIDTH + scale(f.ns_per_token.min),
-            SVG_LABEL_WIDTH + scale(f.ns_per_token.max),
-            y - 4.0,
-            y - 4.0
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{y}\">{:.0} ns ({:.2}x floor)</text>",
-            SVG_LABEL_WIDTH + scale(f.ns_per_token.max) + 6.0,
-            f.ns_per_token.median,
-            f.ratio_to_floor.median
-        );
-    }
-
-    y += 40.0;
-    let _ = writeln!(
-        out,
-        "<text x=\"10\" y=\"{y}\" font-weight=\"bold\">latency of synced appends, us (dark: \
-         p50, light: p99)</text>"
+    let scale = LogScale::over(
+        figures.iter().flat_map(|f| [f.ns_per_token.min, f.ns_per_token.max]),
+        SVG_LABEL_WIDTH,
+        SVG_COST_PLOT,
     );
-    let us_max =
-        figures.iter().filter_map(|f| f.synced_p99_us.or(f.synced_p50_us)).fold(1.0, f64::max);
-    for (policy, f) in policies.iter().zip(&figures) {
-        y += SVG_ROW;
-        let _ = writeln!(out, "<text x=\"10\" y=\"{y}\">{}</text>", xml(policy.name));
-        let scale = |v: f64| v / us_max * bar_max;
-        if let Some(p99) = f.synced_p99_us {
+    scale.draw_grid(&mut out, cost_top, cost_bottom);
+    for (i, (policy, f)) in policies.iter().zip(&figures).enumerate() {
+        let top = cost_top + SVG_ROW * i as f64;
+        let baseline = top + 17.0;
+        let _ = writeln!(out, "<text x=\"10\" y=\"{baseline:.1}\">{}</text>", xml(policy.name));
+        let ns = f.ns_per_token;
+        if !plottable(ns.median) {
             let _ = writeln!(
                 out,
-                "<rect x=\"{SVG_LABEL_WIDTH}\" y=\"{:.1}\" width=\"{:.1}\" height=\"16\" \
-                 fill=\"#a8c4e0\"/>",
-                y - 12.0,
-                scale(p99)
+                "<text x=\"{:.1}\" y=\"{baseline:.1}\" fill=\"#555555\">-</text>",
+                SVG_LABEL_WIDTH + 6.0
             );
+            continue;
         }
-        if let Some(p50) = f.synced_p50_us {
-            let _ = writeln!(
-                out,
-                "<rect x=\"{SVG_LABEL_WIDTH}\" y=\"{:.1}\" width=\"{:.1}\" height=\"16\" \
-                 fill=\"#2a5a88\"/>",
-                y - 12.0,
-                scale(p50)
-            );
-        }
-        let label = match (f.synced_p50_us, f.synced_p99_us) {
-            (Some(p50), Some(p99)) => format!("p50 {p50:.1} / p99 {p99:.1} us"),
-            _ => "no synced appends".to_owned(),
+        // A bar at the very start of the axis would vanish; its value is written beside it.
+        let width = (scale.x(ns.median) - SVG_LABEL_WIDTH).max(2.0);
+        let _ = writeln!(
+            out,
+            "<rect class=\"bar\" x=\"{SVG_LABEL_WIDTH}\" y=\"{:.1}\" width=\"{width:.1}\" \
+             height=\"16\" fill=\"{}\" fill-opacity=\"0.6\"/>",
+            top + 5.0,
+            colour(i)
+        );
+        let (from, to) = (scale.x(ns.min), scale.x(ns.max));
+        let _ = writeln!(
+            out,
+            "<line x1=\"{from:.1}\" x2=\"{to:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\" \
+             stroke-width=\"1.5\"/>",
+            top + 13.0,
+            top + 13.0
+        );
+        let ratio = f.ratio_to_floor.median;
+        let label = if ratio.is_finite() {
+            format!("{} ({ratio:.2}x floor)", duration(ns.median))
+        } else {
+            duration(ns.median)
         };
-        let end = f.synced_p99_us.map_or(0.0, scale);
         let _ = writeln!(
             out,
-            "<text x=\"{:.1}\" y=\"{y}\">{}</text>",
-            SVG_LABEL_WIDTH + end + 6.0,
+            "<text x=\"{:.1}\" y=\"{baseline:.1}\">{}</text>",
+            SVG_LABEL_WIDTH + width.max(to - SVG_LABEL_WIDTH) + 6.0,
             xml(&label)
         );
     }
+    let _ = writeln!(out, "</g>");
+
+    let _ = writeln!(out, "<g id=\"latency\">");
+    let _ = writeln!(out, "<title>distribution of the latency of the synced appends</title>");
+    let _ = writeln!(
+        out,
+        "<text x=\"10\" y=\"{latency_heading:.1}\" font-weight=\"bold\">latency of each synced \
+         append: share of appends at most x (pooled over runs; logarithmic scale)</text>"
+    );
+    let scale = LogScale::over(
+        latencies.iter().flatten().map(|&ns| (ns as f64).max(1.0)),
+        SVG_CDF_LEFT,
+        SVG_CDF_PLOT,
+    );
+    let _ = writeln!(
+        out,
+        "<rect x=\"{SVG_CDF_LEFT}\" y=\"{cdf_top:.1}\" width=\"{SVG_CDF_PLOT}\" \
+         height=\"{cdf_height:.1}\" fill=\"none\" stroke=\"#999999\"/>"
+    );
+    scale.draw_grid(&mut out, cdf_top, cdf_bottom);
+    for percent in [0.0, 25.0, 50.0, 75.0, 100.0] {
+        let y = cdf_bottom - percent / 100.0 * cdf_height;
+        let _ = writeln!(
+            out,
+            "<line class=\"grid\" x1=\"{SVG_CDF_LEFT}\" x2=\"{:.1}\" y1=\"{y:.1}\" \
+             y2=\"{y:.1}\" stroke=\"#d0d0d0\"/>",
+            SVG_CDF_LEFT + SVG_CDF_PLOT
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#555555\" \
+             font-size=\"11\">{percent:.0} %</text>",
+            SVG_CDF_LEFT - 6.0,
+            y + 4.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555555\">latency of one \
+         synced append</text>",
+        SVG_CDF_LEFT + SVG_CDF_PLOT / 2.0,
+        cdf_bottom + 34.0
+    );
+    let legend = SVG_CDF_LEFT + SVG_CDF_PLOT + 20.0;
+    for (i, (policy, sorted)) in policies.iter().zip(&latencies).enumerate() {
+        // The floor is dashed: it is the reference the other curves are read against.
+        let dash = if policy.name == "floor" { " stroke-dasharray=\"6 3\"" } else { "" };
+        let top = cdf_top + SVG_LEGEND_ROW * i as f64;
+        let summary = if sorted.is_empty() {
+            "no synced appends".to_owned()
+        } else {
+            let at = |p: f64| percentile(sorted, p).map_or(f64::NAN, |ns| ns as f64);
+            let _ = writeln!(
+                out,
+                "<polyline class=\"cdf\" points=\"{}\" fill=\"none\" stroke=\"{}\" \
+                 stroke-width=\"1.5\"{dash}/>",
+                cdf_points(sorted, &scale, cdf_bottom, cdf_height),
+                colour(i)
+            );
+            format!(
+                "p50 {} · p99 {} · max {}",
+                duration(at(50.0)),
+                duration(at(99.0)),
+                duration(at(100.0))
+            )
+        };
+        let _ = writeln!(
+            out,
+            "<line x1=\"{legend:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"{}\" \
+             stroke-width=\"2\"{dash}/>",
+            legend + 22.0,
+            top + 8.0,
+            top + 8.0,
+            colour(i)
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            legend + 28.0,
+            top + 12.0,
+            xml(policy.name)
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#555555\" font-size=\"11\">{}</text>",
+            legend + 28.0,
+            top + 26.0,
+            xml(&summary)
+        );
+    }
+    let _ = writeln!(out, "</g>");
     let _ = writeln!(out, "</svg>");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_scale_spans_whole_decades_and_places_absent_values_at_its_start() {
+        // The figures of a real run: a hundredfold between factlog and jsonl-every.
+        let scale = LogScale::over([1_900.0, 190_000.0, 0.0, f64::NAN], 100.0, 300.0);
+        assert_eq!((scale.low, scale.high), (3, 6));
+        assert!((scale.x(1_900.0) - (100.0 + 100.0 * 1.9f64.log10())).abs() < 1e-9);
+        for absent in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(scale.x(absent), 100.0);
+        }
+        let labels: Vec<String> = scale.decades().iter().map(|d| decade_label(d.0)).collect();
+        assert_eq!(labels, ["1 µs", "10 µs", "100 µs", "1 ms"]);
+        let empty = LogScale::over([], 0.0, 10.0);
+        assert_eq!((empty.low, empty.high), (0, 1));
+    }
+
+    #[test]
+    fn durations_have_three_significant_digits() {
+        assert_eq!(duration(1_900.0), "1.90 µs");
+        assert_eq!(duration(190_000.0), "190 µs");
+        assert_eq!(duration(12.5e6), "12.5 ms");
+        assert_eq!(duration(f64::NAN), "-");
+    }
+
+    #[test]
+    fn cdf_points_are_finite_and_bounded_in_number() {
+        let scale = LogScale::over([1.0, 1e6], 0.0, 100.0);
+        let one = cdf_points(&[0], &scale, 50.0, 50.0);
+        assert_eq!(one, "0.0,50.0 0.0,50.0 0.0,0.0");
+        let many: Vec<u64> = (1..=10_000).collect();
+        let points = cdf_points(&many, &scale, 50.0, 50.0);
+        assert_eq!(points.split(' ').count(), 2 * SVG_CDF_STEPS + 1);
+        assert!(points.ends_with(",0.0"), "{points}");
+        assert!(!points.contains("NaN") && !points.contains("inf"));
+    }
 }
