@@ -75,6 +75,40 @@ fn unknown_types_schemas_and_fields_are_kept_and_not_folded_as_known() {
 }
 
 #[test]
+fn unknown_data_survives_a_snapshot_and_an_open_from_it() {
+    let (_dir, path) = copy_of("v1-unknown-data");
+    let store = Store::open(&path, options()).unwrap();
+    let meta = store.checkpoint().unwrap();
+    let last = store.log().last_seq().unwrap();
+    assert_eq!(meta.covered_seq, last, "the snapshot covers every event");
+    store.close().unwrap();
+
+    let store = Store::open(&path, options()).unwrap();
+    let report = store.open_report();
+    assert_eq!(report.snapshot.as_ref().map(|m| m.covered_seq), Some(last));
+    assert_eq!(report.replayed_events, 0, "the state came from the snapshot alone");
+    // The state loaded from the snapshot is the fold the release wrote down: unknown events
+    // counted, never folded as known ones.
+    let state = serde_json::to_value(store.state()).unwrap();
+    assert_eq!(state, expected("v1-unknown-data", "state.json"));
+    // The records, unknown types, schemas and fields included, are still in the log as they
+    // were written, and still decode (the opaque ones whole).
+    assert_eq!(stored_events(&store), expected_events("v1-unknown-data"));
+    let opaque = store
+        .events(Seq(1))
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|e| matches!(e.body, factlog::harness::Body::Opaque(_)))
+        .count();
+    assert_eq!(opaque, 3);
+    drop(store);
+    let run = common::factlog(&["export", path.to_str().unwrap(), "--jsonl"], b"");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let text = String::from_utf8(run.stdout).unwrap();
+    assert!(text.contains("\"priority\":\"p1\"") && text.contains("000102feff"), "{text}");
+}
+
+#[test]
 fn the_fixtures_in_the_repository_are_never_written() {
     // Every test above opens a copy; this one opens the committed stores read-only and checks
     // that nothing in them changed.
