@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::cli::{dump_records, emit, event, json_lines, json_of};
-use common::{FACTLOG, append_lines, arg, factlog, temp_log};
+use common::{FACTLOG, append_lines, append_raw, arg, factlog, temp_log};
 use factlog::harness::Body;
 use factlog::harness::event::{ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage};
 use factlog::{Options, Store, StoreOptions};
@@ -96,7 +96,7 @@ fn dump_filters_select_exactly_the_matching_events() {
     let (_temp, dir) = temp_log();
     two_task_store(&dir);
     // A raw record after the events: never selected by --task or --type.
-    append_lines(&dir, "synced", b"raw line\n");
+    append_raw(&dir, &[b"raw line"]);
 
     assert_eq!(seqs(&dump_records(&dir, &["--task", "t1"])), [1, 3, 4, 6]);
     assert_eq!(seqs(&dump_records(&dir, &["--task", "t2"])), [2, 5]);
@@ -234,7 +234,7 @@ fn export_jsonl_lines_carry_the_envelope() {
     factlog(&["export", arg(&dir)], b"").assert_one_line_error(2);
 
     // A record that is not an event stops the export, naming it.
-    append_lines(&dir, "synced", b"raw line\n");
+    append_raw(&dir, &[b"raw line"]);
     let run = factlog(&["export", arg(&dir), "--jsonl"], b"");
     run.assert_one_line_error(1);
     assert!(run.stderr.contains("record 7 is not an event"), "{run:?}");

@@ -8,7 +8,7 @@
 mod common;
 
 use common::cli::{crashed_store, dump_records, emit, event, json_lines, json_of, written};
-use common::{arg, factlog, temp_log};
+use common::{append_raw, arg, factlog, temp_log};
 use factlog::harness::snapshot;
 use factlog::harness::state::{STATE_SCHEMA, State};
 use factlog::{Seq, Store, StoreOptions};
@@ -230,7 +230,7 @@ fn dump_decodes_typed_events_in_json_and_text() {
 fn dump_prints_raw_records_as_before_and_raw_forces_it() {
     let (_temp, dir) = temp_log();
     emit(&dir, &[event("t1", "user/message", json!({ "text": "hi" }))]);
-    factlog(&["append", arg(&dir)], b"plain\n\xffbinary\n").assert_success();
+    append_raw(&dir, &[b"plain", b"\xffbinary"]);
 
     let json = factlog(&["dump", arg(&dir), "--format", "json"], b"");
     json.assert_success();

@@ -169,31 +169,98 @@ impl Store {
         checkpoint_locked(self)
     }
 
-    /// Rebuilds the state from the events alone and compares it with the newest snapshot
-    /// and with the live state. Returns the snapshot checked (if any).
+    /// Rebuilds the state from the events and compares it with the newest snapshot and with
+    /// the live state.
+    ///
+    /// The rebuild starts from the first event, or, when segments were reclaimed
+    /// ([`Store::reclaim`]), from the oldest valid snapshot that the kept log continues
+    /// ([`DeepVerify::rebuilt_from`]). The newest snapshot is compared with the rebuild folded
+    /// up to the seq it covers, unless it is that base itself, and the live state with the
+    /// rebuild folded through the live last seq.
+    ///
+    /// Fails with [`ErrorKind::Reclaimed`] when segments were reclaimed and no valid snapshot
+    /// covers them: the events before the log's first seq are then lost.
     pub fn verify_deep(&self) -> Result<DeepVerify> {
         let inner = &self.inner;
         let through = inner.log.last_seq().map_or(0, |s| s.0);
         let latest = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true)?;
         let snapshot = latest.snapshot.clone();
-        let snapshot_matches = match &snapshot {
+        // The newest snapshot's own state, as an open would load it, to compare with the
+        // rebuild at the seq it covers.
+        let from_file = match &snapshot {
             Some(meta) => {
-                let rebuilt =
-                    fold_log(&*inner.fs, &inner.dir, &inner.log, meta.covered_seq.0, false)?;
-                let from_file =
-                    fold_log(&*inner.fs, &inner.dir, &inner.log, meta.covered_seq.0, true)?;
-                Some(rebuilt.state == from_file.state)
+                Some(fold_log(&*inner.fs, &inner.dir, &inner.log, meta.covered_seq.0, true)?.state)
             }
             None => None,
         };
         inner.log.flush(crate::types::Durability::Flushed).ok();
         let live = self.state();
-        let rebuilt = fold_log(&*inner.fs, &inner.dir, &inner.log, live.last_seq, false)?;
+        let first_seq = inner.log.first_seq()?.0;
+        let (mut rebuilt, rebuilt_from) = if first_seq > 1 {
+            // The events before `first_seq` are gone, so the rebuild has to start from a
+            // snapshot. The oldest usable one is checked against the most events; a snapshot
+            // is usable under the rules an open applies to it.
+            let mut base = None;
+            for file in snapshot::list(&*inner.fs, &inner.dir)? {
+                if file.covered_seq.0 + 1 < first_seq || file.covered_seq.0 > through {
+                    continue;
+                }
+                let Ok(bytes) = inner.fs.map(&file.path) else { continue };
+                let Ok(decoded) = snapshot::decode(&file.path, &bytes) else { continue };
+                if decoded.covered_seq != file.covered_seq {
+                    continue;
+                }
+                let meta = SnapshotMeta {
+                    path: file.path,
+                    covered_seq: file.covered_seq,
+                    state_schema: decoded.state_schema,
+                    file_bytes: file.file_bytes,
+                };
+                if let Ok(state) = decode_state(&meta, &decoded.body) {
+                    base = Some((state, Some(meta)));
+                    break;
+                }
+            }
+            base.ok_or(ErrorKind::Reclaimed { requested: 1, first_available: first_seq })?
+        } else {
+            (State::default(), None)
+        };
+        let base_seq = rebuilt_from.as_ref().map_or(0, |m| m.covered_seq.0);
+        // One pass over the events serves both comparisons: the rebuild reaches the newest
+        // snapshot's seq on its way to the live state's. The reader is taken after the live
+        // state, so it holds every event that state includes.
+        let mut events = self.events(Seq(base_seq + 1))?.peekable();
+        let mut replayed = 0;
+        let mut fold_through = |state: &mut State, to: u64| -> Result<()> {
+            // An event after `to` stays in the reader for the next call; an error is taken,
+            // so that it is returned.
+            let within = |event: &Result<crate::harness::Event>| {
+                event.as_ref().map_or(true, |e| e.seq.0 <= to)
+            };
+            while let Some(event) = events.next_if(within) {
+                fold::apply(state, &event?);
+                replayed += 1;
+            }
+            state.last_seq = state.last_seq.max(to);
+            Ok(())
+        };
+        let snapshot_matches = match (&snapshot, from_file) {
+            // The base is the rebuild's starting point, so comparing it with the rebuild would
+            // prove nothing: it was only checked for integrity, by decoding it.
+            (Some(meta), _) if meta.covered_seq.0 <= base_seq && rebuilt_from.is_some() => None,
+            (Some(meta), Some(from_file)) => {
+                fold_through(&mut rebuilt, meta.covered_seq.0)?;
+                Some(rebuilt == from_file)
+            }
+            _ => None,
+        };
+        fold_through(&mut rebuilt, live.last_seq)?;
         Ok(DeepVerify {
             snapshot,
             snapshot_matches,
-            live_matches: rebuilt.state == live,
-            events: rebuilt.replayed,
+            live_matches: rebuilt == live,
+            rebuilt_from,
+            events: replayed,
             skipped_snapshots: latest.skipped,
         })
     }
@@ -203,8 +270,9 @@ impl Store {
     /// Reclaims disk space, explicitly: deletes the log segments whose every event is
     /// covered by the *oldest* valid snapshot kept, so that every kept snapshot can still be
     /// completed by replay and a damaged newest one still falls back to an older one. Full
-    /// replay from the first event, [`Store::verify_deep`] and the history before the first
-    /// kept event are no longer possible afterwards. Nothing else ever deletes a segment.
+    /// replay from the first event and the history before the first kept event are no longer
+    /// possible afterwards ([`Store::verify_deep`] then rebuilds from the oldest valid
+    /// snapshot). Nothing else ever deletes a segment.
     /// Returns the segments and bytes removed (0 without a valid snapshot).
     pub fn reclaim(&self) -> Result<(usize, u64)> {
         let inner = &self.inner;
@@ -231,11 +299,16 @@ impl Store {
 pub struct DeepVerify {
     /// The newest valid snapshot.
     pub snapshot: Option<SnapshotMeta>,
-    /// Whether it equals the fold of the events it covers (`None`: no snapshot).
+    /// Whether it equals the rebuild folded up to the seq it covers. `None`: no snapshot, or
+    /// the snapshot is [`DeepVerify::rebuilt_from`] itself, whose events were reclaimed, so it
+    /// could only be checked for integrity.
     pub snapshot_matches: Option<bool>,
-    /// Whether the live state equals the fold of every event.
+    /// Whether the live state equals the rebuild folded through the live last seq.
     pub live_matches: bool,
-    /// Events folded.
+    /// The snapshot the rebuild started from: the oldest valid one the kept log continues,
+    /// when segments were reclaimed. `None`: the rebuild started from the first event.
+    pub rebuilt_from: Option<SnapshotMeta>,
+    /// Events folded into the rebuild (after [`DeepVerify::rebuilt_from`], if any).
     pub events: u64,
     /// Snapshots that could not be used, with the reason.
     pub skipped_snapshots: Vec<(PathBuf, String)>,

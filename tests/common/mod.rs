@@ -97,6 +97,16 @@ pub fn append_lines(dir: &Path, durability: &str, input: &[u8]) -> Vec<u64> {
     run.stdout_text().lines().map(|line| line.parse().expect("decimal seq")).collect()
 }
 
+/// Appends raw records to the log in `dir` through the library, `Synced`: for tests of a store
+/// that also holds records that are not events, which `factlog append` refuses to write.
+pub fn append_raw(dir: &Path, records: &[&[u8]]) {
+    let log = factlog::Log::open(dir, factlog::Options::new()).expect("open the log");
+    for record in records {
+        log.append(record, factlog::Durability::Synced).expect("append a raw record");
+    }
+    log.close().expect("close the log");
+}
+
 /// Every record of the log, read through the library (read-only).
 pub fn read_log(dir: &Path) -> Vec<(u64, Vec<u8>)> {
     let log = Log::open_read_only(dir, Options::new()).expect("read-only open");

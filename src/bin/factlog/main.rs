@@ -191,8 +191,9 @@ enum Command {
     ///
     /// Only with `--before-snapshot` (its only mode): deletes the sealed segments whose every
     /// event the oldest valid snapshot covers, never the active one, and prints them. Full
-    /// replay from the first event, `verify --deep` and the history before the first kept event
-    /// are no longer possible afterwards. Without a valid snapshot nothing is removed.
+    /// replay from the first event and the history before the first kept event are no longer
+    /// possible afterwards (`verify --deep` then rebuilds from that snapshot). Without a valid
+    /// snapshot nothing is removed.
     /// `--dry-run` opens the store read-only and only prints what would be removed.
     #[command(after_help = "Exit codes:\n  0  done (also when nothing was to be removed)\n  \
                             1  the store could not be opened (missing, locked, damaged) or a \

@@ -5,16 +5,20 @@
 //! (text, or one JSON object with `--json`). Only a log that cannot be read at all (a missing
 //! directory, an I/O error) also gets the one-line `factlog: ...` message on standard error.
 //!
-//! `--deep` then opens the store read-only and asks the library to fold every event from
-//! scratch ([`factlog::Store::verify_deep`]): the newest snapshot must equal the fold of the
-//! events it covers and the state an open builds the fold of all of them, or the exit code is
-//! 2. A snapshot that had to be skipped is reported but does not change the exit code: it is
-//! only an accelerator, and an open falls back past it.
+//! `--deep` then opens the store read-only and asks the library to rebuild the state from the
+//! events ([`factlog::Store::verify_deep`]): the newest snapshot must equal the rebuild folded
+//! up to the seq it covers and the state an open builds the rebuild through the last event, or
+//! the exit code is 2. The rebuild starts from the first event, or, after `factlog purge`
+//! reclaimed segments, from the oldest valid snapshot the kept log continues, which is then
+//! named in the report; a purged store whose reclaimed events no valid snapshot covers cannot
+//! be rebuilt at all, and is also exit code 2. A snapshot that had to be skipped is reported but
+//! does not change the exit code: it is only an accelerator, and an open falls back past it.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use factlog::harness::DeepVerify;
+use factlog::harness::snapshot::SnapshotMeta;
 use factlog::{
     Error, ErrorKind, Options, SegmentVerify, Store, StoreOptions, TailCut, VerifyOutcome,
     VerifyReport,
@@ -159,35 +163,91 @@ fn print_deep_text(deep: &Result<DeepVerify, Error>) {
     let deep = match deep {
         Ok(deep) => deep,
         Err(error) => {
-            println!("deep: the store cannot be folded: {error}");
+            println!("deep: the store cannot be folded: {}", deep_error_text(error));
             return;
         }
     };
-    println!("deep: {} events folded from scratch", deep.events);
+    // After a purge the rebuild starts from a snapshot, so "from scratch" and "every event"
+    // would be false, and removing the snapshots (the advice for a store with all its events)
+    // would leave a store that cannot be opened at all.
+    match &deep.rebuilt_from {
+        None => println!("deep: {} events folded from scratch", deep.events),
+        Some(base) => println!(
+            "deep: rebuilt from snapshot {} (covers seq {}; the segments before it were \
+             reclaimed) + {} events: {}",
+            base.path.display(),
+            base.covered_seq.0,
+            deep.events,
+            seq_range(base.covered_seq.0, deep.events)
+        ),
+    }
+    let rebuild = if deep.rebuilt_from.is_some() { "the rebuild" } else { "the fold" };
     match (&deep.snapshot, deep.snapshot_matches) {
         (Some(meta), Some(true)) => println!(
-            "deep: snapshot {} (events through seq {}) equals the fold of its events",
+            "deep: snapshot {} (events through seq {}) equals {rebuild} of its events",
             meta.path.display(),
             meta.covered_seq.0
         ),
-        (Some(meta), _) => println!(
-            "deep: snapshot {} (events through seq {}) differs from the fold of its events: \
-             remove it, and the next open rebuilds the state from the events",
+        (Some(meta), Some(false)) => println!(
+            "deep: snapshot {} (events through seq {}) differs from {rebuild} of its events: \
+             remove it, and the next open rebuilds the state from {}",
+            meta.path.display(),
+            meta.covered_seq.0,
+            rebuild_source(deep)
+        ),
+        (Some(meta), None) => println!(
+            "deep: snapshot {} (events through seq {}) is the one the state was rebuilt from: \
+             its events were reclaimed, so it was checked for integrity only, not against them",
             meta.path.display(),
             meta.covered_seq.0
         ),
         (None, _) => println!("deep: no snapshot to compare"),
     }
-    if deep.live_matches {
-        println!("deep: the state an open builds equals the fold of every event");
-    } else {
-        println!(
+    match (deep.live_matches, deep.rebuilt_from.is_some()) {
+        (true, false) => println!("deep: the state an open builds equals the fold of every event"),
+        (true, true) => println!("deep: the state an open builds equals the rebuild"),
+        (false, false) => println!(
             "deep: the state an open builds differs from the fold of every event: remove the \
              snapshots, and the next open rebuilds the state from the events"
-        );
+        ),
+        (false, true) => println!(
+            "deep: the state an open builds differs from the rebuild: remove the snapshots newer \
+             than the one it started from, and the next open rebuilds the state from {}",
+            rebuild_source(deep)
+        ),
     }
     for (path, reason) in &deep.skipped_snapshots {
         println!("deep: snapshot {} skipped by an open: {reason}", path.display());
+    }
+}
+
+/// What an open falls back to once the snapshots that differ are removed.
+fn rebuild_source(deep: &DeepVerify) -> String {
+    match &deep.rebuilt_from {
+        None => "the events".to_owned(),
+        Some(base) => format!("snapshot {} and the events after it", base.path.display()),
+    }
+}
+
+/// The seqs of `events` events folded after seq `after`, for the text report.
+fn seq_range(after: u64, events: u64) -> String {
+    match events {
+        0 => "none after it".to_owned(),
+        _ => format!("seqs {}..={}", after + 1, after + events),
+    }
+}
+
+/// Why the deep check could not run. A store whose reclaimed events no snapshot covers gets its
+/// own advice: the library's names reading from a later seq, which does not apply to a fold.
+fn deep_error_text(error: &Error) -> String {
+    match error.kind() {
+        ErrorKind::Reclaimed { first_available, .. } => format!(
+            "the segments before seq {first_available} were reclaimed and no valid snapshot \
+             covers seqs 1..={}: the events they held are lost to this store; restore such a \
+             snapshot (or the segments) from a backup",
+            first_available.saturating_sub(1)
+        ),
+        _ => error.to_string(),
     }
 }
 
@@ -196,12 +256,12 @@ fn deep_json(deep: &Result<DeepVerify, Error>) -> Value {
     match deep {
         Err(error) => json!({ "ok": ok, "error": error_json(error) }),
         Ok(deep) => {
-            let snapshot = deep.snapshot.as_ref().map_or(Value::Null, |meta| {
+            let snapshot_json = |meta: &SnapshotMeta| {
                 json!({
                     "path": meta.path.display().to_string(),
                     "covered_seq": meta.covered_seq.0,
                 })
-            });
+            };
             let skipped: Vec<Value> = deep
                 .skipped_snapshots
                 .iter()
@@ -212,9 +272,10 @@ fn deep_json(deep: &Result<DeepVerify, Error>) -> Value {
             json!({
                 "ok": ok,
                 "events": deep.events,
-                "snapshot": snapshot,
+                "snapshot": deep.snapshot.as_ref().map_or(Value::Null, snapshot_json),
                 "snapshot_matches": deep.snapshot_matches,
                 "live_matches": deep.live_matches,
+                "rebuilt_from": deep.rebuilt_from.as_ref().map_or(Value::Null, snapshot_json),
                 "skipped_snapshots": skipped,
                 "error": Value::Null,
             })
@@ -355,6 +416,12 @@ fn error_json(error: &Error) -> Value {
             "offset": offset,
             "bytes": bytes,
             "message": message,
+        }),
+        ErrorKind::Reclaimed { requested, first_available } => json!({
+            "kind": "reclaimed",
+            "requested": requested,
+            "first_available": first_available,
+            "message": deep_error_text(error),
         }),
         ErrorKind::NotALog { dir } => json!({
             "kind": "not_a_log",
