@@ -14,9 +14,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::cli::{dump_records, emit, event, json_lines, json_of};
+use common::harness::streamed_turn;
 use common::{FACTLOG, append_lines, append_raw, arg, factlog, temp_log};
-use factlog::harness::Body;
-use factlog::harness::event::{ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage};
 use factlog::{Options, Store, StoreOptions};
 use serde_json::{Value, json};
 
@@ -241,32 +240,6 @@ fn export_jsonl_lines_carry_the_envelope() {
     assert_eq!(seqs(&json_lines(&run)), [1, 2, 3, 4, 5, 6]);
 }
 
-/// One turn of task t1 with many streamed deltas, so that 16 KiB segments roll.
-fn turn(store: &Store, n: usize) {
-    let task = store.task("t1").expect("task");
-    task.append(Body::TurnStart(TurnStart::default())).expect("append");
-    task.append(Body::UserMessage(UserMessage { text: format!("turn {n}"), ..Default::default() }))
-        .expect("append");
-    for i in 0..100 {
-        task.delta(&format!("token {i} of turn {n}")).expect("delta");
-    }
-    let call_id = format!("c{n}");
-    task.append(Body::ToolCall(ToolCall {
-        call_id: call_id.as_str().into(),
-        tool: "fetch".into(),
-        effect: factlog::harness::event::Effect::ReadOnly,
-        ..Default::default()
-    }))
-    .expect("append");
-    task.append(Body::ToolResult(ToolResult {
-        call_id: call_id.as_str().into(),
-        receipt: Some(json!({ "n": n })),
-        ..Default::default()
-    }))
-    .expect("append");
-    task.append(Body::TurnEnd(TurnEnd::default())).expect("append");
-}
-
 fn segment_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read dir")
@@ -294,7 +267,7 @@ fn purge_dry_run_lists_exactly_what_purge_removes() {
     // Without a snapshot nothing is removed.
     let store = Store::open(&dir, options.clone()).expect("open");
     for n in 0..10 {
-        turn(&store, n);
+        streamed_turn(&store, n);
     }
     store.close().expect("close");
     let before = segment_files(&dir);
@@ -313,7 +286,7 @@ fn purge_dry_run_lists_exactly_what_purge_removes() {
     let store = Store::open(&dir, options.clone()).expect("open");
     let oldest = store.checkpoint().expect("checkpoint");
     for n in 10..20 {
-        turn(&store, n);
+        streamed_turn(&store, n);
     }
     store.checkpoint().expect("checkpoint");
     let state = store.state();

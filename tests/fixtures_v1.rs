@@ -33,6 +33,16 @@ fn check(name: &str) -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// How many events of the store are kept opaque (unknown types or schemas).
+fn opaque_events(store: &Store) -> usize {
+    store
+        .events(Seq(1))
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|e| matches!(e.body, factlog::harness::Body::Opaque(_)))
+        .count()
+}
+
 #[test]
 fn a_clean_multi_task_store_with_a_snapshot_opens_as_it_was_written() {
     let (_dir, store) = check("v1-clean-multi-task");
@@ -65,12 +75,7 @@ fn a_store_with_a_call_in_flight_gets_the_recovery_plan_the_release_gave() {
 #[test]
 fn unknown_types_schemas_and_fields_are_kept_and_not_folded_as_known() {
     let (_dir, store) = check("v1-unknown-data");
-    let opaque = store
-        .events(Seq(1))
-        .unwrap()
-        .map(Result::unwrap)
-        .filter(|e| matches!(e.body, factlog::harness::Body::Opaque(_)))
-        .count();
+    let opaque = opaque_events(&store);
     assert_eq!(opaque, 3);
 }
 
@@ -94,12 +99,7 @@ fn unknown_data_survives_a_snapshot_and_an_open_from_it() {
     // The records, unknown types, schemas and fields included, are still in the log as they
     // were written, and still decode (the opaque ones whole).
     assert_eq!(stored_events(&store), expected_events("v1-unknown-data"));
-    let opaque = store
-        .events(Seq(1))
-        .unwrap()
-        .map(Result::unwrap)
-        .filter(|e| matches!(e.body, factlog::harness::Body::Opaque(_)))
-        .count();
+    let opaque = opaque_events(&store);
     assert_eq!(opaque, 3);
     drop(store);
     let run = common::factlog(&["export", path.to_str().unwrap(), "--jsonl"], b"");

@@ -12,9 +12,8 @@ mod common;
 use std::path::Path;
 
 use common::cli::json_of;
+use common::harness::streamed_turn;
 use common::{arg, factlog, temp_log};
-use factlog::harness::Body;
-use factlog::harness::event::{ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage};
 use factlog::harness::snapshot::{self, SnapshotMeta};
 use factlog::harness::state::STATE_SCHEMA;
 use factlog::{ErrorKind, Options, Store, StoreOptions};
@@ -25,35 +24,9 @@ fn options() -> StoreOptions {
     StoreOptions::new().log(Options::new().segment_bytes(16 * 1024))
 }
 
-/// One turn of task t1 with many streamed deltas.
-fn turn(store: &Store, n: usize) {
-    let task = store.task("t1").expect("task");
-    task.append(Body::TurnStart(TurnStart::default())).expect("append");
-    task.append(Body::UserMessage(UserMessage { text: format!("turn {n}"), ..Default::default() }))
-        .expect("append");
-    for i in 0..100 {
-        task.delta(&format!("token {i} of turn {n}")).expect("delta");
-    }
-    let call_id = format!("c{n}");
-    task.append(Body::ToolCall(ToolCall {
-        call_id: call_id.as_str().into(),
-        tool: "fetch".into(),
-        effect: factlog::harness::event::Effect::ReadOnly,
-        ..Default::default()
-    }))
-    .expect("append");
-    task.append(Body::ToolResult(ToolResult {
-        call_id: call_id.as_str().into(),
-        receipt: Some(json!({ "n": n })),
-        ..Default::default()
-    }))
-    .expect("append");
-    task.append(Body::TurnEnd(TurnEnd::default())).expect("append");
-}
-
 fn turns(store: &Store, range: std::ops::Range<usize>) {
     for n in range {
-        turn(store, n);
+        streamed_turn(store, n);
     }
 }
 

@@ -341,3 +341,30 @@ pub fn protocol_violation(events: &[Event]) -> Option<String> {
     }
     None
 }
+
+/// One turn of task t1 with 100 streamed deltas and a read-only tool call, enough that a few
+/// turns roll 16 KiB segments (for tests of reclaiming and purging).
+pub fn streamed_turn(store: &Store, n: usize) {
+    let task = store.task("t1").expect("task");
+    task.append(Body::TurnStart(TurnStart::default())).expect("append");
+    task.append(Body::UserMessage(UserMessage { text: format!("turn {n}"), ..Default::default() }))
+        .expect("append");
+    for i in 0..100 {
+        task.delta(&format!("token {i} of turn {n}")).expect("delta");
+    }
+    let call_id = format!("c{n}");
+    task.append(Body::ToolCall(ToolCall {
+        call_id: call_id.as_str().into(),
+        tool: "fetch".into(),
+        effect: Effect::ReadOnly,
+        ..Default::default()
+    }))
+    .expect("append");
+    task.append(Body::ToolResult(ToolResult {
+        call_id: call_id.as_str().into(),
+        receipt: Some(serde_json::json!({ "n": n })),
+        ..Default::default()
+    }))
+    .expect("append");
+    task.append(Body::TurnEnd(TurnEnd::default())).expect("append");
+}
