@@ -5,87 +5,17 @@
 //! old format with the same events.
 
 mod common;
+#[path = "common/faulty_fs.rs"]
+mod faulty_fs;
 
-use std::io;
-use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use common::fixtures::{copy_of, digest_data, digest_tree};
-use factlog::fs::{DirLock, Fs, FsFile, OpenMode, RealFs};
+use factlog::fs::Fs;
 use factlog::harness::migrate::{MigrateOptions, migrate};
 use factlog::{ErrorKind, Options, Seq, Store, StoreOptions};
-
-/// The real file system, but every write to a `*.new` file (a staged segment) has one bit
-/// flipped in its middle; counts the writes it damaged.
-#[derive(Debug, Default)]
-struct DamagingFs {
-    damaged: Arc<AtomicU64>,
-}
-
-#[derive(Debug)]
-struct DamagedFile {
-    file: Box<dyn FsFile>,
-    damaged: Arc<AtomicU64>,
-}
-
-impl FsFile for DamagedFile {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut bytes = buf.to_vec();
-        if let Some(byte) = bytes.get_mut(buf.len() / 2) {
-            *byte ^= 0x10;
-            self.damaged.fetch_add(1, Ordering::Relaxed);
-        }
-        self.file.write_all_at(&bytes, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.file.len()
-    }
-}
-
-impl Fs for DamagingFs {
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        RealFs.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-        RealFs.list_dir(path)
-    }
-    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
-        let file = RealFs.open(path, mode)?;
-        if path.extension().is_some_and(|x| x == "new") {
-            return Ok(Box::new(DamagedFile { file, damaged: Arc::clone(&self.damaged) }));
-        }
-        Ok(file)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove_file(path)
-    }
-    fn remove_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove_dir(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.sync_dir(path)
-    }
-    fn lock_dir(&self, dir: &Path) -> io::Result<Option<Box<dyn DirLock>>> {
-        RealFs.lock_dir(dir)
-    }
-    fn map(&self, path: &Path) -> io::Result<Bytes> {
-        RealFs.map(path)
-    }
-    fn random_u64(&self) -> u64 {
-        RealFs.random_u64()
-    }
-}
+use faulty_fs::FaultyFs;
 
 fn options(fs: Arc<dyn Fs>) -> StoreOptions {
     StoreOptions::new().log(Options::new().segment_bytes(8192).background_threads(false).fs(fs))
@@ -109,10 +39,16 @@ fn a_staged_rewrite_that_does_not_read_back_is_refused_and_nothing_changes() {
     };
     assert_eq!(parent_names(), ["store"]);
 
-    let fs = Arc::new(DamagingFs::default());
+    // Every write to a staged segment (`*.seg.new`) has one bit flipped.
+    let fs = FaultyFs::new();
+    *fs.faults.write_filter.lock() = ".new".to_owned();
+    fs.faults.damage_writes.store(true, Ordering::SeqCst);
     let to_2 = MigrateOptions { to: 2, dry_run: false, backup: None };
-    let err = migrate(&dir, options(fs.clone()), &to_2).unwrap_err();
-    assert!(fs.damaged.load(Ordering::Relaxed) > 0, "the staged writes went through the seam");
+    let err = migrate(&dir, options(Arc::new(fs.clone())), &to_2).unwrap_err();
+    assert!(
+        fs.faults.damaged.load(Ordering::SeqCst) > 0,
+        "the staged writes went through the seam"
+    );
     assert!(matches!(err.kind(), ErrorKind::Corruption { .. }), "{err}");
     assert!(err.to_string().contains(".new"), "the error names the staged file: {err}");
 

@@ -1,6 +1,7 @@
 //! A file system for tests that forwards to the real one and injects failures on command:
-//! `fdatasync` failing with EIO, and writes failing with ENOSPC, optionally only for files
-//! whose name contains a given text. It exercises the engine's I/O seam; the full simulated
+//! `fdatasync` failing with EIO, writes failing with ENOSPC, and writes damaged on their way to
+//! disk (one bit flipped), the last two optionally only for files whose name contains a given
+//! text. It exercises the engine's I/O seam; the full simulated
 //! file system with crash images is a separate piece.
 
 use std::io;
@@ -19,6 +20,11 @@ pub struct Faults {
     pub fail_sync: AtomicBool,
     /// Fail every write with ENOSPC while set, to files whose name contains `write_filter`.
     pub disk_full: AtomicBool,
+    /// Flip one bit in the middle of every write while set, to files whose name contains
+    /// `write_filter`; the write itself succeeds.
+    pub damage_writes: AtomicBool,
+    /// Writes damaged so far.
+    pub damaged: AtomicU64,
     /// Empty: every file.
     pub write_filter: Mutex<String>,
     /// `sync_data` calls that reached the real file system.
@@ -89,10 +95,15 @@ impl FsFile for FaultyFile {
         self.inner.read_exact_at(buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.faults.disk_full.load(Ordering::SeqCst)
-            && self.name.contains(self.faults.write_filter.lock().as_str())
-        {
+        let chosen = || self.name.contains(self.faults.write_filter.lock().as_str());
+        if self.faults.disk_full.load(Ordering::SeqCst) && chosen() {
             return Err(io::Error::from_raw_os_error(28));
+        }
+        if self.faults.damage_writes.load(Ordering::SeqCst) && chosen() && !buf.is_empty() {
+            let mut damaged = buf.to_vec();
+            damaged[buf.len() / 2] ^= 0x10;
+            self.faults.damaged.fetch_add(1, Ordering::SeqCst);
+            return self.inner.write_all_at(&damaged, offset);
         }
         self.inner.write_all_at(buf, offset)
     }
