@@ -272,3 +272,25 @@ fn a_snapshot_of_an_unknown_state_schema_is_skipped_and_the_report_says_so() {
     assert!(text.contains("not valid: snapshot") && text.contains("state schema 2"), "{text}");
     assert!(text.contains("format version: 1"), "{text}");
 }
+
+#[test]
+fn an_empty_format_1_store_migrates_with_nothing_to_rewrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let format_1 = options().log(
+        factlog::Options::new()
+            .segment_bytes(8192)
+            .background_threads(false)
+            .new_log_format_version(1),
+    );
+    Store::open(&dir, format_1.clone()).unwrap().close().unwrap();
+    let dry = migrate(&dir, options(), &MigrateOptions { dry_run: true, ..to_2() }).unwrap();
+    assert_eq!((dry.from, dry.events, dry.tasks.len()), (1, 0, 0));
+    let report = migrate(&dir, options(), &to_2()).unwrap();
+    assert_eq!((report.from, report.to, report.events, report.rewritten), (1, 2, 0, 0));
+    let store = Store::open(&dir, options()).unwrap();
+    assert_eq!(store.log().format_version(), 2);
+    assert_eq!(store.log().last_seq(), None, "no task, so no audit event");
+    drop(store);
+    assert!(migrate(&dir, options(), &to_2()).unwrap().already_current);
+}
