@@ -15,6 +15,24 @@ pub const SECRET_KEY: &str = "$secret";
 /// The key of the reference that replaces it on disk.
 pub const SECRET_REF_KEY: &str = "$secret_ref";
 
+/// [`SECRET_KEY`] as it appears in JSON text that `serde_json` wrote: quoted, unescaped.
+const SECRET_KEY_JSON: &[u8] = b"\"$secret\"";
+
+/// Whether JSON text written by `serde_json` may hold a secret: it has the string
+/// `"$secret"` somewhere. Compares only where a `"` starts, so it is linear in the text and
+/// cheap for the bodies that hold no secret (nearly all), which it lets skip the tree walk.
+#[must_use]
+pub fn json_mentions_secret(json: &[u8]) -> bool {
+    // `contains` on bytes is a `memchr`: nearly every body has no `$` at all.
+    if !json.contains(&b'$') {
+        return false;
+    }
+    json.iter()
+        .enumerate()
+        .filter(|&(_, &byte)| byte == b'"')
+        .any(|(at, _)| json.get(at..).is_some_and(|rest| rest.starts_with(SECRET_KEY_JSON)))
+}
+
 /// Replaces every secret in `value` by a fresh reference; returns how many were replaced.
 pub fn redact(value: &mut Value) -> usize {
     match value {
@@ -81,6 +99,24 @@ fn new_reference() -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_json_scan_finds_the_secret_key_wherever_serde_json_writes_it() {
+        assert_eq!(SECRET_KEY_JSON, format!("\"{SECRET_KEY}\"").as_bytes());
+        for (value, mentions) in [
+            (json!({"a": {"$secret": "x"}}), true),
+            (json!({"list": [1, {"$secret": 2}]}), true),
+            (json!({"text": "$secret"}), true),
+            (json!({"$secret_ref": "sec_1"}), false),
+            (json!({"text": "no secret here \"quoted\""}), false),
+            (json!({"secret": 1, "$": 2}), false),
+            (json!({}), false),
+        ] {
+            let text = serde_json::to_vec(&value).unwrap();
+            assert_eq!(json_mentions_secret(&text), mentions, "{value}");
+        }
+        assert!(!json_mentions_secret(b"\"$secre"), "a marker cut short at the end");
+    }
 
     #[test]
     fn nested_secrets_are_replaced_by_distinct_references() {
