@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result, SnapshotFault};
 use crate::fs::{Fs, OpenMode};
-use crate::harness::state::STATE_SCHEMA;
+use crate::harness::state::{STATE_SCHEMA, State};
 use crate::limits::{SNAPSHOT_BODY_BYTES_MAX, SNAPSHOT_HEADER_BYTES};
 use crate::types::Seq;
 
@@ -196,19 +196,38 @@ fn check_body_bytes(body_bytes: u64) -> Result<()> {
     Ok(())
 }
 
-/// Refuses the state of a snapshot whose state schema this build does not fold
-/// ([`ErrorKind::UnsupportedStateSchema`]). Such a file is well formed but unusable here: it
-/// is neither loaded nor counted as the snapshot that lets the segments before it be reclaimed.
-pub fn check_state_schema(path: &Path, state_schema: u16) -> Result<()> {
-    if state_schema != STATE_SCHEMA {
+/// The folded state a snapshot's body holds: [`ErrorKind::UnsupportedStateSchema`] for a
+/// state schema this build does not fold (the file is well formed but unusable here),
+/// [`ErrorKind::CorruptSnapshot`] for a body that is not a state of the events through the
+/// `covered_seq` of its header.
+pub fn decode_state(meta: &SnapshotMeta, body: &[u8]) -> Result<State> {
+    if meta.state_schema != STATE_SCHEMA {
         return Err(ErrorKind::UnsupportedStateSchema {
-            path: path.to_path_buf(),
-            found: state_schema,
+            path: meta.path.clone(),
+            found: meta.state_schema,
             supported: STATE_SCHEMA,
         }
         .into());
     }
-    Ok(())
+    let bad = |what: String| fault(&meta.path, SnapshotFault::BadBody(what));
+    let state: State = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+    if state.last_seq != meta.covered_seq.0 {
+        return Err(bad(format!(
+            "state folds events through {} but the header says {}",
+            state.last_seq, meta.covered_seq.0
+        )));
+    }
+    Ok(state)
+}
+
+/// Loads one snapshot file as an open would use it: read, decoded, named for the seq it
+/// covers, and holding a state this build folds. The one definition of a *usable* snapshot,
+/// shared by open, [`crate::Store::reclaim`] (which relies only on one) and
+/// [`crate::Store::verify_deep`].
+pub fn load(fs: &dyn Fs, file: &SnapshotFile) -> Result<(SnapshotMeta, State)> {
+    let (meta, body) = read_snapshot(fs, &file.path, file.covered_seq)?;
+    let state = decode_state(&meta, &body)?;
+    Ok((meta, state))
 }
 
 /// Decodes a whole snapshot file, checking every validity rule of `format-spec/snapshot.md`

@@ -104,7 +104,7 @@ pub(crate) fn fold_log(
     if use_snapshot {
         let mut decoded: Option<State> = None;
         let loaded = snapshot::load_newest(fs, dir, |meta, body| {
-            let candidate = decode_state(meta, body)?;
+            let candidate = snapshot::decode_state(meta, body)?;
             if meta.covered_seq.0 > through {
                 return Err(ErrorKind::CorruptSnapshot {
                     path: meta.path.clone(),
@@ -140,24 +140,6 @@ pub(crate) fn fold_log(
     }
     state.last_seq = state.last_seq.max(through);
     Ok(Folded { state, snapshot, skipped, replayed })
-}
-
-fn decode_state(meta: &SnapshotMeta, body: &[u8]) -> Result<State> {
-    let bad = |what: String| {
-        crate::error::Error::from(ErrorKind::CorruptSnapshot {
-            path: meta.path.clone(),
-            reason: SnapshotFault::BadBody(what),
-        })
-    };
-    snapshot::check_state_schema(&meta.path, meta.state_schema)?;
-    let state: State = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
-    if state.last_seq != meta.covered_seq.0 {
-        return Err(bad(format!(
-            "state folds events through {} but the header says {}",
-            state.last_seq, meta.covered_seq.0
-        )));
-    }
-    Ok(state)
 }
 
 impl Store {
@@ -200,28 +182,13 @@ impl Store {
             // The events before `first_seq` are gone, so the rebuild has to start from a
             // snapshot. The oldest usable one is checked against the most events; a snapshot
             // is usable under the rules an open applies to it.
-            let mut base = None;
-            for file in snapshot::list(&*inner.fs, &inner.dir)? {
-                if file.covered_seq.0 + 1 < first_seq || file.covered_seq.0 > through {
-                    continue;
-                }
-                let Ok(bytes) = inner.fs.map(&file.path) else { continue };
-                let Ok(decoded) = snapshot::decode(&file.path, &bytes) else { continue };
-                if decoded.covered_seq != file.covered_seq {
-                    continue;
-                }
-                let meta = SnapshotMeta {
-                    path: file.path,
-                    covered_seq: file.covered_seq,
-                    state_schema: decoded.state_schema,
-                    file_bytes: file.file_bytes,
-                };
-                if let Ok(state) = decode_state(&meta, &decoded.body) {
-                    base = Some((state, Some(meta)));
-                    break;
-                }
-            }
-            base.ok_or(ErrorKind::Reclaimed { requested: 1, first_available: first_seq })?
+            let base = snapshot::list(&*inner.fs, &inner.dir)?
+                .iter()
+                .filter(|f| f.covered_seq.0 + 1 >= first_seq && f.covered_seq.0 <= through)
+                .find_map(|file| snapshot::load(&*inner.fs, file).ok());
+            let (meta, state) =
+                base.ok_or(ErrorKind::Reclaimed { requested: 1, first_available: first_seq })?;
+            (state, Some(meta))
         } else {
             (State::default(), None)
         };
@@ -279,10 +246,7 @@ impl Store {
         let _guard = inner.checkpoint.lock();
         let mut oldest_valid = None;
         for file in snapshot::list(&*inner.fs, &inner.dir)? {
-            let Ok(bytes) = inner.fs.map(&file.path) else { continue };
-            let usable = snapshot::decode(&file.path, &bytes)
-                .and_then(|decoded| snapshot::check_state_schema(&file.path, decoded.state_schema));
-            if usable.is_ok() {
+            if snapshot::load(&*inner.fs, &file).is_ok() {
                 oldest_valid = Some(file.covered_seq);
                 break;
             }

@@ -665,9 +665,9 @@ fn require_store(dir: &Path, exit_code: u8) -> Result<(), Failure> {
             let entries = std::fs::read_dir(dir).map_err(|error| {
                 Failure::new(exit_code, format_args!("cannot list {}: {error}", dir.display()))
             })?;
-            let has_segment = entries
-                .filter_map(Result::ok)
-                .any(|entry| Path::new(&entry.file_name()).extension().is_some_and(|x| x == "seg"));
+            let has_segment = entries.filter_map(Result::ok).any(|entry| {
+                entry.file_name().to_str().and_then(factlog::segment::parse_file_name).is_some()
+            });
             if has_segment {
                 return Ok(());
             }

@@ -32,19 +32,14 @@ pub struct CheckedSnapshot {
     pub error: Option<String>,
 }
 
-/// Every snapshot file of the store in `dir`, oldest first, each decoded to judge it.
+/// Every snapshot file of the store in `dir`, oldest first, each judged as `Store::reclaim`
+/// judges it (`snapshot::load`), so that a dry run lists what a purge removes.
 pub fn checked_snapshots(dir: &Path) -> Result<Vec<CheckedSnapshot>, factlog::Error> {
     let files = snapshot::list(&RealFs, dir)?;
     Ok(files
         .into_iter()
         .map(|file| {
-            let error = match std::fs::read(&file.path) {
-                Ok(bytes) => snapshot::decode(&file.path, &bytes)
-                    .and_then(|d| snapshot::check_state_schema(&file.path, d.state_schema))
-                    .err()
-                    .map(|e| e.to_string()),
-                Err(error) => Some(format!("cannot read it: {error}")),
-            };
+            let error = snapshot::load(&RealFs, &file).err().map(|e| e.to_string());
             CheckedSnapshot { file, error }
         })
         .collect())
