@@ -198,6 +198,42 @@ pub enum ErrorKind {
         /// Why it does not authorise the call.
         reason: &'static str,
     },
+    /// A tool call that is not read-only was refused because calls of the task dispatched
+    /// before a restart (or a change of holder) still have an unknown outcome that nobody
+    /// resolved; nothing was written (`format-spec/harness-recovery.md`, "Holders").
+    NeedsRecovery {
+        /// The task.
+        task: String,
+        /// The calls to resolve first, in call-id order.
+        calls: Vec<UnresolvedCall>,
+    },
+    /// A `tool/call` or `assistant/message` used a call id that already names another request
+    /// of the task; nothing was written. Call ids are unique within a task.
+    CallIdReused {
+        /// The task.
+        task: String,
+        /// The reused call id.
+        call_id: String,
+        /// The sequence number of the earlier call's dispatch (or of the message that asked for
+        /// it, if it was never dispatched).
+        earlier_seq: u64,
+        /// The earlier call's tool.
+        tool: String,
+        /// The earlier call's argument digest, if it was dispatched with arguments.
+        args_digest: Option<String>,
+    },
+}
+
+/// A call whose outcome is unknown and unresolved ([`ErrorKind::NeedsRecovery`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvedCall {
+    /// The call.
+    pub call_id: String,
+    /// Its tool.
+    pub tool: String,
+    /// What recovery planned for it (`retry_same_key`, `verify`, `ask_user`; `open` when its
+    /// outcome was not recorded yet).
+    pub plan: String,
 }
 
 /// What is wrong with a snapshot file (`format-spec/snapshot.md`, validity rules).
@@ -569,6 +605,31 @@ impl fmt::Display for Error {
                 f,
                 "approval {approval_id:?} of task {task:?} does not authorise this call: {reason}; \
                  request a new approval; nothing was written"
+            ),
+            ErrorKind::NeedsRecovery { task, calls } => {
+                write!(
+                    f,
+                    "task {task:?} has calls dispatched before a restart whose outcome is unknown \
+                     and unresolved:"
+                )?;
+                for call in calls {
+                    write!(f, " {:?} ({}, plan {})", call.call_id, call.tool, call.plan)?;
+                }
+                write!(
+                    f,
+                    "; resolve each before dispatching a call that is not read-only: record its \
+                     tool/result if it happened (verify with the service, or ask the user), or \
+                     dispatch it again with the same call id or request key to retry it; \
+                     nothing was written"
+                )
+            }
+            ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => write!(
+                f,
+                "call id {call_id:?} of task {task:?} already names another request (seq \
+                 {earlier_seq}, tool {tool:?}, argument digest {}): a duplicate must have the \
+                 same request key, or the same tool and arguments; give the new call a call id \
+                 of its own; nothing was written",
+                args_digest.as_deref().unwrap_or("none")
             ),
         }
     }

@@ -108,7 +108,9 @@ mod types;
 mod verify;
 mod writer;
 
-pub use crate::error::{CorruptionReason, Error, ErrorKind, FrameFault, Result, SnapshotFault};
+pub use crate::error::{
+    CorruptionReason, Error, ErrorKind, FrameFault, Result, SnapshotFault, UnresolvedCall,
+};
 pub use crate::harness::{AppendOptions, Appended, Store, StoreOptions, Task};
 pub use crate::log::{Log, LogInfo, SegmentInfo};
 pub use crate::options::Options;

@@ -230,7 +230,9 @@ fn a_duplicate_request_key_returns_the_first_receipt_and_writes_nothing() {
             event("t1", "tool/result", json!({ "call_id": "c3" })),
         ],
     );
-    assert_eq!(written(&replies[1]), (4, 4));
+    // The second process took t1 over first: c1 had completed since the last closed turn, so
+    // a `recovery/restored` (seq 3) records that its receipt is to be reused.
+    assert_eq!(written(&replies[1]), (5, 5));
     let again = emit_one(
         &dir,
         event(
@@ -242,10 +244,10 @@ fn a_duplicate_request_key_returns_the_first_receipt_and_writes_nothing() {
     );
     assert_eq!(
         again,
-        json!({ "seq": 4, "task": "t1", "revision": 4, "duplicate": true, "call_id": "c3",
+        json!({ "seq": 5, "task": "t1", "revision": 6, "duplicate": true, "call_id": "c3",
                 "receipt": null })
     );
-    assert_eq!(revision(&dir, "t1"), 4);
+    assert_eq!(revision(&dir, "t1"), 6, "the third process took t1 over too");
 }
 
 #[test]

@@ -152,18 +152,51 @@ fn a_high_risk_task_refuses_side_effects_until_a_resume() {
         &[
             event("t2", "control/resume", json!({ "reason": "user confirmed" })),
             call("p2", "idempotent"),
+            event("t2", "tool/result", json!({ "call_id": "p1", "outcome": "ok" })),
+            call("p2", "idempotent"),
         ],
     );
-    assert_eq!(written(&replies[0]).1, before + 2);
-    assert_eq!(written(&replies[1]).1, before + 3);
+    // A new `emit` process is a new holder: its first write took the task over, recording
+    // the unknown outcome of the read-only call r1 left in flight and a `recovery/restored`
+    // that asks for confirmation again (before + 3).
+    assert_eq!(written(&replies[0]).1, before + 4);
+    // The unsafe p1 of the crashed writer is unresolved (ask_user): no new side effect
+    // until the harness records what became of it.
+    refused(&replies[1], "NEEDS_RECOVERY");
+    assert_eq!(
+        replies[1]["calls"],
+        json!([{ "call_id": "p1", "tool": "wire", "plan": "ask_user" }])
+    );
+    assert_eq!(written(&replies[2]).1, before + 5);
+    assert_eq!(written(&replies[3]).1, before + 6);
     assert_eq!(json_of("state", &dir, &["--task", "t2"])["control"]["needs_confirmation"], false);
 
-    // The low-risk task never needed one.
-    let reply = emit_one(
+    // The low-risk task never needed a confirmation, but its unknown outcomes that are not
+    // read-only must be resolved before a new side effect; a read-only call may go.
+    let replies = emit(
         &dir,
-        event("t1", "tool/call", json!({ "call_id": "c9", "tool": "wire", "effect": "unsafe" })),
+        &[
+            event(
+                "t1",
+                "tool/call",
+                json!({ "call_id": "c9", "tool": "wire", "effect": "unsafe" }),
+            ),
+            event(
+                "t1",
+                "tool/call",
+                json!({ "call_id": "c10", "tool": "look", "effect": "read_only" }),
+            ),
+        ],
     );
-    written(&reply);
+    refused(&replies[0], "NEEDS_RECOVERY");
+    let blocking: Vec<&str> = replies[0]["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| c["call_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(blocking, ["c2", "c3", "c4", "c5"]);
+    written(&replies[1]);
 }
 
 #[test]

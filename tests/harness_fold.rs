@@ -58,12 +58,28 @@ struct TaskModel {
     completed_keys: Vec<RequestKey>,
     /// The key each dispatched call carries.
     keys: BTreeMap<String, Option<RequestKey>>,
+    /// The arguments each dispatched call carries: a retry or a duplicate repeats them.
+    args: BTreeMap<String, Option<serde_json::Value>>,
+    /// Whether the open store holds the task: the first handle on it after a reopen takes it
+    /// over, which does to it what a recovery does.
+    held: bool,
     /// Every approval id used so far.
     approvals: Vec<String>,
     next_id: u64,
 }
 
 impl TaskModel {
+    /// What taking the task over from an earlier holder (or a recovery) does to it.
+    fn take_over(&mut self) {
+        if !self.held {
+            let in_flight = std::mem::take(&mut self.in_flight);
+            self.unknown.extend(in_flight);
+            self.turn_open = false;
+            self.step_open = false;
+            self.held = true;
+        }
+    }
+
     fn fresh_id(&mut self, prefix: &str) -> String {
         self.next_id += 1;
         format!("{prefix}{}", self.next_id)
@@ -106,6 +122,7 @@ fn generate(seed: u64, steps: usize, checkpoints: bool) -> Run {
         let task_id = *rng.pick(&TASKS);
         let task = store.task(task_id).expect("task");
         let model = models.get_mut(task_id).expect("model");
+        model.take_over();
         let last = store.log().last_seq();
         match rng.below(100) {
             0..=2 => {
@@ -178,9 +195,16 @@ fn generate(seed: u64, steps: usize, checkpoints: bool) -> Run {
                     }
                     _ => (model.fresh_id("c"), 2),
                 };
-                let key = rng
+                // A retry repeats the request: the same key and the same arguments.
+                let fresh_key = rng
                     .chance(50)
                     .then(|| request_key::derive(task.id(), &format!("op:{id}"), task.revision()));
+                let fresh_args = rng.chance(60).then(|| json!({"n": rng.below(10), "id": id}));
+                let (key, args) = if from == 1 {
+                    (model.keys[&id].clone(), model.args[&id].clone())
+                } else {
+                    (fresh_key, fresh_args)
+                };
                 let approval_id = (rng.chance(25) && !model.approvals.is_empty())
                     .then(|| rng.pick(&model.approvals).as_str().into());
                 let body = Body::ToolCall(ToolCall {
@@ -188,13 +212,14 @@ fn generate(seed: u64, steps: usize, checkpoints: bool) -> Run {
                     tool: "tool".to_owned(),
                     effect: random_effect(&mut rng),
                     request_key: key.clone(),
-                    args: rng.chance(60).then(|| json!({"n": rng.below(10), "id": id})),
+                    args: args.clone(),
                     approval_id,
                     ..Default::default()
                 });
                 match task.append(body) {
                     Ok(Appended::Written { .. }) => {
                         model.keys.insert(id.clone(), key);
+                        model.args.insert(id.clone(), args);
                         model.in_flight.push(id);
                     }
                     Ok(other) => panic!("{task_id}: a fresh dispatch of {id}: {other:?}"),
@@ -204,6 +229,7 @@ fn generate(seed: u64, steps: usize, checkpoints: bool) -> Run {
                                 e.kind(),
                                 ErrorKind::ApprovalRefused { .. }
                                     | ErrorKind::NeedsConfirmation { .. }
+                                    | ErrorKind::NeedsRecovery { .. }
                             ),
                             "{task_id}: dispatch of {id}: {e}"
                         );
@@ -247,7 +273,10 @@ fn generate(seed: u64, steps: usize, checkpoints: bool) -> Run {
                     Some(Body::ToolCall(call))
                 } else if !model.completed.is_empty() {
                     let id = rng.pick(&model.completed).clone();
-                    Some(Body::ToolCall(common::harness::call_body(&id, "tool", Effect::Unsafe)))
+                    let mut call = common::harness::call_body(&id, "tool", Effect::Unsafe);
+                    call.request_key = model.keys.get(&id).cloned().flatten();
+                    call.args = model.args.get(&id).cloned().flatten();
+                    Some(Body::ToolCall(call))
                 } else {
                     None
                 };
@@ -342,14 +371,9 @@ fn generate(seed: u64, steps: usize, checkpoints: bool) -> Run {
                 }
             }
             87..=89 => {
+                // Recovery repairs only the tasks the store does not hold yet.
                 let report = store.recover().expect("recover");
-                for (name, model) in &mut models {
-                    let in_flight = std::mem::take(&mut model.in_flight);
-                    model.unknown.extend(in_flight);
-                    model.turn_open = false;
-                    model.step_open = false;
-                    let _ = name;
-                }
+                models.values_mut().for_each(TaskModel::take_over);
                 assert!(!report.dry_run);
             }
             90..=93 if checkpoints => {
@@ -362,6 +386,7 @@ fn generate(seed: u64, steps: usize, checkpoints: bool) -> Run {
                 drop(task);
                 store.close().expect("close");
                 store = open_sim(&fs).expect("reopen");
+                models.values_mut().for_each(|model| model.held = false);
             }
             _ => {
                 must(&store, task_id, user("filler"));

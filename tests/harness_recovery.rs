@@ -756,6 +756,10 @@ fn calls_of_one_message_are_reported_in_the_order_the_model_asked() {
     h(common::harness::call("a-first", "c", Effect::ReadOnly, None));
     h(common::harness::result("a-first", None));
     h(common::harness::call("m-middle", "b", Effect::ReadOnly, None));
+    // Recovery repairs what an earlier holder left: this store handle holds t1 until closed.
+    assert!(store.recover().unwrap().tasks[0].calls.is_empty(), "nothing of its own");
+    store.close().unwrap();
+    let store = common::harness::open(dir.path());
     let report = store.recover().unwrap();
     let order: Vec<&str> = report.tasks[0].calls.iter().map(|c| c.call_id.as_str()).collect();
     assert_eq!(order, ["z-last", "m-middle", "a-first"]);

@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::harness::event::{Body, Effect, EventType, Scope};
+use crate::error::{Error, ErrorKind, Result, UnresolvedCall};
+use crate::harness::event::{AssistantMessage, Body, Effect, EventType, Scope, ToolCall};
 use crate::harness::ids::{CallId, TaskId};
-use crate::harness::state::{ApprovalStatus, CallStatus, TaskState};
+use crate::harness::state::{ApprovalStatus, Call, CallStatus, TaskState};
 
 /// What the store does with a checked event.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +73,7 @@ pub fn check(
         Body::StepEnd(_) if execution.open_step.is_none() => {
             return Err(invalid(event_type, "no step is open"));
         }
+        Body::AssistantMessage(m) => check_announced(task_id, task, m)?,
         Body::ToolCall(c) => return check_dispatch(task_id, task, c, now_us),
         Body::ToolResult(r) => {
             let status = task.session.calls.get(&r.call_id).map(|c| c.status);
@@ -114,6 +115,17 @@ pub fn batch_view(task: &TaskState, bodies: &[Body]) -> TaskState {
     };
     view.control.needs_confirmation = task.control.needs_confirmation;
     view.control.paused = task.control.paused;
+    // The gate on unresolved unknown outcomes looks at every such call, named or not.
+    for (id, call) in &task.session.calls {
+        if call.status == CallStatus::OutcomeUnknown {
+            view.session.calls.insert(id.clone(), call.clone());
+            if let Some(key) = &call.request_key
+                && let Some(effect) = task.side_effects.get(key)
+            {
+                view.side_effects.insert(key.clone(), effect.clone());
+            }
+        }
+    }
     let take_call = |view: &mut TaskState, id: &CallId| {
         if let Some(call) = task.session.calls.get(id) {
             view.session.calls.entry(id.clone()).or_insert_with(|| call.clone());
@@ -163,7 +175,7 @@ fn copy_approval(task: &TaskState, view: &mut TaskState, id: &crate::harness::id
 fn check_dispatch(
     task_id: &TaskId,
     task: &TaskState,
-    call: &crate::harness::event::ToolCall,
+    call: &ToolCall,
     now_us: u64,
 ) -> Result<Verdict> {
     let event_type = EventType::ToolCall;
@@ -191,6 +203,9 @@ fn check_dispatch(
         ));
     }
     if let Some(existing) = task.session.calls.get(&call.call_id) {
+        if !same_request(existing, call) {
+            return Err(call_id_reused(task_id, &call.call_id, existing));
+        }
         match existing.status {
             CallStatus::Completed => {
                 return Ok(Verdict::Duplicate {
@@ -213,6 +228,14 @@ fn check_dispatch(
     }
     if task.control.needs_confirmation && call.effect != Effect::ReadOnly {
         return Err(ErrorKind::NeedsConfirmation { task: task_id.0.clone() }.into());
+    }
+    if call.effect != Effect::ReadOnly {
+        let blocking = unresolved_calls(task, Some(call));
+        if !blocking.is_empty() {
+            return Err(
+                ErrorKind::NeedsRecovery { task: task_id.0.clone(), calls: blocking }.into()
+            );
+        }
     }
     if let Some(id) = &call.approval_id {
         let refused = |reason: &'static str| -> Error {
@@ -239,4 +262,75 @@ fn check_dispatch(
         }
     }
     Ok(Verdict::Write)
+}
+
+/// Whether `call` is the same logical request as the `existing` call under its call id: the
+/// same request key when both carry one, else the same tool and the same argument digest.
+/// An announced call that was never dispatched has no digest yet: only its tool must match.
+fn same_request(existing: &Call, call: &ToolCall) -> bool {
+    if existing.dispatches == 0 {
+        return existing.tool.is_empty() || existing.tool == call.tool;
+    }
+    match (&existing.request_key, &call.request_key) {
+        (Some(earlier), Some(new)) => earlier == new,
+        _ => existing.tool == call.tool && existing.args_digest == call.args_digest,
+    }
+}
+
+fn call_id_reused(task_id: &TaskId, call_id: &CallId, existing: &Call) -> Error {
+    let earlier_seq =
+        if existing.dispatched_seq > 0 { existing.dispatched_seq } else { existing.announced_seq };
+    ErrorKind::CallIdReused {
+        task: task_id.0.clone(),
+        call_id: call_id.0.clone(),
+        earlier_seq,
+        tool: existing.tool.clone(),
+        args_digest: existing.args_digest.clone(),
+    }
+    .into()
+}
+
+/// An `assistant/message` asks for new calls: none of its call ids may name a call the task
+/// already knows, nor appear twice in it.
+fn check_announced(task_id: &TaskId, task: &TaskState, message: &AssistantMessage) -> Result<()> {
+    for (index, requested) in message.tool_calls.iter().enumerate() {
+        if let Some(existing) = task.session.calls.get(&requested.call_id) {
+            return Err(call_id_reused(task_id, &requested.call_id, existing));
+        }
+        if message.tool_calls[..index].iter().any(|c| c.call_id == requested.call_id) {
+            return Err(invalid(
+                EventType::AssistantMessage,
+                format!("call id {:?} appears twice in tool_calls", requested.call_id.0),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The calls of `task` whose outcome a recovery recorded as unknown and that nothing resolved
+/// since: neither a `tool/result`, nor a new dispatch of the call, nor a dispatch of its request
+/// key under another call id. Read-only calls never block. `dispatch` is the call about to be
+/// dispatched: the calls it retries do not count (it resolves them). In call-id order.
+#[must_use]
+pub fn unresolved_calls(task: &TaskState, dispatch: Option<&ToolCall>) -> Vec<UnresolvedCall> {
+    task.session
+        .calls
+        .iter()
+        .filter(|(id, call)| {
+            call.status == CallStatus::OutcomeUnknown
+                && call.effect != Some(Effect::ReadOnly)
+                && !call.request_key.as_ref().is_some_and(|key| {
+                    task.side_effects.get(key).is_some_and(|e| e.call_id != **id)
+                })
+                && !dispatch.is_some_and(|d| {
+                    d.call_id == **id
+                        || (d.request_key.is_some() && d.request_key == call.request_key)
+                })
+        })
+        .map(|(id, call)| UnresolvedCall {
+            call_id: id.0.clone(),
+            tool: call.tool.clone(),
+            plan: call.unknown_plan.clone().unwrap_or_else(|| "ask_user".to_owned()),
+        })
+        .collect()
 }

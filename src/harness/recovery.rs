@@ -18,8 +18,9 @@ use crate::harness::event::{
 };
 use crate::harness::ids::{ApprovalId, CallId, TaskId};
 use crate::harness::state::{ApprovalStatus, Call, CallStatus, TaskState};
-use crate::harness::store::{AppendOptions, Store};
+use crate::harness::store::{AppendOptions, Store, TaskCell};
 use crate::types::Durability;
+use std::sync::atomic::Ordering;
 
 /// What a call turned out to be after the restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -263,24 +264,7 @@ pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
     if let Some(last) = &task.control.last_recovery
         && last.revision == task.revision
     {
-        let calls = last
-            .calls
-            .iter()
-            .filter_map(|d| task.session.calls.get(&d.call_id).map(|c| report_call(&d.call_id, c)))
-            .collect();
-        let resume =
-            if task.control.needs_confirmation { Resume::NeedsConfirmation } else { Resume::Ready };
-        let recovery = TaskRecovery {
-            task: id.clone(),
-            calls,
-            expired: last.expired.clone(),
-            expired_signals: Vec::new(),
-            interrupted_step: None,
-            interrupted_turn: None,
-            resume,
-            events_written: 0,
-        };
-        return (recovery, Vec::new());
+        return (report_last(id, task), Vec::new());
     }
     // Work since the last closed turn or restart: that is what the restart interrupted.
     let closed = task
@@ -358,24 +342,6 @@ pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
             ..Default::default()
         }));
     }
-    let resume_name = match resume {
-        Resume::Ready => "ready",
-        Resume::NeedsConfirmation => "needs_confirmation",
-    };
-    bodies.push(Body::Restored(Restored {
-        resume: resume_name.to_owned(),
-        calls: calls
-            .iter()
-            .map(|c| CallDecision {
-                call_id: c.call_id.clone(),
-                outcome: c.outcome.as_str().to_owned(),
-                plan: c.plan.as_str().to_owned(),
-                ..Default::default()
-            })
-            .collect(),
-        expired: expired.clone(),
-        ..Default::default()
-    }));
     let recovery = TaskRecovery {
         task: id.clone(),
         calls,
@@ -386,7 +352,61 @@ pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
         resume,
         events_written: 0,
     };
+    // Nothing open, nothing to expire, no call to decide and no confirmation to ask for: a
+    // `recovery/restored` would record nothing, so none is written.
+    if bodies.is_empty() && recovery.calls.is_empty() && resume == Resume::Ready {
+        return (recovery, bodies);
+    }
+    let resume_name = match resume {
+        Resume::Ready => "ready",
+        Resume::NeedsConfirmation => "needs_confirmation",
+    };
+    bodies.push(Body::Restored(Restored {
+        resume: resume_name.to_owned(),
+        calls: recovery
+            .calls
+            .iter()
+            .map(|c| CallDecision {
+                call_id: c.call_id.clone(),
+                outcome: c.outcome.as_str().to_owned(),
+                plan: c.plan.as_str().to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        expired: recovery.expired.clone(),
+        ..Default::default()
+    }));
     (recovery, bodies)
+}
+
+/// The report of a task that needs no repair: the decisions of its last recovery (none if it
+/// never had one), each call classified again from the current state.
+fn report_last(id: &TaskId, task: &TaskState) -> TaskRecovery {
+    let (calls, expired) = task.control.last_recovery.as_ref().map_or_else(
+        || (Vec::new(), Vec::new()),
+        |last| {
+            let calls = last
+                .calls
+                .iter()
+                .filter_map(|d| {
+                    task.session.calls.get(&d.call_id).map(|c| report_call(&d.call_id, c))
+                })
+                .collect();
+            (calls, last.expired.clone())
+        },
+    );
+    let resume =
+        if task.control.needs_confirmation { Resume::NeedsConfirmation } else { Resume::Ready };
+    TaskRecovery {
+        task: id.clone(),
+        calls,
+        expired,
+        expired_signals: Vec::new(),
+        interrupted_step: None,
+        interrupted_turn: None,
+        resume,
+        events_written: 0,
+    }
 }
 
 fn report_call(call_id: &CallId, call: &Call) -> CallReport {
@@ -402,41 +422,24 @@ fn report_call(call_id: &CallId, call: &Call) -> CallReport {
 }
 
 impl Store {
-    /// The recovery procedure: for every task, classifies its open calls, closes its open
-    /// step and turn as interrupted, records unknown outcomes, expires one-time and per-run
-    /// approvals and pending cancels, and marks it restored, as one atomic batch per task;
-    /// then syncs. Call it once after opening, before resuming work: restoring is not
-    /// resuming. Running it again without new events writes nothing.
+    /// The recovery procedure, for every task this store handle does not hold yet: classifies
+    /// its open calls, closes its open step and turn as interrupted, records unknown outcomes,
+    /// expires one-time and per-run approvals and pending cancels, and marks it restored, as
+    /// one atomic batch per task; then syncs. A task's first append through this handle does
+    /// the same for that task by itself (`format-spec/harness-recovery.md`, "Holders"), so
+    /// calling this is not required for safety; it is how a harness gets the whole report
+    /// before it resumes. A task already held is reported from its last recovery and gets no
+    /// new event: running it again writes nothing.
     pub fn recover(&self) -> Result<RecoveryReport> {
         if self.log().is_read_only() {
             return Err(crate::error::ErrorKind::ReadOnly.into());
         }
         let mut report = RecoveryReport { dry_run: false, tasks: Vec::new(), events_written: 0 };
         for cell in self.cells() {
-            if cell.revision.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            if cell.revision.load(Ordering::Acquire) == 0 {
                 continue;
             }
-            let recovery = loop {
-                let mut state = cell.state.lock().clone();
-                state.revision = cell.revision.load(std::sync::atomic::Ordering::Acquire);
-                let (mut recovery, bodies) = plan_task(&cell.id, &state);
-                if bodies.is_empty() {
-                    break recovery;
-                }
-                recovery.events_written = bodies.len() as u64;
-                // A compare-and-set on the revision planned from: a delta appended meanwhile
-                // makes it stale, and the task is planned again.
-                let options = AppendOptions {
-                    expected_revision: Some(state.revision),
-                    durability: Some(Durability::Buffered),
-                };
-                match self.append_events(&cell, bodies, options, true) {
-                    Ok(_) => break recovery,
-                    Err(e) if matches!(e.kind(), crate::error::ErrorKind::StaleRevision { .. }) => {
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
+            let recovery = self.take_over(&cell, Durability::Buffered)?;
             report.events_written += recovery.events_written;
             report.tasks.push(recovery);
         }
@@ -446,13 +449,49 @@ impl Store {
         Ok(report)
     }
 
+    /// Takes the task of `cell` over from the holder that wrote it before this store handle
+    /// was opened: appends its repair batch ([`plan_task`]) at `durability` and marks it held.
+    /// A task already held gets no event and is reported from its last recovery.
+    pub(crate) fn take_over(
+        &self,
+        cell: &TaskCell,
+        durability: Durability,
+    ) -> Result<TaskRecovery> {
+        let _guard = cell.takeover.lock();
+        let recovery = loop {
+            let mut state = cell.state.lock().clone();
+            state.revision = cell.revision.load(Ordering::Acquire);
+            if cell.held.load(Ordering::Acquire) {
+                return Ok(report_last(&cell.id, &state));
+            }
+            let (mut recovery, bodies) = plan_task(&cell.id, &state);
+            if bodies.is_empty() {
+                break recovery;
+            }
+            recovery.events_written = bodies.len() as u64;
+            // A compare-and-set on the revision planned from: a delta appended meanwhile
+            // makes it stale, and the task is planned again.
+            let options = AppendOptions {
+                expected_revision: Some(state.revision),
+                durability: Some(durability),
+            };
+            match self.append_events(cell, bodies, options, true) {
+                Ok(_) => break recovery,
+                Err(e) if matches!(e.kind(), crate::error::ErrorKind::StaleRevision { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        };
+        cell.held.store(true, Ordering::Release);
+        Ok(recovery)
+    }
+
     /// What [`Store::recover`] would do, without writing anything (works on a read-only
     /// store).
     #[must_use]
     pub fn plan_recovery(&self) -> RecoveryReport {
         let mut report = RecoveryReport { dry_run: true, tasks: Vec::new(), events_written: 0 };
         for cell in self.cells() {
-            let revision = cell.revision.load(std::sync::atomic::Ordering::Acquire);
+            let revision = cell.revision.load(Ordering::Acquire);
             if revision == 0 {
                 continue;
             }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
@@ -166,11 +166,21 @@ pub(crate) struct TaskCell {
     pub(crate) last_seq: AtomicU64,
     pub(crate) deltas: AtomicU64,
     pub(crate) delta_bytes: AtomicU64,
+    /// Whether this store handle holds the task: it has repaired what an earlier holder left
+    /// (`format-spec/harness-recovery.md`, "Holders"), or the task had no event at open. Set
+    /// only under `takeover`; read without it on every checked append.
+    pub(crate) held: AtomicBool,
+    /// Serialises taking the task over from an earlier holder. Taken before `state`.
+    pub(crate) takeover: Mutex<()>,
 }
 
 impl TaskCell {
+    /// A cell for a task whose folded state is `state`: held at once if it has no event yet,
+    /// else left to be taken over from the holder that wrote it.
     pub(crate) fn new(id: TaskId, state: TaskState) -> TaskCell {
         TaskCell {
+            held: AtomicBool::new(state.revision == 0),
+            takeover: Mutex::new(()),
             revision: AtomicU64::new(state.revision),
             last_seq: AtomicU64::new(state.last_seq),
             deltas: AtomicU64::new(state.execution.deltas),
@@ -275,16 +285,30 @@ impl Store {
     }
 
     /// A handle on task `id`, which need not exist yet (its first event creates it).
+    ///
+    /// On a writable store, the first handle on a task that an earlier holder wrote (a store
+    /// opened before this one: another process, a crashed one, or one closed cleanly) takes
+    /// the task over first: it appends and syncs the task's repair batch, as
+    /// [`Store::recover`] does, so that no one-time authority, pending cancel or in-flight
+    /// call of the earlier holder is inherited (`format-spec/harness-recovery.md`,
+    /// "Holders"). Later handles find the task held and write nothing.
     pub fn task(&self, id: &str) -> Result<Task> {
         check_task_id(id)?;
-        if let Some(cell) = self.inner.cells.read().get(id) {
-            return Ok(Task { store: self.clone(), cell: Arc::clone(cell) });
+        let existing = self.inner.cells.read().get(id).map(Arc::clone);
+        let cell = match existing {
+            Some(cell) => cell,
+            None => {
+                let mut cells = self.inner.cells.write();
+                let cell = cells.entry(TaskId(id.to_owned())).or_insert_with(|| {
+                    Arc::new(TaskCell::new(TaskId(id.to_owned()), TaskState::default()))
+                });
+                Arc::clone(cell)
+            }
+        };
+        if !cell.held.load(Ordering::Acquire) && !self.inner.log.is_read_only() {
+            self.take_over(&cell, Durability::Synced)?;
         }
-        let mut cells = self.inner.cells.write();
-        let cell = cells.entry(TaskId(id.to_owned())).or_insert_with(|| {
-            Arc::new(TaskCell::new(TaskId(id.to_owned()), TaskState::default()))
-        });
-        Ok(Task { store: self.clone(), cell: Arc::clone(cell) })
+        Ok(Task { store: self.clone(), cell })
     }
 
     /// The ids of every task with at least one event, sorted.
@@ -457,6 +481,10 @@ impl Store {
         if by_recovery {
             // Recovery batches every task's repair and syncs once at the end.
             durability = options.durability.unwrap_or(Durability::Synced);
+        }
+        if !by_recovery && !cell.held.load(Ordering::Acquire) {
+            // The first event of this holder: nothing an earlier holder left may be inherited.
+            self.take_over(cell, Durability::Synced)?;
         }
         let now = self.now_us();
         let mut locked = cell.state.lock();

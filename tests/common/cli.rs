@@ -60,11 +60,18 @@ pub fn written(reply: &Value) -> (u64, u64) {
     (reply["seq"].as_u64().expect("seq"), reply["revision"].as_u64().expect("revision"))
 }
 
-/// Asserts an error reply `{"error": code, "message": ..}` exactly; returns the message.
+/// Asserts an error reply `{"error": code, "message": ..}` exactly (plus the fields of the
+/// codes that carry some: `NEEDS_RECOVERY` its task and calls, `CALL_ID_REUSED` its task,
+/// call id and the earlier call); returns the message.
 pub fn refused(reply: &Value, code: &str) -> String {
     let object = reply.as_object().unwrap_or_else(|| panic!("an object: {reply}"));
     let keys: Vec<&str> = object.keys().map(String::as_str).collect();
-    assert_eq!(keys, ["error", "message"], "an error reply: {reply}");
+    let expected: &[&str] = match code {
+        "NEEDS_RECOVERY" => &["error", "message", "task", "calls"],
+        "CALL_ID_REUSED" => &["error", "message", "task", "call_id", "earlier"],
+        _ => &["error", "message"],
+    };
+    assert_eq!(keys, expected, "an error reply: {reply}");
     assert_eq!(reply["error"], code, "{reply}");
     let message = reply["message"].as_str().expect("message").to_owned();
     assert!(!message.is_empty() && !message.contains('\n'), "{reply}");

@@ -331,7 +331,24 @@ fn refused(error: &Error) -> Reply {
     let (code, fatal) = error_code(error.kind());
     let message = error.to_string();
     let fatal = fatal.then(|| message.clone());
-    Reply::Line { reply: json!({ "error": code, "message": message }), fatal }
+    let mut reply = json!({ "error": code, "message": message });
+    match error.kind() {
+        ErrorKind::NeedsRecovery { task, calls } => {
+            reply["task"] = json!(task);
+            reply["calls"] = calls
+                .iter()
+                .map(|c| json!({ "call_id": c.call_id, "tool": c.tool, "plan": c.plan }))
+                .collect();
+        }
+        ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => {
+            reply["task"] = json!(task);
+            reply["call_id"] = json!(call_id);
+            reply["earlier"] =
+                json!({ "seq": earlier_seq, "tool": tool, "args_digest": args_digest });
+        }
+        _ => {}
+    }
+    Reply::Line { reply, fatal }
 }
 
 /// The stable upper-snake code of an error, and whether the store can take no more events.
@@ -341,6 +358,8 @@ fn error_code(kind: &ErrorKind) -> (&'static str, bool) {
         ErrorKind::InvalidEvent { .. } => ("INVALID_EVENT", false),
         ErrorKind::NeedsConfirmation { .. } => ("NEEDS_CONFIRMATION", false),
         ErrorKind::ApprovalRefused { .. } => ("APPROVAL_REFUSED", false),
+        ErrorKind::NeedsRecovery { .. } => ("NEEDS_RECOVERY", false),
+        ErrorKind::CallIdReused { .. } => ("CALL_ID_REUSED", false),
         ErrorKind::LimitExceeded { .. } => ("LIMIT_EXCEEDED", false),
         ErrorKind::Io { .. } => ("IO", true),
         ErrorKind::DiskFull { .. } => ("DISK_FULL", true),
