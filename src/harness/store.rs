@@ -247,7 +247,9 @@ impl std::fmt::Debug for Task {
 impl Store {
     /// Opens (or creates) the store in `dir`: opens the log (recovering its tail), loads the
     /// newest valid snapshot and replays the events after it ([`OpenReport`] says what it
-    /// did). Writes nothing but what the log's own open writes; run [`Store::recover`] next.
+    /// did). Writes nothing but what the log's own open writes. The handle is a new holder
+    /// of every task in the store: the first [`Store::task`] on each takes it over from the
+    /// earlier holder, and [`Store::recover`] takes them all over at once and reports it.
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
         crate::harness::store_open::open(dir.as_ref(), options, false)
     }

@@ -12,6 +12,11 @@
 //! harness talking through a pipe sees each reply before it sends the next line; a file of a
 //! million deltas costs one `write` per buffer, not one per delta.
 //!
+//! Each `emit` process is a holder (`format-spec/harness-recovery.md`, "Holders"): the
+//! library's `Store::task`, called for every line, takes a task written by an earlier process
+//! over before its first line is checked, whether that process crashed, was killed or reached
+//! the end of its input. This module adds no rule of its own.
+//!
 //! Secrets (`{"$secret": ".."}`) are redacted by the library; this module never prints a body
 //! value, and no error message it builds quotes the input.
 

@@ -218,10 +218,19 @@ enum Command {
     /// "receipt":..} (nothing written: do not run the tool again); for a stale
     /// expected_revision {"error":"STALE_REVISION","expected":N,"actual":N}; for any other
     /// refusal {"error":"CODE","message":".."} with CODE one of INVALID_EVENT,
-    /// NEEDS_CONFIRMATION, APPROVAL_REFUSED, LIMIT_EXCEEDED. Nothing is written for a refused
-    /// line and the stream goes on; empty lines are skipped. An I/O failure of the store is
-    /// replied to the same way (code IO, DISK_FULL or POISONED) and ends the command. At the
-    /// end of input the store is synced and closed.
+    /// NEEDS_CONFIRMATION, APPROVAL_REFUSED, LIMIT_EXCEEDED, NEEDS_RECOVERY (plus "task" and
+    /// "calls": [{"call_id","tool","plan"}]) or CALL_ID_REUSED (plus "task", "call_id" and
+    /// "earlier": {"seq","tool","args_digest"}). Nothing is written for a refused line and the
+    /// stream goes on; empty lines are skipped. An I/O failure of the store is replied to the
+    /// same way (code IO, DISK_FULL or POISONED) and ends the command. At the end of input the
+    /// store is synced and closed.
+    ///
+    /// Each emit process is a holder: the first line for a task that an earlier process wrote
+    /// (crashed, killed, or ended at the end of its input) takes the task over, as `recover`
+    /// would: calls left in flight get an unknown outcome, once and run approvals and pending
+    /// cancels expire, the open turn and step close, and a high-risk task asks for a
+    /// control/resume again. A side-effecting call is refused with NEEDS_RECOVERY until each
+    /// unknown outcome that is not read-only has a tool/result or a retry of the same request.
     #[command(after_help = "Exit codes:\n  0  end of input reached (refused lines included), \
                             the store synced and closed\n  1  the store could not be opened \
                             (locked, damaged, not a store), or writing to it or to standard \
