@@ -32,12 +32,14 @@ fn readers_print_what_precedes_the_damage_and_point_to_salvage() {
 
         let run = factlog(&["dump", arg(&dir), "--raw", "--format", "json"], b"");
         assert_points_to_salvage(&run, 3, &path, offset);
-        let printed: Vec<u64> = json_lines(&run).iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+        let printed: Vec<u64> =
+            json_lines(&run).iter().map(|l| l["seq"].as_u64().unwrap()).collect();
         assert_eq!(printed, expected, "{segment}: dump prints every record before the damage");
 
         let run = factlog(&["dump", arg(&dir), "--format", "json", "--type", "tool/result"], b"");
         assert_points_to_salvage(&run, 3, &path, offset);
-        let printed: Vec<u64> = json_lines(&run).iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+        let printed: Vec<u64> =
+            json_lines(&run).iter().map(|l| l["seq"].as_u64().unwrap()).collect();
         let mut before: Vec<u64> = results.values().copied().filter(|s| *s < lost).collect();
         before.sort_unstable();
         assert_eq!(printed, before, "{segment}: the filters still apply");
@@ -50,7 +52,8 @@ fn readers_print_what_precedes_the_damage_and_point_to_salvage() {
 
         let run = factlog(&["export", arg(&dir), "--jsonl"], b"");
         assert_points_to_salvage(&run, 3, &path, offset);
-        let printed: Vec<u64> = json_lines(&run).iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+        let printed: Vec<u64> =
+            json_lines(&run).iter().map(|l| l["seq"].as_u64().unwrap()).collect();
         assert_eq!(printed, expected, "{segment}: export prints every event before the damage");
 
         let run = factlog(&["verify", arg(&dir)], b"");

@@ -55,14 +55,20 @@ fn salvage_reports_gaps_and_recovers_for_sealed_and_active_damage() {
         assert!(gaps[0]["bytes"].as_u64() > Some(0));
         assert!(gaps[0]["reason"].as_str().is_some_and(|r| !r.is_empty()));
         assert_eq!(gaps[0]["lost"]["known"], true);
-        assert_eq!((gaps[0]["lost"]["first_seq"].as_u64(), gaps[0]["lost"]["last_seq"].as_u64()), (Some(lost), Some(lost)));
+        assert_eq!(
+            (gaps[0]["lost"]["first_seq"].as_u64(), gaps[0]["lost"]["last_seq"].as_u64()),
+            (Some(lost), Some(lost))
+        );
         assert_eq!(report["seqs_lost"], 1);
         assert_eq!(report["declared_gaps"][0]["first_seq"], lost);
         assert_eq!(report["records_kept"], before.len() as u64 - 1);
 
         let calls = report["recovery"]["tasks"][0]["calls"].as_array().expect("calls").clone();
         assert_eq!(calls.len(), 1, "{segment}: {calls:?}");
-        assert_eq!((calls[0]["call_id"].as_str(), calls[0]["outcome"].as_str()), (Some(call.as_str()), Some("outcome_unknown")));
+        assert_eq!(
+            (calls[0]["call_id"].as_str(), calls[0]["outcome"].as_str()),
+            (Some(call.as_str()), Some("outcome_unknown"))
+        );
 
         let kept: Vec<u64> = before.iter().copied().filter(|s| *s != lost).collect();
         let after = seqs(&target);

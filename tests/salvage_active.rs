@@ -40,7 +40,8 @@ fn a_flipped_byte_in_the_active_segment_loses_only_its_record() {
     assert_eq!((&report.damage[0].path, report.damage[0].offset), (&path, offset));
     assert_eq!(report.damage[0].lost, Lost::Seqs { first: Seq(lost_seq), last: Seq(lost_seq) });
     assert_eq!(report.last_seq, Some(Seq(last)));
-    let kept: Vec<(u64, Vec<u8>)> = before.iter().filter(|(s, _)| *s != lost_seq).cloned().collect();
+    let kept: Vec<(u64, Vec<u8>)> =
+        before.iter().filter(|(s, _)| *s != lost_seq).cloned().collect();
     assert_eq!(records(&target, last), kept, "every other record, with its seq");
 
     let recovery = report.recovery.as_ref().expect("recovered");

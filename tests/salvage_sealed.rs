@@ -42,7 +42,8 @@ fn a_flipped_byte_in_a_sealed_segment_loses_only_its_record() {
     assert_eq!(report.gaps.len(), 1);
     assert_eq!((report.gaps[0].first, report.gaps[0].end), (Seq(lost_seq), Seq(lost_seq + 1)));
 
-    let kept: Vec<(u64, Vec<u8>)> = before.iter().filter(|(s, _)| *s != lost_seq).cloned().collect();
+    let kept: Vec<(u64, Vec<u8>)> =
+        before.iter().filter(|(s, _)| *s != lost_seq).cloned().collect();
     assert_eq!(records(&target, last), kept, "every other record, with its seq");
 
     let recovery = report.recovery.as_ref().expect("the new store was recovered");

@@ -90,7 +90,11 @@ pub fn records(dir: &Path, last: u64) -> Vec<(u64, Vec<u8>)> {
 
 /// The seq of the result whose frame is in the middle of the segment file `index` (in log
 /// order), neither its first nor its last frame.
-pub fn result_inside_segment(dir: &Path, results: &BTreeMap<String, u64>, index: usize) -> (String, u64) {
+pub fn result_inside_segment(
+    dir: &Path,
+    results: &BTreeMap<String, u64>,
+    index: usize,
+) -> (String, u64) {
     let files = segment_files(dir);
     let inside: Vec<(&String, &u64)> =
         results.iter().filter(|(_, seq)| frame_of(dir, **seq).0 == files[index]).collect();
