@@ -121,6 +121,20 @@ pub enum ErrorKind {
         /// The state schema this build folds.
         supported: u16,
     },
+    /// `factlog salvage` was asked to write into a directory that exists and is not empty;
+    /// nothing was written.
+    TargetNotEmpty {
+        /// The directory named as the new store.
+        dir: PathBuf,
+    },
+    /// `factlog salvage` was asked to write the new store inside the damaged one, which it
+    /// never writes to; nothing was written.
+    TargetInsideSource {
+        /// The damaged log's directory.
+        log_dir: PathBuf,
+        /// The directory named as the new store.
+        target: PathBuf,
+    },
     /// The directory holds no log.
     NotALog {
         /// The directory.
@@ -297,6 +311,8 @@ pub enum CorruptionReason {
     SegmentOrder,
     /// The commit marker of a segment rewrite is damaged (what is wrong).
     BadRewriteMarker(&'static str),
+    /// The gap file of a salvaged log (`GAPS`) is damaged (what is wrong).
+    BadGapFile(&'static str),
     /// Segments of one log are written in different format versions.
     MixedFormatVersions {
         /// The version of the segments before it.
@@ -392,6 +408,9 @@ impl fmt::Display for CorruptionReason {
             }
             CorruptionReason::BadRewriteMarker(what) => {
                 write!(f, "the rewrite marker is damaged ({what})")
+            }
+            CorruptionReason::BadGapFile(what) => {
+                write!(f, "the gap file of a salvaged log is damaged ({what})")
             }
             CorruptionReason::MixedFormatVersions { expected, found } => write!(
                 f,
@@ -498,10 +517,13 @@ impl fmt::Display for Error {
                 if let Some(segment) = segment {
                     write!(f, " (segment {segment})")?;
                 }
+                let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+                let dir = dir.map_or_else(|| "DIR".to_owned(), |d| d.display().to_string());
                 write!(
                     f,
-                    " at offset {offset}: {reason}; restore the file from a backup or \
-                     inspect it with `factlog verify`"
+                    " at offset {offset}: {reason}; copy every intact record into a new store \
+                     with `factlog salvage {dir} --to NEWDIR` (`factlog verify {dir}` shows \
+                     the damage)"
                 )
             }
             ErrorKind::TornTail { segment, path, offset, bytes } => write!(
@@ -555,6 +577,19 @@ impl fmt::Display for Error {
                 "snapshot {} holds state schema {found}, this build folds schema {supported}: \
                  skipped, the state is rebuilt by replaying the log (a newer factlog can use it)",
                 path.display()
+            ),
+            ErrorKind::TargetNotEmpty { dir } => write!(
+                f,
+                "{} exists and is not empty: name a new or empty directory for the salvaged \
+                 store; nothing was written",
+                dir.display()
+            ),
+            ErrorKind::TargetInsideSource { log_dir, target } => write!(
+                f,
+                "{} is inside the damaged log {}, which salvage never writes to: name a \
+                 directory outside it; nothing was written",
+                target.display(),
+                log_dir.display()
             ),
             ErrorKind::NotALog { dir } => write!(
                 f,
@@ -665,6 +700,8 @@ mod tests {
         );
         let text = e.to_string();
         assert!(text.contains("segment 3") && text.contains("offset 128"), "{text}");
+        assert!(text.contains("factlog salvage /d --to NEWDIR"), "{text}");
+        assert!(!text.contains("backup"), "{text}");
         assert!(e.is_corruption());
     }
 }

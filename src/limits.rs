@@ -109,6 +109,11 @@ pub const SNAPSHOT_EVERY_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
 /// Default policy: a snapshot once this many events were appended since the last one.
 pub const SNAPSHOT_EVERY_EVENTS_DEFAULT: u64 = 1_000_000;
 
+/// The most gaps one gap file (`GAPS`, written by `factlog salvage`) may declare. The file is
+/// read whole at every open, so this bounds it to about 1 MiB; a salvage that would declare more
+/// refuses with `LimitExceeded` rather than write a log that every open must wade through.
+pub const GAPS_MAX: usize = 65_536;
+
 const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(FRAME_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(SEGMENT_BYTES_MIN.is_multiple_of(SEGMENT_BYTES_ALIGN));

@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
+use crate::gaps::{self, Gaps};
 use crate::options::Options;
 use crate::prealloc::Preallocator;
 use crate::reader::Reader;
@@ -28,6 +29,7 @@ pub struct Log {
     dir: PathBuf,
     report: RecoveryReport,
     format_version: u16,
+    gaps: Arc<Gaps>,
     inner: Inner,
 }
 
@@ -106,6 +108,7 @@ impl Log {
         if !rewriting {
             refuse_foreign(&segments::list(&*fs, &dir)?, &dir)?;
         }
+        let gaps = Arc::new(gaps::read(&*fs, &dir)?);
         let lock = fs
             .lock_dir(&dir)
             .map_err(|e| Error::io("lock", &dir, e))?
@@ -180,6 +183,7 @@ impl Log {
             dir,
             report,
             format_version: active.header.format_version,
+            gaps,
             inner: Inner::Writer { writer, flusher, lock: Some(lock), closed: false },
         })
     }
@@ -205,6 +209,7 @@ impl Log {
         let Some(active) = listing.segments.last().cloned() else {
             return Err(ErrorKind::NotALog { dir }.into());
         };
+        let gaps = Arc::new(gaps::read(&*fs, &dir)?);
         let analysis = analyze(&*fs, &active)?;
         let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, None)?;
         let last = analysis.next_seq.0 - 1;
@@ -220,8 +225,69 @@ impl Log {
             dir,
             report,
             format_version: active.header.format_version,
+            gaps,
             inner: Inner::ReadOnly { segments: listing.segments, last },
         })
+    }
+
+    /// Opens the log in `dir` read-only like [`Log::open_read_only`], but when it is damaged
+    /// opens the records that precede the first damage instead of failing: a segment header
+    /// that cannot be read ends the log before that segment, and damage in the last readable
+    /// segment ends it where the valid records end. The damage (a [`ErrorKind::Corruption`])
+    /// is returned beside the log; damage inside an earlier segment is found by the reader
+    /// when it gets there, as always. `factlog dump`, `export` and `verify` print what
+    /// precedes the damage this way; `factlog salvage` copies what follows it too.
+    ///
+    /// # Errors
+    /// What [`Log::open_read_only`] returns for anything but corruption (a missing log, an
+    /// unsupported version, an I/O error), and the corruption itself when not even the first
+    /// segment header can be read.
+    pub fn open_read_only_to_damage(
+        dir: impl AsRef<Path>,
+        options: Options,
+    ) -> Result<(Log, Option<Error>)> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let fs = Arc::clone(&options.fs);
+        if rewrite::pending(&*fs, &dir)?.is_some() {
+            return Err(ErrorKind::RewritePending { dir }.into());
+        }
+        if let Err(e) = fs.list_dir(&dir)
+            && e.kind() == io::ErrorKind::NotFound
+        {
+            return Err(ErrorKind::NotALog { dir }.into());
+        }
+        let (listing, mut damage) = segments::list_to_damage(&*fs, &dir)?;
+        let Some(active) = listing.segments.last().cloned() else {
+            return Err(damage.unwrap_or_else(|| ErrorKind::NotALog { dir: dir.clone() }.into()));
+        };
+        let gaps = Arc::new(gaps::read(&*fs, &dir)?);
+        let analysis = analyze(&*fs, &active)?;
+        let tail_cut = match apply_tail(&analysis, &active, options.recovery_mode, None) {
+            Ok(cut) => cut,
+            Err(e) if e.is_corruption() => {
+                damage = Some(e);
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        let last = analysis.next_seq.0 - 1;
+        let report = RecoveryReport {
+            mode: options.recovery_mode,
+            segments: listing.segments.len(),
+            records_scanned: analysis.records,
+            last_seq: some_seq(last),
+            tail_cut,
+        };
+        let log = Log {
+            fs,
+            dir,
+            report,
+            format_version: active.header.format_version,
+            gaps,
+            inner: Inner::ReadOnly { segments: listing.segments, last },
+        };
+        Ok((log, damage))
     }
 
     fn writer(&self) -> Result<&Writer> {
@@ -307,21 +373,34 @@ impl Log {
             Inner::Writer { writer, .. } => writer.reader_view()?,
             Inner::ReadOnly { segments, last } => (segments.clone(), *last),
         };
-        let first_available = segments.first().map_or(1, |s| s.header.first_seq.0);
+        let first_available = self.first_of(&segments).0;
         if from.0.max(1) < first_available {
             return Err(ErrorKind::Reclaimed { requested: from.0, first_available }.into());
         }
-        Ok(Reader::new(Arc::clone(&self.fs), segments, from, last))
+        Ok(Reader::new(Arc::clone(&self.fs), segments, Arc::clone(&self.gaps), from, last))
     }
 
     /// The first sequence number the log holds: 1 unless [`Log::reclaim_before`] removed
-    /// segments.
+    /// segments. A salvaged log whose first records were lost begins where its first declared
+    /// gap begins ([`Log::gaps`]).
     pub fn first_seq(&self) -> Result<Seq> {
         let segments = match &self.inner {
             Inner::Writer { writer, .. } => writer.reader_view()?.0,
             Inner::ReadOnly { segments, .. } => segments.clone(),
         };
-        Ok(segments.first().map_or(Seq(1), |s| s.header.first_seq))
+        Ok(self.first_of(&segments))
+    }
+
+    fn first_of(&self, segments: &[SegmentMeta]) -> Seq {
+        let first = segments.first().map_or(Seq(1), |s| s.header.first_seq);
+        self.gaps.leading(first.0).unwrap_or(first)
+    }
+
+    /// The ranges of sequence numbers a salvage declared lost in this log (none for a log
+    /// that was not written by `factlog salvage`).
+    #[must_use]
+    pub fn gaps(&self) -> &Gaps {
+        &self.gaps
     }
 
     /// Reclaims disk space: deletes the sealed segments whose every record is before

@@ -1,6 +1,7 @@
 //! Reading records in order from any sequence number. Segments are read through read-only
 //! memory maps ([`crate::fs::Fs::map`]); every frame's CRC is checked as it is read, and the
-//! sequence must continue without a gap from one segment to the next.
+//! sequence must continue without a gap from one segment to the next, unless the log's gap file
+//! declares exactly that gap ([`crate::gaps`]).
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use crate::error::{CorruptionReason, Error, Result};
 use crate::frame::{self, Decoded, KIND_BATCH};
 use crate::fs::Fs;
+use crate::gaps::Gaps;
 use crate::limits::{BATCH_ENTRY_HEADER_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use crate::segment;
 use crate::segments::SegmentMeta;
@@ -30,6 +32,7 @@ pub struct Record {
 pub struct Reader {
     fs: Arc<dyn Fs>,
     segments: Vec<SegmentMeta>,
+    gaps: Arc<Gaps>,
     index: usize,
     map: Bytes,
     salt_crc: u32,
@@ -49,12 +52,19 @@ struct Batch {
 
 impl Reader {
     /// A reader of `segments` yielding records `from..=last`.
-    pub(crate) fn new(fs: Arc<dyn Fs>, segments: Vec<SegmentMeta>, from: Seq, last: u64) -> Reader {
+    pub(crate) fn new(
+        fs: Arc<dyn Fs>,
+        segments: Vec<SegmentMeta>,
+        gaps: Arc<Gaps>,
+        from: Seq,
+        last: u64,
+    ) -> Reader {
         let from = from.0.max(1);
         let index = segments.partition_point(|s| s.header.first_seq.0 <= from).saturating_sub(1);
         Reader {
             fs,
             segments,
+            gaps,
             index,
             map: Bytes::new(),
             salt_crc: 0,
@@ -158,7 +168,8 @@ impl Reader {
                             expected: self.next_seq,
                         }));
                     };
-                    if next.header.first_seq.0 != self.next_seq {
+                    let found = next.header.first_seq.0;
+                    if found != self.next_seq && !self.gaps.declares(self.next_seq, found) {
                         return Err(self.corrupt(CorruptionReason::SequenceGap {
                             expected: self.next_seq,
                             found: next.header.first_seq.0,

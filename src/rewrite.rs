@@ -250,13 +250,17 @@ pub fn read_staged(
         .filter(|n| is_staged(n))
         .collect();
     names.sort();
+    let gaps = crate::gaps::read(fs, dir)?;
     let mut next: Option<u64> = None;
     let mut records = 0;
     for name in names {
         let path = dir.join(&name);
         let bytes = fs.map(&path).map_err(|e| Error::io("map", &path, e))?;
         let header = segment::decode_header(&bytes, &path)?;
-        if header.format_version != to || next.is_some_and(|n| n != header.first_seq.0) {
+        let found = header.first_seq.0;
+        if header.format_version != to
+            || next.is_some_and(|n| n != found && !gaps.declares(n, found))
+        {
             return Err(Error::corruption(
                 Some(header.id),
                 &path,

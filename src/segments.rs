@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{CorruptionReason, Error, Result};
+use crate::error::{CorruptionReason, Error, ErrorKind, Result};
 use crate::fs::{Fs, FsFile, OpenMode};
 use crate::limits::{SEGMENT_HEADER_BYTES, ZERO_CHUNK_BYTES};
 use crate::segment::{self, SegmentHeader};
@@ -39,6 +39,36 @@ pub struct Listing {
 /// Lists the segments of `dir` and checks their headers and order; reads one header per
 /// segment and nothing else.
 pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
+    match list_inner(fs, dir, false)? {
+        (listing, None) => Ok(listing),
+        (_, Some(damage)) => Err(damage),
+    }
+}
+
+/// Like [`list`], but a segment whose name, header or place in the order is corrupt ends the
+/// listing before it instead of failing: the segments before it and the corruption are
+/// returned. Other errors (I/O, an unsupported version) still fail.
+pub fn list_to_damage(fs: &dyn Fs, dir: &Path) -> Result<(Listing, Option<Error>)> {
+    list_inner(fs, dir, true)
+}
+
+fn list_inner(fs: &dyn Fs, dir: &Path, stop_at_damage: bool) -> Result<(Listing, Option<Error>)> {
+    let mut segments: Vec<SegmentMeta> = Vec::new();
+    let mut foreign_files = false;
+    let damage = match list_into(fs, dir, &mut segments, &mut foreign_files) {
+        Ok(()) => None,
+        Err(e) if stop_at_damage && matches!(e.kind(), ErrorKind::Corruption { .. }) => Some(e),
+        Err(e) => return Err(e),
+    };
+    Ok((Listing { segments, foreign_files }, damage))
+}
+
+fn list_into(
+    fs: &dyn Fs,
+    dir: &Path,
+    segments: &mut Vec<SegmentMeta>,
+    foreign: &mut bool,
+) -> Result<()> {
     let mut names = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
     names.sort();
     let mut named: Vec<(Seq, String)> = Vec::with_capacity(names.len());
@@ -54,8 +84,8 @@ pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
             foreign_files = true;
         }
     }
+    *foreign = foreign_files;
     named.sort();
-    let mut segments: Vec<SegmentMeta> = Vec::with_capacity(named.len());
     for (seq, name) in named {
         let path = dir.join(name);
         let header = read_header(fs, &path)?;
@@ -92,7 +122,7 @@ pub fn list(fs: &dyn Fs, dir: &Path) -> Result<Listing> {
         }
         segments.push(SegmentMeta { header, path });
     }
-    Ok(Listing { segments, foreign_files })
+    Ok(())
 }
 
 /// Reads and checks the header of the segment file at `path`.

@@ -78,6 +78,14 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
     if listing.segments.is_empty() {
         return Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into());
     }
+    let gaps = match crate::gaps::read(&*fs, dir) {
+        Ok(gaps) => gaps,
+        Err(e) if e.is_corruption() => {
+            report.outcome = VerifyOutcome::Corrupt(e);
+            return Ok(report);
+        }
+        Err(e) => return Err(e),
+    };
     let count = listing.segments.len();
     for (i, meta) in listing.segments.iter().enumerate() {
         let map = fs.map(&meta.path).map_err(|e| Error::io("map", &meta.path, e))?;
@@ -101,10 +109,14 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
                     scan.end_offset,
                     CorruptionReason::SequenceMismatch { expected: scan.next_seq.0, found },
                 )),
-                ScanEnd::Clean | ScanEnd::Bound if scan.next_seq.0 < next => Some(corrupt(
-                    scan.end_offset,
-                    CorruptionReason::SequenceGap { expected: scan.next_seq.0, found: next },
-                )),
+                ScanEnd::Clean | ScanEnd::Bound
+                    if scan.next_seq.0 < next && !gaps.declares(scan.next_seq.0, next) =>
+                {
+                    Some(corrupt(
+                        scan.end_offset,
+                        CorruptionReason::SequenceGap { expected: scan.next_seq.0, found: next },
+                    ))
+                }
                 ScanEnd::Clean | ScanEnd::Bound if scan.next_seq.0 > next => {
                     let (offset, found) = overlap.unwrap_or((scan.end_offset, next));
                     Some(corrupt(

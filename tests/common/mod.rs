@@ -4,6 +4,7 @@
 #![allow(dead_code, reason = "each test file uses a different subset of these helpers")]
 
 pub mod cli;
+pub mod damage;
 pub mod fixtures;
 pub mod harness;
 

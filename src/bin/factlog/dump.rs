@@ -11,6 +11,10 @@
 //! they also select an event whose body is damaged); a record that is not an event never
 //! matches them. `--to` ends the range, inclusive. The line format is shared with `tail`
 //! through [`Printer`].
+//!
+//! A damaged log is read up to its damage ([`factlog::Log::open_read_only_to_damage`]): every
+//! selected record before it is printed, then the damage is named on standard error with a
+//! pointer to `factlog salvage`, and the exit code is 3, unless `--to` ends before it.
 
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
@@ -22,7 +26,8 @@ use serde_json::{Map, Value};
 
 use crate::progress::{Progress, Unit};
 use crate::{
-    DumpArgs, DumpFormat, EXIT_USAGE, Failure, Outcome, base64, is_broken_pipe, require_store,
+    DumpArgs, DumpFormat, EXIT_DAMAGED, EXIT_USAGE, Failure, Outcome, base64, damage_message,
+    is_broken_pipe, require_store,
 };
 
 /// Exit code for every runtime failure of `dump`.
@@ -47,9 +52,10 @@ pub fn run(args: &DumpArgs) -> Outcome {
         event_type: args.event_type.as_deref(),
     };
     require_store(&args.dir, EXIT_FAILURE)?;
-    let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
+    let (log, open_damage) =
+        Log::open_read_only_to_damage(&args.dir, Options::new()).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+        })?;
     let read_error = |error| Failure::new(EXIT_FAILURE, format_args!("read: {error}"));
     // After an explicit reclaim the log starts later: dump what is left, and say so.
     let first = log.first_seq().map_err(read_error)?;
@@ -58,28 +64,40 @@ pub fn run(args: &DumpArgs) -> Outcome {
     }
     let start = args.from.max(first.0);
     let reader = log.read_from(Seq(start)).map_err(read_error)?;
-    let end = log.last_seq().map_or(0, |seq| seq.0).min(args.to.unwrap_or(u64::MAX));
+    let last = log.last_seq().map_or(0, |seq| seq.0);
+    let end = last.min(args.to.unwrap_or(u64::MAX));
     let total = (end + 1).saturating_sub(start);
     let progress = Progress::new("dump", Some(total), Unit::Count("records"), true);
+    // Damage found by the open ends the log before it: it matters only if the range goes on.
+    let mut damage = open_damage.filter(|_| args.to.is_none_or(|to| to > last));
 
     let stdout = io::stdout();
     let mut output = BufWriter::new(stdout.lock());
     let mut line = String::new();
     for record in reader {
-        let record =
-            record.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("read: {error}")))?;
-        if args.to.is_some_and(|to| record.seq.0 > to) {
-            break;
-        }
+        let record = match record {
+            Ok(record) => record,
+            Err(error) if error.is_corruption() => {
+                damage = Some(error);
+                break;
+            }
+            Err(error) => return Err(read_error(error)),
+        };
         progress.set(record.seq.0 + 1 - start);
         line.clear();
         printer.line(&mut line, record.seq, &record.payload);
         if let Err(error) = output.write_all(line.as_bytes()) {
             return write_failed(&error);
         }
+        if args.to.is_some_and(|to| record.seq.0 >= to) {
+            break;
+        }
     }
     if let Err(error) = output.flush() {
         return write_failed(&error);
+    }
+    if let Some(damage) = damage {
+        return Err(Failure::new(EXIT_DAMAGED, damage_message(&args.dir, &damage)));
     }
     Ok(ExitCode::SUCCESS)
 }

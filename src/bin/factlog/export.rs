@@ -10,6 +10,10 @@
 //! event that does not decode) is not skipped: the export stops there with exit 1 and says
 //! which record it is, rather than hand on a transcript with a silent hole. The lines before it
 //! have been printed.
+//!
+//! A damaged store is different: its records are not wrong, they are missing. Every event
+//! before the damage is exported, then the damage is named on standard error with a pointer
+//! to `factlog salvage`, and the exit code is 3.
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -19,7 +23,9 @@ use factlog::{ErrorKind, Log, Options, Seq};
 
 use crate::dump::{event_json_line, write_failed};
 use crate::progress::{Progress, Unit};
-use crate::{EXIT_USAGE, ExportArgs, Failure, Outcome, require_store};
+use crate::{
+    EXIT_DAMAGED, EXIT_USAGE, ExportArgs, Failure, Outcome, damage_message, require_store,
+};
 
 /// Exit code for every runtime failure of `export`.
 const EXIT_FAILURE: u8 = 1;
@@ -32,9 +38,10 @@ pub fn run(args: &ExportArgs) -> Outcome {
         ));
     }
     require_store(&args.dir, EXIT_FAILURE)?;
-    let log = Log::open_read_only(&args.dir, Options::new()).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
+    let (log, mut damage) =
+        Log::open_read_only_to_damage(&args.dir, Options::new()).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
+        })?;
     let read_error = |error| Failure::new(EXIT_FAILURE, format_args!("read: {error}"));
     let first = log.first_seq().map_err(read_error)?;
     if first.0 > 1 {
@@ -47,7 +54,14 @@ pub fn run(args: &ExportArgs) -> Outcome {
     let mut output = BufWriter::new(stdout.lock());
     let mut line = String::new();
     for record in reader {
-        let record = record.map_err(read_error)?;
+        let record = match record {
+            Ok(record) => record,
+            Err(error) if error.is_corruption() => {
+                damage = Some(error);
+                break;
+            }
+            Err(error) => return Err(read_error(error)),
+        };
         progress.set(record.seq.0 + 1 - first.0);
         let event = codec::decode(record.seq, &record.payload)
             .map_err(|error| not_an_event(record.seq, &record.payload, &error))?;
@@ -62,6 +76,9 @@ pub fn run(args: &ExportArgs) -> Outcome {
     }
     if let Err(error) = output.flush() {
         return write_failed(&error);
+    }
+    if let Some(damage) = damage {
+        return Err(Failure::new(EXIT_DAMAGED, damage_message(&args.dir, &damage)));
     }
     Ok(ExitCode::SUCCESS)
 }

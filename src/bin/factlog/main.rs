@@ -23,6 +23,7 @@ mod migrate;
 mod progress;
 mod purge;
 mod recover;
+mod salvage;
 mod state;
 mod tail;
 mod verify;
@@ -127,9 +128,16 @@ enum Command {
     ///
     /// `--task` and `--type` keep only the events of that task and of that type (by their
     /// envelope; records that are not events are left out); `--to` ends the range, inclusive.
+    ///
+    /// On a damaged log every selected record before the damage is printed, then one line on
+    /// standard error names the damage (segment, offset, reason) and points to `factlog
+    /// salvage DIR --to NEWDIR`; a range that ends before the damage (`--to`) is printed whole.
     #[command(after_help = "Exit codes:\n  0  every selected record was printed\n  1  the log \
                             could not be opened or read (the message says why)\n  2  bad \
-                            arguments (an unknown --type, --to before --from)\n\n\
+                            arguments (an unknown --type, --to before --from)\n  3  the log \
+                            is damaged within the range: every selected record before the \
+                            damage was printed, standard error names it and points to \
+                            `factlog salvage`\n\n\
                             Example:\n  factlog dump /tmp/factlog-demo --from 2 --format json\n  \
                             factlog dump /tmp/factlog-store --task t1 --type tool/call --to 40")]
     Dump(DumpArgs),
@@ -141,8 +149,12 @@ enum Command {
     ///
     /// With `--deep`, the store's events are then folded from scratch and compared with the
     /// newest snapshot and with the state an open builds.
+    ///
+    /// On corruption the segments before it are still reported, and one line on standard error
+    /// names the damage and points to `factlog salvage DIR --to NEWDIR`.
     #[command(after_help = "Exit codes:\n  0  clean\n  1  only a torn tail, which an open would \
-                            cut\n  2  corruption, an unsupported format version, or the log \
+                            cut\n  2  corruption (standard error then points to `factlog \
+                            salvage`), an unsupported format version, or the log \
                             could not be read; with --deep also a record that is not an event, \
                             or a snapshot or state that differs from the fold of the events; \
                             also bad arguments\n\n\
@@ -180,9 +192,14 @@ enum Command {
     /// like an envelope field as `body.NAME`). A store holds only events: a record that is not
     /// one (a raw `factlog append` record, a damaged event) stops the export with exit 1,
     /// naming the record, after the lines before it.
+    ///
+    /// On a damaged store every event before the damage is exported, then one line on
+    /// standard error names the damage and points to `factlog salvage DIR --to NEWDIR`.
     #[command(after_help = "Exit codes:\n  0  every event exported\n  1  the store could not \
                             be opened or read, or holds a record that is not an event (the \
-                            message says why)\n  2  bad arguments (--jsonl missing)\n\n\
+                            message says why)\n  2  bad arguments (--jsonl missing)\n  3  the \
+                            store is damaged: every event before the damage was exported, \
+                            standard error names it and points to `factlog salvage`\n\n\
                             Example:\n  factlog export /tmp/factlog-store --jsonl --task t1 \
                             > t1.jsonl")]
     Export(ExportArgs),
@@ -328,6 +345,35 @@ enum Command {
                             Example:\n  factlog migrate /tmp/factlog-store --to 2 --dry-run\n  \
                             factlog migrate /tmp/factlog-store --to 2 --json")]
     Migrate(MigrateArgs),
+
+    /// Copy every intact record of a damaged log into a new store, with the same seqs.
+    ///
+    /// Reads DIR without writing anything to it (no lock, no preallocation), copies every
+    /// valid record before and after each damaged range into NEWDIR (which must not exist or
+    /// be empty, and must lie outside DIR) with its sequence number, and declares each range
+    /// of lost seqs in NEWDIR's GAPS file, at a segment boundary (format-spec/salvage.md).
+    /// When the records are events it then opens the new store and runs the harness recovery
+    /// on it, so a tool call whose tool/result was lost comes back as outcome_unknown, never
+    /// as completed. Snapshots are not copied: the new store folds its state from the kept
+    /// events. If a salvage is interrupted, remove NEWDIR and run it again.
+    ///
+    /// Prints each kept range, each gap (file, segment, offset and length of the damage, why,
+    /// and the seqs lost when the records around it tell) and the recovery. --json prints one
+    /// object: {"source","target","dry_run","format_version","records_kept","seqs_lost",
+    /// "last_seq","kept":[{"source","segment","first_seq","last_seq","records"}],
+    /// "gaps":[{"path","segment","offset","bytes","reason","lost":{"known","first_seq",
+    /// "last_seq","to_end"}}],"declared_gaps":[{"first_seq","end_seq"}],"store",
+    /// "recovery": the object of `recover --json`, or null (dry run, or records that are not
+    /// events)}. --dry-run scans and reports, and writes nothing anywhere.
+    #[command(after_help = "Exit codes:\n  0  the new store was written and recovered (or, \
+                            with --dry-run, the report printed); also when DIR had no damage\n  \
+                            1  DIR could not be read, NEWDIR exists and is not empty or lies \
+                            inside DIR, or the new store could not be written, opened or \
+                            recovered (the message says why)\n  2  bad arguments\n\n\
+                            Example:\n  factlog verify /tmp/factlog-store\n  \
+                            factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --dry-run\n  \
+                            factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --json")]
+    Salvage(SalvageArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -449,6 +495,21 @@ struct MigrateArgs {
     /// Where to copy the backup (a new or empty directory).
     #[arg(long)]
     backup: Option<PathBuf>,
+    /// Print a single JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct SalvageArgs {
+    /// The damaged log or store (only read).
+    dir: PathBuf,
+    /// The new store: a directory that does not exist or is empty, outside DIR.
+    #[arg(long, value_name = "NEWDIR")]
+    to: PathBuf,
+    /// Only report what would be kept and lost; write nothing anywhere.
+    #[arg(long)]
+    dry_run: bool,
     /// Print a single JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -582,6 +643,7 @@ fn main() -> ExitCode {
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Migrate(args) => migrate::run(&args),
+        Command::Salvage(args) => salvage::run(&args),
     };
     match outcome {
         Ok(code) => code,
@@ -693,6 +755,26 @@ fn open_read_only(dir: &Path, exit_code: u8) -> Result<factlog::Store, Failure> 
     factlog::Store::open_read_only(dir, factlog::StoreOptions::new()).map_err(|error| {
         Failure::new(exit_code, format_args!("cannot open {}: {error}", dir.display()))
     })
+}
+
+/// Exit code of `dump` and `export` for a damaged log: what precedes the damage was printed.
+const EXIT_DAMAGED: u8 = 3;
+
+/// The one line that names damage met by `dump`, `export` or `verify` and points to salvage.
+fn damage_message(dir: &Path, error: &factlog::Error) -> String {
+    let at = match error.kind() {
+        factlog::ErrorKind::Corruption { segment, path, offset, reason } => {
+            let segment = segment.map_or_else(String::new, |id| format!("segment {} ", id.0));
+            format!("{segment}({}) at offset {offset}: {reason}", path.display())
+        }
+        _ => error.to_string(),
+    };
+    format!(
+        "{} is damaged: {at}; every record before the damage was printed; copy every intact \
+         record into a new store with `factlog salvage {} --to NEWDIR`",
+        dir.display(),
+        dir.display()
+    )
 }
 
 /// Whether an output error only means the reader went away (e.g. `factlog dump | head`).

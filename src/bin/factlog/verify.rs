@@ -4,6 +4,9 @@
 //! Finding damage is the command's answer, not its failure: the report goes to standard output
 //! (text, or one JSON object with `--json`). Only a log that cannot be read at all (a missing
 //! directory, an I/O error) also gets the one-line `factlog: ...` message on standard error.
+//! Corruption also gets one line there, naming it and pointing to `factlog salvage`.
+//! The report is written whole through a locked standard output; a reader that went away
+//! (`factlog verify DIR | head -1`) ends it quietly with the finding's exit code.
 //!
 //! `--deep` then opens the store read-only and asks the library to rebuild the state from the
 //! events ([`factlog::Store::verify_deep`]): the newest snapshot must equal the rebuild folded
@@ -14,6 +17,8 @@
 //! be rebuilt at all, and is also exit code 2. A snapshot that had to be skipped is reported but
 //! does not change the exit code: it is only an accelerator, and an open falls back past it.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -27,7 +32,7 @@ use serde_json::{Value, json};
 
 use crate::counting_fs::{Counters, CountingFs};
 use crate::progress::{Progress, Unit, segment_bytes};
-use crate::{Failure, Outcome, VerifyArgs};
+use crate::{Failure, Outcome, VerifyArgs, damage_message, is_broken_pipe, report_failure};
 
 const EXIT_CLEAN: u8 = 0;
 const EXIT_TORN_TAIL: u8 = 1;
@@ -90,7 +95,10 @@ pub fn run(args: &VerifyArgs) -> Outcome {
                         "exit_code": EXIT_CORRUPT,
                         "error": error_json(&error),
                     });
-                    println!("{object}");
+                    let mut out = String::new();
+                    say!(out, "{object}");
+                    // A closed pipe leaves nobody to read it; the failure line still goes out.
+                    let _ = write_stdout(&out);
                 }
                 Err(Failure::new(
                     EXIT_CORRUPT,
@@ -99,6 +107,22 @@ pub fn run(args: &VerifyArgs) -> Outcome {
             }
         },
     }
+}
+
+/// Appends one line to the report being built.
+macro_rules! say {
+    ($out:expr, $($arg:tt)*) => {{
+        // Writing into a String cannot fail.
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+use say;
+
+/// Writes the whole report through a locked standard output.
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
 }
 
 fn torn_tail(cut: &TailCut) -> Finding<'static> {
@@ -128,17 +152,32 @@ fn print(
     if deep.as_ref().is_some_and(|deep| !deep_ok(deep)) {
         exit_code = EXIT_CORRUPT;
     }
+    let mut out = String::new();
     if args.json {
         let mut object = report_json(args, report, finding, exit_code);
         if args.deep {
             object["deep"] = deep.as_ref().map_or(Value::Null, deep_json);
         }
-        println!("{object}");
+        say!(out, "{object}");
     } else {
-        print_text(report, finding);
+        print_text(&mut out, report, finding);
         if let Some(deep) = &deep {
-            print_deep_text(deep);
+            print_deep_text(&mut out, deep);
         }
+    }
+    if let Err(error) = write_stdout(&out)
+        && !is_broken_pipe(&error)
+    {
+        report_failure(&format!("writing stdout: {error}"));
+        return ExitCode::from(EXIT_CORRUPT);
+    }
+    if let Finding::Corrupt(error) = finding
+        && matches!(error.kind(), ErrorKind::Corruption { .. })
+    {
+        report_failure(&damage_message(&args.dir, error).replace(
+            "every record before the damage was printed",
+            "the segments before it were checked",
+        ));
     }
     ExitCode::from(exit_code)
 }
@@ -159,11 +198,11 @@ fn deep_ok(deep: &Result<DeepVerify, Error>) -> bool {
     deep.as_ref().is_ok_and(|deep| deep.live_matches && deep.snapshot_matches != Some(false))
 }
 
-fn print_deep_text(deep: &Result<DeepVerify, Error>) {
+fn print_deep_text(out: &mut String, deep: &Result<DeepVerify, Error>) {
     let deep = match deep {
         Ok(deep) => deep,
         Err(error) => {
-            println!("deep: the store cannot be folded: {}", deep_error_text(error));
+            say!(out, "deep: the store cannot be folded: {}", deep_error_text(error));
             return;
         }
     };
@@ -171,8 +210,9 @@ fn print_deep_text(deep: &Result<DeepVerify, Error>) {
     // would be false, and removing the snapshots (the advice for a store with all its events)
     // would leave a store that cannot be opened at all.
     match &deep.rebuilt_from {
-        None => println!("deep: {} events folded from scratch", deep.events),
-        Some(base) => println!(
+        None => say!(out, "deep: {} events folded from scratch", deep.events),
+        Some(base) => say!(
+            out,
             "deep: rebuilt from snapshot {} (covers seq {}; the segments before it were \
              reclaimed) + {} events: {}",
             base.path.display(),
@@ -183,41 +223,46 @@ fn print_deep_text(deep: &Result<DeepVerify, Error>) {
     }
     let rebuild = if deep.rebuilt_from.is_some() { "the rebuild" } else { "the fold" };
     match (&deep.snapshot, deep.snapshot_matches) {
-        (Some(meta), Some(true)) => println!(
+        (Some(meta), Some(true)) => say!(
+            out,
             "deep: snapshot {} (events through seq {}) equals {rebuild} of its events",
             meta.path.display(),
             meta.covered_seq.0
         ),
-        (Some(meta), Some(false)) => println!(
+        (Some(meta), Some(false)) => say!(
+            out,
             "deep: snapshot {} (events through seq {}) differs from {rebuild} of its events: \
              remove it, and the next open rebuilds the state from {}",
             meta.path.display(),
             meta.covered_seq.0,
             rebuild_source(deep)
         ),
-        (Some(meta), None) => println!(
+        (Some(meta), None) => say!(
+            out,
             "deep: snapshot {} (events through seq {}) is the one the state was rebuilt from: \
              its events were reclaimed, so it was checked for integrity only, not against them",
             meta.path.display(),
             meta.covered_seq.0
         ),
-        (None, _) => println!("deep: no snapshot to compare"),
+        (None, _) => say!(out, "deep: no snapshot to compare"),
     }
     match (deep.live_matches, deep.rebuilt_from.is_some()) {
-        (true, false) => println!("deep: the state an open builds equals the fold of every event"),
-        (true, true) => println!("deep: the state an open builds equals the rebuild"),
-        (false, false) => println!(
+        (true, false) => say!(out, "deep: the state an open builds equals the fold of every event"),
+        (true, true) => say!(out, "deep: the state an open builds equals the rebuild"),
+        (false, false) => say!(
+            out,
             "deep: the state an open builds differs from the fold of every event: remove the \
              snapshots, and the next open rebuilds the state from the events"
         ),
-        (false, true) => println!(
+        (false, true) => say!(
+            out,
             "deep: the state an open builds differs from the rebuild: remove the snapshots newer \
              than the one it started from, and the next open rebuilds the state from {}",
             rebuild_source(deep)
         ),
     }
     for (path, reason) in &deep.skipped_snapshots {
-        println!("deep: snapshot {} skipped by an open: {reason}", path.display());
+        say!(out, "deep: snapshot {} skipped by an open: {reason}", path.display());
     }
 }
 
@@ -283,10 +328,10 @@ fn deep_json(deep: &Result<DeepVerify, Error>) -> Value {
     }
 }
 
-fn print_text(report: Option<&VerifyReport>, finding: &Finding<'_>) {
+fn print_text(out: &mut String, report: Option<&VerifyReport>, finding: &Finding<'_>) {
     if let Some(report) = report {
         for segment in &report.segments {
-            println!("{}", segment_text(segment));
+            say!(out, "{}", segment_text(segment));
         }
     }
     match finding {
@@ -296,15 +341,16 @@ fn print_text(report: Option<&VerifyReport>, finding: &Finding<'_>) {
             });
             let last = last_seq.map_or_else(|| "none".to_owned(), |seq| seq.0.to_string());
             let plural = if segments == 1 { "" } else { "s" };
-            println!("clean: {segments} segment{plural}, {records} records, last seq {last}");
+            say!(out, "clean: {segments} segment{plural}, {records} records, last seq {last}");
         }
         Finding::TornTail { segment, path, offset, bytes } => {
-            println!(
+            say!(
+                out,
                 "torn tail: segment {segment} ({path}) at offset {offset}: {bytes} bytes after \
                  the last valid record, which an open would cut"
             );
         }
-        Finding::Corrupt(error) => println!("{}", corrupt_text(error)),
+        Finding::Corrupt(error) => say!(out, "{}", corrupt_text(error)),
     }
 }
 
