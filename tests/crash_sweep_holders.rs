@@ -29,8 +29,8 @@ fn seeds() -> u64 {
 fn workload(seed: u64) -> (Vec<Op>, Vec<Op>) {
     let mut generator = Gen::default();
     let mut rng = Rng(seed);
-    let ops = generator.ops(&mut rng, 70);
-    let after = generator.ops(&mut rng, 16);
+    let ops = generator.ops(&mut rng, 160);
+    let after = generator.ops(&mut rng, 30);
     (ops, after)
 }
 
