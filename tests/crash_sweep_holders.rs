@@ -134,11 +134,10 @@ fn the_workload_reaches_the_states_the_rules_are_about() {
 
 #[test]
 fn the_checker_catches_authority_that_survives_a_restart() {
-    // A checker that cannot fail proves nothing. Write, with a raw log on the same disk, a
-    // `once` grant after the store's last event: the store never acknowledged it, but it is
-    // in the log, so the next holder must expire it. Then make the store forget that it
-    // expired: a log whose grant is re-stated after the takeover's batch is what a missing
-    // expiry would look like, and the checker must say so.
+    // A checker that cannot fail proves nothing: once a new holder has taken the tasks over
+    // (and passed), grant one of the earlier holder's `once`/`run` approvals again under its
+    // id, which is what a takeover that forgot to expire it would leave, and check again with
+    // the earlier acknowledgements: the checker must report it.
     let (ops, _) = workload(1);
     let fs = SimFs::new(1);
     let mut acks = Acks::default();
@@ -151,16 +150,12 @@ fn the_checker_catches_authority_that_survives_a_restart() {
         .copied()
         .expect("a once or run grant");
     holder_workload::check_holder(&store, &acks, false).unwrap();
-    // Granting it again through the store is allowed (a new grant by this holder): the
-    // checker, told this holder's grant came from an earlier one, must refuse the state.
     let task = store.task(holder_workload::TASKS[grant.0]).unwrap();
-    task.append(factlog::harness::Body::ApprovalGrant(
-        factlog::harness::event::ApprovalGrant {
-            approval_id: format!("a{}", grant.1).as_str().into(),
-            scope: grant.2,
-            ..Default::default()
-        },
-    ))
+    task.append(factlog::harness::Body::ApprovalGrant(factlog::harness::event::ApprovalGrant {
+        approval_id: format!("a{}", grant.1).as_str().into(),
+        scope: grant.2,
+        ..Default::default()
+    }))
     .unwrap();
     let err = holder_workload::check_holder(&store, &acks, false).unwrap_err();
     assert!(err.contains("still granted"), "{err}");

@@ -71,11 +71,8 @@ pub fn run(data: &[u8]) -> Outcome {
         panic!("{violation}\nuncrashed first holder, seed {seed:#x}\nops: {ops:?}");
     }
     let total = fs.ops();
-    let crash_at = if crash_choice == u16::MAX {
-        None
-    } else {
-        Some(u64::from(crash_choice) % (total + 1))
-    };
+    let crash_at =
+        if crash_choice == u16::MAX { None } else { Some(u64::from(crash_choice) % (total + 1)) };
     let crash_again = again_choice.checked_sub(1).map(u64::from);
     if let Err(violation) =
         holder_workload::scenario(&ops, &after, crash_at, crash_again, model, seed)

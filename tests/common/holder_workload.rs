@@ -65,21 +65,40 @@ pub fn options(fs: &SimFs) -> StoreOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// `task/contract` (the first operation on each task).
-    Contract { task: usize, high: bool },
+    Contract {
+        task: usize,
+        high: bool,
+    },
     TurnStart(usize),
     TurnEnd(usize),
     StepStart(usize),
     StepEnd(usize),
     /// `approval/request`.
-    Request { task: usize, approval: u32 },
+    Request {
+        task: usize,
+        approval: u32,
+    },
     /// `approval/grant`; each approval is granted at most once in a workload.
-    Grant { task: usize, approval: u32, scope: Scope },
+    Grant {
+        task: usize,
+        approval: u32,
+        scope: Scope,
+    },
     /// `control/cancel`.
     Cancel(usize),
     /// `tool/call`; the tool is named after the effect, the key (if any) after the call.
-    Call { task: usize, call: u32, effect: Effect, key: bool, approval: Option<u32> },
+    Call {
+        task: usize,
+        call: u32,
+        effect: Effect,
+        key: bool,
+        approval: Option<u32>,
+    },
     /// `tool/result`.
-    Result { task: usize, call: u32 },
+    Result {
+        task: usize,
+        call: u32,
+    },
     /// `assistant/delta`.
     Delta(usize),
     /// `control/resume`.
@@ -116,7 +135,8 @@ impl Choices for Rng {
     }
 }
 
-const EFFECTS: [Effect; 4] = [Effect::ReadOnly, Effect::Idempotent, Effect::Queryable, Effect::Unsafe];
+const EFFECTS: [Effect; 4] =
+    [Effect::ReadOnly, Effect::Idempotent, Effect::Queryable, Effect::Unsafe];
 const SCOPES: [Scope; 3] = [Scope::Once, Scope::Run, Scope::Persistent];
 
 /// Builds workloads that are mostly protocol-valid (so that they reach deep states) with some
@@ -149,11 +169,19 @@ impl Gen {
             0..=7 => {
                 self.turn_open[task] = !self.turn_open[task];
                 self.step_open[task] = false;
-                out.push(if self.turn_open[task] { Op::TurnStart(task) } else { Op::TurnEnd(task) });
+                out.push(if self.turn_open[task] {
+                    Op::TurnStart(task)
+                } else {
+                    Op::TurnEnd(task)
+                });
             }
             8..=13 => {
                 self.step_open[task] = !self.step_open[task];
-                out.push(if self.step_open[task] { Op::StepStart(task) } else { Op::StepEnd(task) });
+                out.push(if self.step_open[task] {
+                    Op::StepStart(task)
+                } else {
+                    Op::StepEnd(task)
+                });
             }
             14..=25 => {
                 let approval = self.next_approval;
@@ -433,8 +461,7 @@ fn check_task(
 ) -> Result<(), String> {
     let state = handle.state();
     for (id, approval) in &state.control.approvals {
-        if approval.status == ApprovalStatus::Granted && approval.scope != Some(Scope::Persistent)
-        {
+        if approval.status == ApprovalStatus::Granted && approval.scope != Some(Scope::Persistent) {
             return Err(format!(
                 "approval {} ({:?}) of an earlier holder is still granted",
                 id.0, approval.scope
@@ -531,7 +558,9 @@ fn unresolved(state: &TaskState) -> Vec<String> {
         .session
         .calls
         .iter()
-        .filter(|(_, c)| c.status == CallStatus::OutcomeUnknown && c.effect != Some(Effect::ReadOnly))
+        .filter(|(_, c)| {
+            c.status == CallStatus::OutcomeUnknown && c.effect != Some(Effect::ReadOnly)
+        })
         .map(|(id, _)| id.0.clone())
         .collect()
 }
