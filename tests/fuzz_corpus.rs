@@ -15,16 +15,18 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use bodies::{
-    event_decode, frame_decode, ops_crash, seeds, segment_header, snapshot_decode, tail_recovery,
+    event_decode, frame_decode, holder_crash, ops_crash, seeds, segment_header, snapshot_decode,
+    tail_recovery,
 };
 
-const TARGETS: [&str; 6] = [
+const TARGETS: [&str; 7] = [
     "frame_decode",
     "segment_header",
     "tail_recovery",
     "ops_crash",
     "snapshot_decode",
     "event_decode",
+    "holder_crash",
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -152,6 +154,15 @@ fn event_decode_corpus_replays_and_reaches_every_path() {
 }
 
 #[test]
+fn holder_crash_corpus_replays_and_crashes_holders() {
+    let outcomes = corpus("holder_crash", holder_crash::run);
+    assert!(outcomes.iter().any(|o| o.crashed && o.ops > 50), "{outcomes:?}");
+    assert!(outcomes.iter().any(|o| !o.crashed), "a clean close: {outcomes:?}");
+    assert!(outcomes.iter().any(|o| o.crashed_again), "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| o.grants > 0), "every seed grants: {outcomes:?}");
+}
+
+#[test]
 fn regressions_stay_fixed() {
     let mut replayed = 0;
     replayed += replay(&inputs("regressions", "frame_decode"), frame_decode::run).len();
@@ -160,6 +171,7 @@ fn regressions_stay_fixed() {
     replayed += replay(&inputs("regressions", "ops_crash"), ops_crash::run).len();
     replayed += replay(&inputs("regressions", "snapshot_decode"), snapshot_decode::run).len();
     replayed += replay(&inputs("regressions", "event_decode"), event_decode::run).len();
+    replayed += replay(&inputs("regressions", "holder_crash"), holder_crash::run).len();
     println!("{replayed} regression inputs replayed");
 }
 

@@ -11,6 +11,7 @@
 
 pub mod event_decode;
 pub mod frame_decode;
+pub mod holder_crash;
 pub mod input;
 pub mod ops_crash;
 pub mod seeds;
@@ -20,3 +21,5 @@ pub mod tail_recovery;
 
 #[path = "../../tests/common/crash_workload.rs"]
 mod crash_workload;
+#[path = "../../tests/common/holder_workload.rs"]
+mod holder_workload;

@@ -11,7 +11,7 @@ use factlog::frame;
 use factlog::segment::SegmentHeader;
 use factlog::{SegmentId, Seq};
 
-use super::{event_decode, frame_decode, snapshot_decode};
+use super::{event_decode, frame_decode, holder_crash, snapshot_decode};
 
 /// The salt of the format spec's examples.
 pub const SALT: u64 = 0x0123_4567_89AB_CDEF;
@@ -51,6 +51,9 @@ pub fn all() -> Vec<Seed> {
     }
     for (name, bytes) in event_decode::seeds() {
         add("event_decode", &name, bytes);
+    }
+    for (name, bytes) in holder_crash::seeds() {
+        add("holder_crash", name, bytes);
     }
     seeds
 }
