@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::created::{Created, Undo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
 use crate::options::Options;
@@ -13,7 +14,8 @@ use crate::prealloc::Preallocator;
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
 use crate::rewrite;
-use crate::segments::{self, SegmentMeta};
+use crate::segment;
+use crate::segments::{self, LOCK_FILE_NAME, PREALLOC_FILE_NAME, SegmentMeta};
 use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
 use crate::writer::{Writer, WriterStart};
 
@@ -29,6 +31,8 @@ pub struct Log {
     report: RecoveryReport,
     format_version: u16,
     inner: Inner,
+    /// What this open created, for [`Log::discard_created`].
+    created: Created,
 }
 
 enum Inner {
@@ -94,11 +98,21 @@ impl Log {
     /// needed. Takes the directory's exclusive lock ([`ErrorKind::Locked`] if another writer
     /// holds it) and recovers the active segment as [`Options::recovery_mode`] says; the
     /// report is in [`Log::recovery_report`].
+    ///
+    /// An open that creates the log and then fails (a nearly full disk, say) removes what it
+    /// created: the directories, the first segment, the preallocation file and the lock file.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Log> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let fs = Arc::clone(&options.fs);
-        ensure_dir(&*fs, &dir)?;
+        // Dropped after the lock and the writer below, so it removes files no one holds.
+        let mut undo = Undo::new(Arc::clone(&fs));
+        ensure_dir(&*fs, &dir, &mut undo.created.dirs)?;
+        let had_lock_file = fs
+            .list_dir(&dir)
+            .map_err(|e| Error::io("list directory", &dir, e))?
+            .iter()
+            .any(|name| name == LOCK_FILE_NAME);
         // A committed rewrite is ours and is completed under the lock before anything is read;
         // without one, refuse someone else's directory before leaving anything in it, not even
         // a lock file.
@@ -117,6 +131,12 @@ impl Log {
         refuse_foreign(&listing, &dir)?;
         let mut segs = listing.segments;
         if segs.is_empty() {
+            let files = &mut undo.created.files;
+            files.push(dir.join(PREALLOC_FILE_NAME));
+            files.push(dir.join(segment::file_name(Seq(1))));
+            if !had_lock_file {
+                files.push(dir.join(LOCK_FILE_NAME));
+            }
             let first = Preallocator::new(Arc::clone(&fs), &dir, options.segment_bytes, false)?;
             let (_file, meta) = segments::install(
                 &*fs,
@@ -138,7 +158,9 @@ impl Log {
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
-        let capacity = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
+        // A segment created while space was short is shorter than a segment: appends grow it.
+        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))?;
+        let capacity = (file_bytes / 8 * 8).max(options.segment_bytes);
         // Started only once open is sure to succeed, so a refused open leaves no file behind.
         let prealloc = Preallocator::new(
             Arc::clone(&fs),
@@ -175,13 +197,26 @@ impl Log {
         } else {
             None
         };
+        let created = undo.disarm();
         Ok(Log {
             fs,
             dir,
             report,
             format_version: active.header.format_version,
             inner: Inner::Writer { writer, flusher, lock: Some(lock), closed: false },
+            created,
         })
+    }
+
+    /// Closes a log whose open created it and removes everything that open created, for a
+    /// layer above (the store) whose own open failed after the log's. A log that existed
+    /// before is only closed.
+    pub(crate) fn discard_created(mut self) {
+        let _ = self.shutdown();
+        let mut created = std::mem::take(&mut self.created);
+        let fs = Arc::clone(&self.fs);
+        drop(self);
+        created.remove(&*fs);
     }
 
     /// The segment format version of this log (`format-spec/versions.md`): every segment of
@@ -221,6 +256,7 @@ impl Log {
             report,
             format_version: active.header.format_version,
             inner: Inner::ReadOnly { segments: listing.segments, last },
+            created: Created::default(),
         })
     }
 
@@ -446,7 +482,8 @@ fn parent_dir(path: &Path) -> Option<&Path> {
 /// open may have created `dir` and failed before its sync; a parent that cannot be opened for
 /// that (no read permission) was not created by us, and its entry is as durable as the
 /// system made it.
-fn ensure_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
+/// Each directory created is pushed to `created`, outermost first.
+fn ensure_dir(fs: &dyn Fs, dir: &Path, created: &mut Vec<PathBuf>) -> Result<()> {
     let mut missing = Vec::new();
     let mut at = Some(dir);
     while let Some(level) = at {
@@ -466,6 +503,7 @@ fn ensure_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
     };
     for level in missing.iter().rev() {
         fs.create_dir_all(level).map_err(|e| Error::io("create directory", level, e))?;
+        created.push(level.to_path_buf());
         sync_parent(level, false)?;
     }
     if missing.is_empty() {
