@@ -158,9 +158,12 @@ impl Log {
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
-        // A segment created while space was short is shorter than a segment: appends grow it.
-        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))?;
-        let capacity = (file_bytes / 8 * 8).max(options.segment_bytes);
+        // The file length is the capacity (`format-spec/segment.md`). A segment that was not
+        // preallocated (space was short) and holds no record yet may grow to a whole segment:
+        // an empty segment cannot be sealed. One holding records is sealed at the next roll.
+        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
+        let empty = analysis.next_seq == active.header.first_seq;
+        let capacity = if empty { file_bytes.max(options.segment_bytes) } else { file_bytes };
         // Started only once open is sure to succeed, so a refused open leaves no file behind.
         let prealloc = Preallocator::new(
             Arc::clone(&fs),

@@ -147,6 +147,17 @@ fn a_log_or_store_whose_creation_fails_on_a_full_disk_leaves_nothing_behind() {
     Log::open("/empty", options(&fs)).unwrap_err();
     assert_eq!(fs.list_dir(Path::new("/empty")).unwrap(), Vec::<String>::new());
 
+    // Room for records but not for a preallocation: the log is created with a header-only
+    // segment, which still takes records after a reopen, growing as they come.
+    leave_free(&fs, 4 * SEGMENT_BYTES);
+    Log::open("/short", options(&fs)).unwrap().close().unwrap();
+    assert_eq!(len_of(&fs, &Path::new("/short").join("00000000000000000001.seg")), Some(64));
+    let log = Log::open("/short", options(&fs)).unwrap();
+    for _ in 0..20 {
+        log.append(&[1u8; 1000], Durability::Synced).unwrap();
+    }
+    log.close().unwrap();
+
     // Once there is room the same open succeeds.
     fs.remove_file(Path::new(FILLER)).unwrap();
     let log = Log::open("/a/b/log", options(&fs)).unwrap();
