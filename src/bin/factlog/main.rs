@@ -63,7 +63,8 @@ enum Command {
     /// use `factlog emit`). Each line (without its "\n"; any other byte, "\r" included, is
     /// kept) becomes one record. Its sequence number is printed as a decimal line on
     /// standard output, flushed, once the record meets the requested durability. At the end
-    /// of input everything is flushed and synced, and the command exits 0.
+    /// of input everything is flushed and synced, and the command exits 0; also when standard
+    /// output is closed, after syncing what was appended.
     #[command(after_help = "Exit codes:\n  0  end of input reached, every record appended, \
                             flushed and synced\n  1  the log could not be opened or an append \
                             failed, or DIR is a harness store (the message says why)\n  2  bad \
@@ -223,11 +224,13 @@ enum Command {
     /// NEEDS_CONFIRMATION, APPROVAL_REFUSED, LIMIT_EXCEEDED. Nothing is written for a refused
     /// line and the stream goes on; empty lines are skipped. An I/O failure of the store is
     /// replied to the same way (code IO, DISK_FULL or POISONED) and ends the command. At the
-    /// end of input the store is synced and closed.
+    /// end of input the store is synced and closed. A closed standard output ends the
+    /// command quietly (exit 0) after the store is closed: nobody reads the replies.
     #[command(after_help = "Exit codes:\n  0  end of input reached (refused lines included), \
                             the store synced and closed\n  1  the store could not be opened \
                             (locked, damaged, not a store), or writing to it or to standard \
-                            output failed (the message says why)\n  2  bad arguments\n\n\
+                            output failed (the message says why; a closed standard output \
+                            exits 0)\n  2  bad arguments\n\n\
                             Example:\n  echo '{\"task\":\"t1\",\"type\":\"task/contract\",\
                             \"goal\":\"publish\",\"risk\":\"high\"}' | factlog emit \
                             /tmp/factlog-store")]
