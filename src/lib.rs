@@ -91,6 +91,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod created;
 pub mod error;
 pub mod frame;
 pub mod fs;

@@ -71,6 +71,35 @@ pub const GROUP_COMMIT_WAIT_US_MAX: u64 = 100;
 /// two `fdatasync`s here. Single-threaded appenders lead their own syncs and never poll.
 pub const GROUP_COMMIT_SPIN_US_MAX: u64 = 400;
 
+/// The least free space the preallocator leaves on a file system after reserving a segment,
+/// whatever its size: a preallocated segment only saves the append path some block
+/// allocations, and taking the last free space of a disk shared with other programs (and
+/// with this store's own snapshots) would turn that optimisation into an outage. The margin
+/// is also at least one segment and [`PREALLOC_FREE_PERCENT_MIN`] of the file system
+/// ([`prealloc_free_bytes_min`]).
+pub const PREALLOC_FREE_BYTES_MIN: u64 = 64 * 1024 * 1024;
+
+/// The least free space, in percent of the file system's size, the preallocator leaves: on
+/// a large disk 64 MiB is too thin a margin for the programs that share it.
+pub const PREALLOC_FREE_PERCENT_MIN: u64 = 2;
+
+/// The free space the preallocator must leave after reserving a segment of `segment_bytes`
+/// on a file system of `total_bytes`: at least one more segment, [`PREALLOC_FREE_BYTES_MIN`]
+/// and [`PREALLOC_FREE_PERCENT_MIN`] percent of the file system. With less, it creates the
+/// next segment empty and appends grow it.
+#[must_use]
+pub const fn prealloc_free_bytes_min(segment_bytes: u64, total_bytes: u64) -> u64 {
+    let percent = total_bytes / 100 * PREALLOC_FREE_PERCENT_MIN;
+    let mut margin = PREALLOC_FREE_BYTES_MIN;
+    if segment_bytes > margin {
+        margin = segment_bytes;
+    }
+    if percent > margin {
+        margin = percent;
+    }
+    margin
+}
+
 /// Preallocation and zeroing write zeros in chunks of this size.
 pub const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
 
@@ -128,3 +157,5 @@ const _: () = assert!(
 );
 const _: () = assert!(EVENT_BODY_BYTES_MAX < FRAME_PAYLOAD_BYTES_MAX);
 const _: () = assert!(EVENT_BATCH_MAX <= BATCH_RECORDS_MAX);
+const _: () = assert!(PREALLOC_FREE_PERCENT_MIN < 50);
+const _: () = assert!(prealloc_free_bytes_min(SEGMENT_BYTES_MAX, 0) == SEGMENT_BYTES_MAX);

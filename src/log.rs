@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::created::{Created, Undo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
 use crate::gaps::{self, Gaps};
@@ -14,7 +15,8 @@ use crate::prealloc::Preallocator;
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
 use crate::rewrite;
-use crate::segments::{self, SegmentMeta};
+use crate::segment;
+use crate::segments::{self, LOCK_FILE_NAME, PREALLOC_FILE_NAME, SegmentMeta};
 use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
 use crate::writer::{Writer, WriterStart};
 
@@ -31,6 +33,8 @@ pub struct Log {
     format_version: u16,
     gaps: Arc<Gaps>,
     inner: Inner,
+    /// What this open created, for [`Log::discard_created`].
+    created: Created,
 }
 
 enum Inner {
@@ -96,11 +100,21 @@ impl Log {
     /// needed. Takes the directory's exclusive lock ([`ErrorKind::Locked`] if another writer
     /// holds it) and recovers the active segment as [`Options::recovery_mode`] says; the
     /// report is in [`Log::recovery_report`].
+    ///
+    /// An open that creates the log and then fails (a nearly full disk, say) removes what it
+    /// created: the directories, the first segment, the preallocation file and the lock file.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Log> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         let fs = Arc::clone(&options.fs);
-        ensure_dir(&*fs, &dir)?;
+        // Dropped after the lock and the writer below, so it removes files no one holds.
+        let mut undo = Undo::new(Arc::clone(&fs));
+        ensure_dir(&*fs, &dir, &mut undo.created.dirs)?;
+        let had_lock_file = fs
+            .list_dir(&dir)
+            .map_err(|e| Error::io("list directory", &dir, e))?
+            .iter()
+            .any(|name| name == LOCK_FILE_NAME);
         // A committed rewrite is ours and is completed under the lock before anything is read;
         // without one, refuse someone else's directory before leaving anything in it, not even
         // a lock file.
@@ -120,6 +134,12 @@ impl Log {
         refuse_foreign(&listing, &dir)?;
         let mut segs = listing.segments;
         if segs.is_empty() {
+            let files = &mut undo.created.files;
+            files.push(dir.join(PREALLOC_FILE_NAME));
+            files.push(dir.join(segment::file_name(Seq(1))));
+            if !had_lock_file {
+                files.push(dir.join(LOCK_FILE_NAME));
+            }
             let first = Preallocator::new(Arc::clone(&fs), &dir, options.segment_bytes, false)?;
             let (_file, meta) = segments::install(
                 &*fs,
@@ -141,7 +161,12 @@ impl Log {
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
-        let capacity = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
+        // The file length is the capacity (`format-spec/segment.md`). A segment that was not
+        // preallocated (space was short) and holds no record yet may grow to a whole segment:
+        // an empty segment cannot be sealed. One holding records is sealed at the next roll.
+        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
+        let empty = analysis.next_seq == active.header.first_seq;
+        let capacity = if empty { file_bytes.max(options.segment_bytes) } else { file_bytes };
         // Started only once open is sure to succeed, so a refused open leaves no file behind.
         let prealloc = Preallocator::new(
             Arc::clone(&fs),
@@ -178,6 +203,7 @@ impl Log {
         } else {
             None
         };
+        let created = undo.disarm();
         Ok(Log {
             fs,
             dir,
@@ -185,7 +211,19 @@ impl Log {
             format_version: active.header.format_version,
             gaps,
             inner: Inner::Writer { writer, flusher, lock: Some(lock), closed: false },
+            created,
         })
+    }
+
+    /// Closes a log whose open created it and removes everything that open created, for a
+    /// layer above (the store) whose own open failed after the log's. A log that existed
+    /// before is only closed.
+    pub(crate) fn discard_created(mut self) {
+        let _ = self.shutdown();
+        let mut created = std::mem::take(&mut self.created);
+        let fs = Arc::clone(&self.fs);
+        drop(self);
+        created.remove(&*fs);
     }
 
     /// The segment format version of this log (`format-spec/versions.md`): every segment of
@@ -227,6 +265,7 @@ impl Log {
             format_version: active.header.format_version,
             gaps,
             inner: Inner::ReadOnly { segments: listing.segments, last },
+            created: Created::default(),
         })
     }
 
@@ -285,6 +324,7 @@ impl Log {
             report,
             format_version: active.header.format_version,
             gaps,
+            created: Created::default(),
             inner: Inner::ReadOnly { segments: listing.segments, last },
         };
         Ok((log, damage))
@@ -525,7 +565,8 @@ fn parent_dir(path: &Path) -> Option<&Path> {
 /// open may have created `dir` and failed before its sync; a parent that cannot be opened for
 /// that (no read permission) was not created by us, and its entry is as durable as the
 /// system made it.
-fn ensure_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
+/// Each directory created is pushed to `created`, outermost first.
+fn ensure_dir(fs: &dyn Fs, dir: &Path, created: &mut Vec<PathBuf>) -> Result<()> {
     let mut missing = Vec::new();
     let mut at = Some(dir);
     while let Some(level) = at {
@@ -545,6 +586,7 @@ fn ensure_dir(fs: &dyn Fs, dir: &Path) -> Result<()> {
     };
     for level in missing.iter().rev() {
         fs.create_dir_all(level).map_err(|e| Error::io("create directory", level, e))?;
+        created.push(level.to_path_buf());
         sync_parent(level, false)?;
     }
     if missing.is_empty() {

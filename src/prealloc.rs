@@ -2,10 +2,19 @@
 //! so that a roll does not write megabytes of zeros on the append path. Runs on a background
 //! thread, or inline during the roll when background threads are off.
 //!
+//! It never takes the last free space of a file system: before writing a file it asks the
+//! file system ([`Fs::space`]) and preallocates only if
+//! [`prealloc_free_bytes_min`](crate::limits::prealloc_free_bytes_min) stays free afterwards.
+//! Otherwise it quietly hands out an empty file: the segment made from it grows as records
+//! are appended, and the next roll asks again. A preallocation that runs out of space anyway
+//! (another program took it meanwhile) removes its partial file before it reports
+//! [`crate::ErrorKind::DiskFull`], so a failed attempt never leaves the disk full.
+//!
 //! Invariant: at most one preallocation file exists, at [`PREALLOC_FILE_NAME`]; it is only
-//! handed out when it has its full length, and only requested again after the previous one
-//! has been renamed into a segment. A file left by an earlier run is reused only if it has
-//! its full length and holds nothing but zeros; otherwise it is written again.
+//! handed out when it has its full length or, when space was short, is empty, and only
+//! requested again after the previous one has been renamed into a segment. A file left by an
+//! earlier run is reused only if it has its full length and holds nothing but zeros;
+//! otherwise it is removed and prepared again.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,8 +22,10 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::ErrorKind;
 use crate::error::{Error, Result};
 use crate::fs::{Fs, OpenMode};
+use crate::limits::prealloc_free_bytes_min;
 use crate::segments::{self, PREALLOC_FILE_NAME};
 
 #[derive(Debug, Default)]
@@ -104,12 +115,38 @@ impl Shared {
         if self.reusable() {
             return Ok(());
         }
-        match self.fs.remove_file(&self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove", &self.path, e)),
+        self.remove()?;
+        if !self.room_for_segment() {
+            // Quietly no preallocation: the segment grows as it is appended to.
+            return segments::preallocate(&*self.fs, &self.path, 0);
         }
-        segments::preallocate(&*self.fs, &self.path, self.segment_bytes)
+        let outcome = segments::preallocate(&*self.fs, &self.path, self.segment_bytes);
+        if let Err(e) = &outcome
+            && matches!(e.kind(), ErrorKind::DiskFull { .. })
+        {
+            // Give the space back; the next attempt asks the file system first.
+            let _ = self.remove();
+        }
+        outcome
+    }
+
+    fn remove(&self) -> Result<()> {
+        match self.fs.remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", &self.path, e)),
+        }
+    }
+
+    /// Whether a whole segment fits with the margin to spare. A file system that cannot say
+    /// is assumed to have room: a preallocation that fails gives its space back.
+    fn room_for_segment(&self) -> bool {
+        let dir = self.path.parent().unwrap_or(&self.path);
+        let Ok(space) = self.fs.space(dir) else { return true };
+        let needed = self
+            .segment_bytes
+            .saturating_add(prealloc_free_bytes_min(self.segment_bytes, space.total_bytes));
+        space.available_bytes >= needed
     }
 
     /// Whether a file left by an earlier run is complete: full length and all zeros. Reading

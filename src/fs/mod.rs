@@ -52,6 +52,18 @@ pub trait Fs: Send + Sync + fmt::Debug + 'static {
     fn map(&self, path: &Path) -> io::Result<Bytes>;
     /// A random number, for segment salts. A simulated file system makes it deterministic.
     fn random_u64(&self) -> u64;
+    /// The space of the file system holding `path` (`statvfs` on the real file system): the
+    /// preallocator asks before it reserves a segment, so that it never takes the last of it.
+    fn space(&self, path: &Path) -> io::Result<Space>;
+}
+
+/// The size and free space of a file system, as [`Fs::space`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// Bytes an unprivileged process may still allocate (`f_bavail * f_frsize`).
+    pub available_bytes: u64,
+    /// Bytes of the whole file system (`f_blocks * f_frsize`).
+    pub total_bytes: u64,
 }
 
 /// An open file.

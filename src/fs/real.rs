@@ -8,7 +8,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use super::{DirLock, Fs, FsFile, OpenMode};
+use super::{DirLock, Fs, FsFile, OpenMode, Space};
 use crate::segments::LOCK_FILE_NAME;
 
 /// The operating system's file system.
@@ -84,6 +84,14 @@ impl Fs for RealFs {
         hasher.write_u128(now.map_or(0, |d| d.as_nanos()));
         hasher.finish()
     }
+
+    fn space(&self, path: &Path) -> io::Result<Space> {
+        let stat = rustix::fs::statvfs(path)?;
+        Ok(Space {
+            available_bytes: stat.f_bavail.saturating_mul(stat.f_frsize),
+            total_bytes: stat.f_blocks.saturating_mul(stat.f_frsize),
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -147,5 +155,14 @@ mod tests {
         file.write_all_at(b"hello", 3).unwrap();
         assert_eq!(&RealFs.map(&path).unwrap()[..], b"\0\0\0hello");
         assert!(RealFs.random_u64() != RealFs.random_u64());
+    }
+
+    #[test]
+    fn space_reports_a_file_system_with_room() {
+        let tmp = tempfile::tempdir().unwrap();
+        let space = RealFs.space(tmp.path()).unwrap();
+        assert!(space.total_bytes > 0);
+        assert!(space.available_bytes <= space.total_bytes);
+        assert!(RealFs.space(&tmp.path().join("missing")).is_err());
     }
 }

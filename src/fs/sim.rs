@@ -12,6 +12,9 @@
 //! - directory entries (create, rename, remove) that are durable only after the directory is
 //!   synced;
 //! - injected errors at a chosen operation: `EIO`, `ENOSPC`, a short write ([`Fault`]);
+//! - a disk of limited capacity ([`SimFs::set_capacity`]): a write that would grow the named
+//!   files beyond it fails with `ENOSPC` and has no effect, and [`Fs::space`] reports what is
+//!   left;
 //! - silent corruption of synced data: a bit flip or a zeroed sector.
 //!
 //! Every state-changing call (create, write, sync, rename, remove, directory sync) is one
@@ -26,7 +29,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::{DirLock, Fs, FsFile, OpenMode};
+use super::{DirLock, Fs, FsFile, OpenMode, Space};
 
 /// Bytes of one simulated disk sector: the unit in which unsynced writes persist.
 pub const SECTOR_BYTES: usize = 512;
@@ -100,6 +103,7 @@ struct State {
     crash_at: Option<u64>,
     dead: bool,
     faults: BTreeMap<u64, Fault>,
+    capacity_bytes: Option<u64>,
 }
 
 impl State {
@@ -144,7 +148,16 @@ impl State {
     fn inode_of(&self, path: &Path) -> io::Result<u64> {
         self.names.get(path).copied().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
     }
+
+    /// Bytes of every file that has a name (each inode counted once).
+    fn used_bytes(&self) -> u64 {
+        let named: BTreeSet<u64> = self.names.values().copied().collect();
+        named.iter().filter_map(|i| self.inodes.get(i)).map(|f| f.written.len() as u64).sum()
+    }
 }
+
+/// The total reported by [`Fs::space`] for a disk without a capacity: effectively unbounded.
+const UNLIMITED_BYTES: u64 = 1 << 50;
 
 fn fault_error(fault: Fault) -> io::Error {
     match fault {
@@ -203,6 +216,18 @@ impl SimFs {
         self.state.lock().faults.insert(index, fault);
     }
 
+    /// Limits the disk to `bytes` (`None`: unlimited, the default). Files already bigger stay;
+    /// a later write that grows the named files beyond the capacity fails with `ENOSPC`.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.state.lock().capacity_bytes = bytes;
+    }
+
+    /// Bytes of every file that has a name, as the capacity counts them.
+    #[must_use]
+    pub fn used_bytes(&self) -> u64 {
+        self.state.lock().used_bytes()
+    }
+
     /// Brings the machine down now.
     pub fn halt(&self) {
         self.state.lock().dead = true;
@@ -253,6 +278,7 @@ impl SimFs {
             );
         }
         new.next_inode = old.next_inode;
+        new.capacity_bytes = old.capacity_bytes;
         new.durable_names = names.clone();
         new.names = names;
         new.durable_dirs = dirs.clone();
@@ -520,6 +546,16 @@ impl Fs for SimFs {
     fn random_u64(&self) -> u64 {
         self.state.lock().random()
     }
+
+    fn space(&self, path: &Path) -> io::Result<Space> {
+        let state = self.state.lock();
+        state.check_alive()?;
+        if !state.dirs.contains(path) && !state.names.contains_key(path) {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        let total_bytes = state.capacity_bytes.unwrap_or(UNLIMITED_BYTES);
+        Ok(Space { available_bytes: total_bytes.saturating_sub(state.used_bytes()), total_bytes })
+    }
 }
 
 impl FsFile for SimFile {
@@ -543,6 +579,13 @@ impl FsFile for SimFile {
             Some(other) => return Err(fault_error(other)),
         };
         let start = offset as usize;
+        if let Some(capacity) = state.capacity_bytes {
+            let len = state.inodes.get(&self.inode).map_or(0, |f| f.written.len());
+            let growth = (start + stored).saturating_sub(len) as u64;
+            if growth > 0 && state.used_bytes() + growth > capacity {
+                return Err(fault_error(Fault::NoSpace));
+            }
+        }
         let file = state.inodes.get_mut(&self.inode).ok_or(io::ErrorKind::NotFound)?;
         let end = start + stored;
         if file.written.len() < end {
@@ -644,6 +687,22 @@ mod tests {
         assert!(fs.is_down());
         assert!(f.write_all_at(b"y", 0).is_err());
         assert_eq!(fs.ops(), 4);
+    }
+
+    #[test]
+    fn a_full_disk_refuses_growth_and_reports_its_space() {
+        let fs = SimFs::new(6);
+        fs.set_capacity(Some(1000));
+        let f = file(&fs, "/a");
+        f.write_all_at(&[1; 600], 0).unwrap();
+        let space = fs.space(Path::new("/")).unwrap();
+        assert_eq!((space.available_bytes, space.total_bytes), (400, 1000));
+        let err = f.write_all_at(&[2; 500], 600).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(28));
+        assert_eq!(fs.read_file(Path::new("/a")).unwrap(), vec![1; 600], "no effect");
+        f.write_all_at(&[3; 600], 0).unwrap(); // overwriting needs no space
+        fs.remove_file(Path::new("/a")).unwrap();
+        assert_eq!(fs.space(Path::new("/")).unwrap().available_bytes, 1000);
     }
 
     #[test]

@@ -57,7 +57,14 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
     };
     let fs = Arc::clone(&options.log.fs);
     let through = log.last_seq().map_or(0, |s| s.0);
-    let folded = fold_log(&*fs, dir, &log, through, true)?;
+    let folded = match fold_log(&*fs, dir, &log, through, true) {
+        Ok(folded) => folded,
+        Err(error) => {
+            // A store this open created leaves nothing behind.
+            log.discard_created();
+            return Err(error);
+        }
+    };
     let cells: HashMap<_, _> = folded
         .state
         .tasks

@@ -88,6 +88,10 @@ impl Fs for FaultyFs {
     fn random_u64(&self) -> u64 {
         RealFs.random_u64()
     }
+
+    fn space(&self, path: &Path) -> io::Result<factlog::fs::Space> {
+        RealFs.space(path)
+    }
 }
 
 impl FsFile for FaultyFile {

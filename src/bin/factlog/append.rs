@@ -16,7 +16,7 @@ use factlog::harness::snapshot::SNAPSHOT_DIR_NAME;
 use factlog::limits::FRAME_PAYLOAD_BYTES_MAX;
 use factlog::{Durability, Log, Options, Seq};
 
-use crate::{AppendArgs, Failure, Outcome};
+use crate::{AppendArgs, Failure, Outcome, output_failed};
 
 /// Exit code for every runtime failure of `append`.
 const EXIT_FAILURE: u8 = 1;
@@ -33,8 +33,12 @@ pub fn run(args: &AppendArgs) -> Outcome {
     })?;
     if let Err(failure) = append_lines(&log, Durability::from(args.durability)) {
         // Records acknowledged before the failure keep their promise either way; closing
-        // also writes and syncs the buffered ones. The first failure is the one to report.
-        let _ = log.close();
+        // also writes and syncs the buffered ones. The first failure is the one to report,
+        // unless it is only a reader that went away: then a failed close is.
+        let closed = log.close();
+        if failure.is_quiet() {
+            closed.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+        }
         return Err(failure);
     }
     log.close().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
@@ -93,6 +97,6 @@ fn append_lines(log: &Log, durability: Durability) -> Result<(), Failure> {
             .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("append: {error}")))?;
         writeln!(output, "{}", seq.0)
             .and_then(|()| output.flush())
-            .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("writing stdout: {error}")))?;
+            .map_err(|error| output_failed(&error))?;
     }
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use factlog::{Store, StoreOptions};
 use serde_json::json;
 
-use crate::{CheckpointArgs, Failure, Outcome, require_store};
+use crate::{CheckpointArgs, Failure, Outcome, print_out, require_store};
 
 /// Exit code for every runtime failure of `checkpoint`.
 const EXIT_FAILURE: u8 = 1;
@@ -24,10 +24,11 @@ pub fn run(args: &CheckpointArgs) -> Outcome {
     })?;
     store.close().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
     let path = meta.path.display().to_string();
-    if args.json {
-        println!("{}", json!({ "path": path, "covered_seq": meta.covered_seq.0 }));
+    let text = if args.json {
+        json!({ "path": path, "covered_seq": meta.covered_seq.0 }).to_string()
     } else {
-        println!("snapshot {path} covers the events through seq {}", meta.covered_seq.0);
-    }
+        format!("snapshot {path} covers the events through seq {}", meta.covered_seq.0)
+    };
+    print_out(&format!("{text}\n"))?;
     Ok(ExitCode::SUCCESS)
 }

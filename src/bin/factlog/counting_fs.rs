@@ -168,6 +168,10 @@ impl Fs for CountingFs {
     fn random_u64(&self) -> u64 {
         RealFs.random_u64()
     }
+
+    fn space(&self, path: &Path) -> io::Result<factlog::fs::Space> {
+        RealFs.space(path)
+    }
 }
 
 #[derive(Debug)]

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 pub use scenario::DEFAULT_SEED;
 
-use crate::{DemoArgs, Failure, Outcome};
+use crate::{DemoArgs, Failure, Outcome, print_out};
 use external::{Dedup, Service};
 use scenario::{APPROVAL_NOTIFY_AGAIN, CALL_NOTIFY, CALL_PUBLISH, Scenario, TASK, store_options};
 
@@ -53,9 +53,9 @@ pub fn run(args: &DemoArgs) -> Outcome {
     let summary = run_demo(workspace.dir(), &scenario, args.dir.is_some(), started)?;
     drop(workspace);
     if args.json {
-        println!("{}", summary.json);
+        print_out(&format!("{}\n", summary.json))?;
     } else {
-        print!("{}", summary.text);
+        print_out(&summary.text)?;
     }
     Ok(ExitCode::SUCCESS)
 }

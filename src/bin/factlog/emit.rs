@@ -32,7 +32,7 @@ use factlog::limits::EVENT_BODY_BYTES_MAX;
 use factlog::{AppendOptions, Appended, Durability, Error, ErrorKind, Store, StoreOptions};
 use serde_json::{Map, Value, json};
 
-use crate::{EmitArgs, Failure, Outcome};
+use crate::{EmitArgs, Failure, Outcome, output_failed};
 
 /// Exit code for every runtime failure of `emit`.
 const EXIT_FAILURE: u8 = 1;
@@ -62,10 +62,14 @@ pub fn run(args: &EmitArgs) -> Outcome {
     let emitted = emit_lines(&store);
     // Closing syncs what was appended: the acknowledged events keep their promise either way,
     // and the buffered ones become durable. The first failure is the one to report.
+    // A reader that went away ends the command quietly, unless the close then failed.
     let closed = store.close();
-    emitted?;
+    match emitted {
+        Err(failure) if !failure.is_quiet() => return Err(failure),
+        _ => {}
+    }
     closed.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
-    Ok(ExitCode::SUCCESS)
+    emitted.map(|()| ExitCode::SUCCESS)
 }
 
 /// What became of one input line.
@@ -112,8 +116,9 @@ fn emit_lines(store: &Store) -> Result<(), Failure> {
     output.flush().map_err(write_failed)
 }
 
+/// A closed standard output ends the stream quietly: nobody reads the replies any more.
 fn write_failed(error: io::Error) -> Failure {
-    Failure::new(EXIT_FAILURE, format_args!("writing stdout: {error}"))
+    output_failed(&error)
 }
 
 fn read_failed(error: io::Error) -> Failure {

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, checked_snapshots};
-use crate::{Failure, InfoArgs, Outcome, require_store};
+use crate::{Failure, InfoArgs, Outcome, Output, require_store};
 
 /// One task of a store, as `info` shows it.
 struct TaskLine {
@@ -43,12 +43,14 @@ pub fn run(args: &InfoArgs) -> Outcome {
     progress.finish();
     let (info, tail_cut, snapshots, tasks) = gathered?;
     let tail_cut = tail_cut.as_ref();
+    let mut out = Output::new();
     if args.json {
-        println!("{}", info_json(&info, tail_cut, &snapshots, &tasks));
+        writeln!(out, "{}", info_json(&info, tail_cut, &snapshots, &tasks));
     } else {
-        print_text(&info, tail_cut);
-        print_store_text(&info, &snapshots, &tasks);
+        print_text(&mut out, &info, tail_cut);
+        print_store_text(&mut out, &info, &snapshots, &tasks);
     }
+    out.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -113,22 +115,28 @@ fn segment_last_seqs(info: &LogInfo) -> Vec<Option<u64>> {
         .collect()
 }
 
-fn print_store_text(info: &LogInfo, snapshots: &[CheckedSnapshot], tasks: &Tasks) {
+fn print_store_text(
+    out: &mut Output,
+    info: &LogInfo,
+    snapshots: &[CheckedSnapshot],
+    tasks: &Tasks,
+) {
     let segment_bytes: u64 = info.segments.iter().map(|segment| segment.file_bytes).sum();
-    println!("segment bytes: {segment_bytes}");
+    writeln!(out, "segment bytes: {segment_bytes}");
     if let Some(first) = info.segments.first().map(|segment| segment.first_seq)
         && first.0 > 1
     {
-        println!("reclaimed: seqs 1..={} (the log starts at seq {})", first.0 - 1, first.0);
+        writeln!(out, "reclaimed: seqs 1..={} (the log starts at seq {})", first.0 - 1, first.0);
     }
     let snapshot_bytes: u64 = snapshots.iter().map(|s| s.file.file_bytes).sum();
-    println!("snapshots: {} ({snapshot_bytes} bytes)", snapshots.len());
+    writeln!(out, "snapshots: {} ({snapshot_bytes} bytes)", snapshots.len());
     for checked in snapshots {
         let validity = checked
             .error
             .as_deref()
             .map_or_else(|| "valid".to_owned(), |reason| format!("not valid: {reason}"));
-        println!(
+        writeln!(
+            out,
             "  snapshot {}: covers seq {}, {} bytes, {validity}",
             checked.file.path.display(),
             checked.file.covered_seq.0,
@@ -137,15 +145,16 @@ fn print_store_text(info: &LogInfo, snapshots: &[CheckedSnapshot], tasks: &Tasks
     }
     match tasks {
         Ok(tasks) => {
-            println!("tasks: {}", tasks.len());
+            writeln!(out, "tasks: {}", tasks.len());
             for task in tasks {
-                println!(
+                writeln!(
+                    out,
                     "  task {}: revision {}, last seq {}",
                     task.id, task.revision, task.last_seq
                 );
             }
         }
-        Err(note) => println!("tasks: skipped ({note})"),
+        Err(note) => writeln!(out, "tasks: skipped ({note})"),
     }
 }
 
@@ -153,13 +162,14 @@ fn seq_text(seq: Option<Seq>) -> String {
     seq.map_or_else(|| "none".to_owned(), |seq| seq.0.to_string())
 }
 
-fn print_text(info: &LogInfo, tail_cut: Option<&TailCut>) {
-    println!("dir: {}", info.dir.display());
-    println!("format version: {}", info.format_version);
-    println!("segments: {}", info.segments.len());
+fn print_text(out: &mut Output, info: &LogInfo, tail_cut: Option<&TailCut>) {
+    writeln!(out, "dir: {}", info.dir.display());
+    writeln!(out, "format version: {}", info.format_version);
+    writeln!(out, "segments: {}", info.segments.len());
     for segment in &info.segments {
         let state = if segment.sealed { "sealed" } else { "active" };
-        println!(
+        writeln!(
+            out,
             "  segment {} {}: first seq {}, {} bytes, {state}",
             segment.id.0,
             segment.path.display(),
@@ -168,12 +178,13 @@ fn print_text(info: &LogInfo, tail_cut: Option<&TailCut>) {
         );
     }
     match (info.first_seq, info.last_seq) {
-        (Some(first), Some(last)) => println!("seqs: {}..={}", first.0, last.0),
-        _ => println!("seqs: none"),
+        (Some(first), Some(last)) => writeln!(out, "seqs: {}..={}", first.0, last.0),
+        _ => writeln!(out, "seqs: none"),
     }
-    println!("durable seq: {}", seq_text(info.durable_seq));
+    writeln!(out, "durable seq: {}", seq_text(info.durable_seq));
     if let Some(cut) = tail_cut {
-        println!(
+        writeln!(
+            out,
             "torn tail: segment {} ({}) at offset {}: {} bytes, which a writer open would cut",
             cut.segment.0,
             cut.path.display(),

@@ -6,7 +6,9 @@
 //! `CLI` section of the README.
 //!
 //! Errors are one line `factlog: <message>` on standard error and a non-zero exit code, never
-//! a panic. Usage errors exit with 2, like clap's own.
+//! a panic. Usage errors exit with 2, like clap's own. A standard output whose reader went
+//! away (`factlog info DIR | head -1`) is not an error: the command stops writing, closes what
+//! it opened and exits 0 without a message ([`Output`], [`Failure::closed_output`]).
 
 mod append;
 mod base64;
@@ -29,7 +31,7 @@ mod tail;
 mod verify;
 
 use std::fmt;
-use std::io::Write;
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -62,7 +64,8 @@ enum Command {
     /// use `factlog emit`). Each line (without its "\n"; any other byte, "\r" included, is
     /// kept) becomes one record. Its sequence number is printed as a decimal line on
     /// standard output, flushed, once the record meets the requested durability. At the end
-    /// of input everything is flushed and synced, and the command exits 0.
+    /// of input everything is flushed and synced, and the command exits 0; also when standard
+    /// output is closed, after syncing what was appended.
     #[command(after_help = "Exit codes:\n  0  end of input reached, every record appended, \
                             flushed and synced\n  1  the log could not be opened or an append \
                             failed, or DIR is a harness store (the message says why)\n  2  bad \
@@ -240,7 +243,8 @@ enum Command {
     /// "earlier": {"seq","tool","args_digest"}). Nothing is written for a refused line and the
     /// stream goes on; empty lines are skipped. An I/O failure of the store is replied to the
     /// same way (code IO, DISK_FULL or POISONED) and ends the command. At the end of input the
-    /// store is synced and closed.
+    /// store is synced and closed. A closed standard output ends the command quietly (exit 0)
+    /// after the store is closed: nobody reads the replies.
     ///
     /// Each emit process is a holder: the first line for a task that an earlier process wrote
     /// (crashed, killed, or ended at the end of its input) takes the task over, as `recover`
@@ -251,7 +255,8 @@ enum Command {
     #[command(after_help = "Exit codes:\n  0  end of input reached (refused lines included), \
                             the store synced and closed\n  1  the store could not be opened \
                             (locked, damaged, not a store), or writing to it or to standard \
-                            output failed (the message says why)\n  2  bad arguments\n\n\
+                            output failed (the message says why; a closed standard output \
+                            exits 0)\n  2  bad arguments\n\n\
                             Example:\n  echo '{\"task\":\"t1\",\"type\":\"task/contract\",\
                             \"goal\":\"publish\",\"risk\":\"high\"}' | factlog emit \
                             /tmp/factlog-store")]
@@ -611,12 +616,79 @@ enum DumpFormat {
 struct Failure {
     message: String,
     exit_code: u8,
+    /// End without a message: standard output was closed by its reader.
+    quiet: bool,
 }
 
 impl Failure {
     fn new(exit_code: u8, message: impl fmt::Display) -> Self {
-        Failure { message: message.to_string(), exit_code }
+        Failure { message: message.to_string(), exit_code, quiet: false }
     }
+
+    /// The reader of standard output went away: the command ends early, with exit 0 and no
+    /// message, after its destructors (and a store's close) have run.
+    fn closed_output() -> Self {
+        Failure { message: String::new(), exit_code: 0, quiet: true }
+    }
+
+    /// Whether this is [`Failure::closed_output`].
+    fn is_quiet(&self) -> bool {
+        self.quiet
+    }
+}
+
+/// What a failed write to standard output means: a closed pipe ends the command quietly;
+/// anything else is a failure with exit 1.
+fn output_failed(error: &io::Error) -> Failure {
+    if is_broken_pipe(error) {
+        Failure::closed_output()
+    } else {
+        Failure::new(1, format_args!("writing stdout: {error}"))
+    }
+}
+
+/// Buffered standard output for a command's report, written with `write!` and `writeln!`.
+/// The first write error is kept and every later write skipped, so report code needs no error
+/// handling on each line; [`Output::finish`] flushes and turns the error into a [`Failure`]
+/// ([`output_failed`]: quiet when the reader went away).
+struct Output {
+    writer: BufWriter<io::Stdout>,
+    error: Option<io::Error>,
+}
+
+impl Output {
+    fn new() -> Output {
+        Output { writer: BufWriter::new(io::stdout()), error: None }
+    }
+
+    /// The target of `write!(out, ..)` and `writeln!(out, ..)`.
+    fn write_fmt(&mut self, args: fmt::Arguments<'_>) {
+        if self.error.is_none()
+            && let Err(error) = self.writer.write_fmt(args)
+        {
+            self.error = Some(error);
+        }
+    }
+
+    /// Flushes what was written; reports the first error.
+    fn finish(mut self) -> Result<(), Failure> {
+        if self.error.is_none()
+            && let Err(error) = self.writer.flush()
+        {
+            self.error = Some(error);
+        }
+        match self.error.take() {
+            None => Ok(()),
+            Some(error) => Err(output_failed(&error)),
+        }
+    }
+}
+
+/// Writes `text` to standard output, as [`Output`] does.
+fn print_out(text: &str) -> Result<(), Failure> {
+    let mut out = Output::new();
+    write!(out, "{text}");
+    out.finish()
 }
 
 /// What a command returns: its exit code on success (verify has several), or a failure.
@@ -647,6 +719,7 @@ fn main() -> ExitCode {
     };
     match outcome {
         Ok(code) => code,
+        Err(failure) if failure.is_quiet() => ExitCode::from(failure.exit_code),
         Err(failure) => {
             report_failure(&failure.message);
             ExitCode::from(failure.exit_code)

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use factlog::harness::migrate::{MigrateOptions, MigrationReport, migrate};
 use factlog::{Options, StoreOptions};
 
-use crate::{Failure, MigrateArgs, Outcome, require_store};
+use crate::{Failure, MigrateArgs, Outcome, print_out, require_store};
 
 /// Exit code for every runtime failure of `migrate`.
 const EXIT_FAILURE: u8 = 1;
@@ -28,9 +28,9 @@ pub fn run(args: &MigrateArgs) -> Outcome {
         let text = serde_json::to_string(&report).map_err(|error| {
             Failure::new(EXIT_FAILURE, format_args!("cannot format the report: {error}"))
         })?;
-        println!("{text}");
+        print_out(&format!("{text}\n"))?;
     } else {
-        print!("{}", report_text(&report));
+        print_out(&report_text(&report))?;
     }
     Ok(ExitCode::SUCCESS)
 }

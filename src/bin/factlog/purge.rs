@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
-use crate::{EXIT_USAGE, Failure, Outcome, PurgeArgs, require_store};
+use crate::{EXIT_USAGE, Failure, Outcome, Output, PurgeArgs, require_store};
 
 /// Exit code for every runtime failure of `purge`.
 const EXIT_FAILURE: u8 = 1;
@@ -59,11 +59,13 @@ pub fn run(args: &PurgeArgs) -> Outcome {
     progress.finish();
     let (snapshots, removed, first_seq) = purged?;
     let oldest = snapshots.iter().find(|s| s.error.is_none()).map(|s| &s.file);
+    let mut out = Output::new();
     if args.json {
-        println!("{}", report_json(args.dry_run, &snapshots, oldest, &removed, first_seq));
+        writeln!(out, "{}", report_json(args.dry_run, &snapshots, oldest, &removed, first_seq));
     } else {
-        print_text(args.dry_run, &snapshots, oldest, &removed, first_seq);
+        print_text(&mut out, args.dry_run, &snapshots, oldest, &removed, first_seq);
     }
+    out.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -140,6 +142,7 @@ fn kept_first_seq(info: &LogInfo, removed: &[SegmentInfo]) -> Seq {
 }
 
 fn print_text(
+    out: &mut Output,
     dry_run: bool,
     snapshots: &[CheckedSnapshot],
     oldest: Option<&SnapshotFile>,
@@ -148,20 +151,26 @@ fn print_text(
 ) {
     for skipped in snapshots.iter().take_while(|s| s.error.is_some()) {
         let reason = skipped.error.as_deref().unwrap_or_default();
-        println!("snapshot {} is not valid, passed over: {reason}", skipped.file.path.display());
+        writeln!(
+            out,
+            "snapshot {} is not valid, passed over: {reason}",
+            skipped.file.path.display()
+        );
     }
     let Some(oldest) = oldest else {
-        println!("no valid snapshot: nothing to remove (run `factlog checkpoint` first)");
+        writeln!(out, "no valid snapshot: nothing to remove (run `factlog checkpoint` first)");
         return;
     };
-    println!(
+    writeln!(
+        out,
         "oldest valid snapshot: {} covers the events through seq {}",
         oldest.path.display(),
         oldest.covered_seq.0
     );
     let verb = if dry_run { "would remove" } else { "removed" };
     for segment in removed {
-        println!(
+        writeln!(
+            out,
             "{verb} segment {} {}: first seq {}, {} bytes",
             segment.id.0,
             segment.path.display(),
@@ -170,7 +179,8 @@ fn print_text(
         );
     }
     let bytes: u64 = removed.iter().map(|segment| segment.file_bytes).sum();
-    println!(
+    writeln!(
+        out,
         "{verb} {} segments, {bytes} bytes; the log {} at seq {}",
         removed.len(),
         if dry_run { "would start" } else { "starts" },

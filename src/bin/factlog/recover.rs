@@ -15,7 +15,7 @@ use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
 use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
 use factlog::{Store, StoreOptions};
 
-use crate::{Failure, Outcome, RecoverArgs, require_store};
+use crate::{Failure, Outcome, RecoverArgs, print_out, require_store};
 
 /// Exit code for every runtime failure of `recover`.
 const EXIT_FAILURE: u8 = 1;
@@ -38,9 +38,9 @@ pub fn run(args: &RecoverArgs) -> Outcome {
         let text = serde_json::to_string(&report).map_err(|error| {
             Failure::new(EXIT_FAILURE, format_args!("cannot format the report: {error}"))
         })?;
-        println!("{text}");
+        print_out(&format!("{text}\n"))?;
     } else {
-        print!("{}", report_text(&report));
+        print_out(&report_text(&report))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,7 @@ use factlog::harness::{ApprovalId, CallId, TaskId};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::{Failure, Outcome, StateArgs, open_read_only};
+use crate::{Failure, Outcome, StateArgs, open_read_only, print_out};
 
 /// Exit code for every runtime failure of `state`.
 const EXIT_FAILURE: u8 = 1;
@@ -36,7 +36,7 @@ pub fn run(args: &StateArgs) -> Outcome {
             if args.json { to_json(&state)? } else { state_text(&state) }
         }
     };
-    print!("{text}");
+    print_out(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
