@@ -135,6 +135,14 @@ pub enum ErrorKind {
         /// The directory named as the new store.
         target: PathBuf,
     },
+    /// `factlog salvage` failed while writing, opening or recovering the new store;
+    /// everything it wrote there was removed (the damaged log is never written to).
+    SalvageFailed {
+        /// The directory named as the new store.
+        target: PathBuf,
+        /// What failed.
+        source: Box<Error>,
+    },
     /// The directory holds no log.
     NotALog {
         /// The directory.
@@ -578,6 +586,13 @@ impl fmt::Display for Error {
                  skipped, the state is rebuilt by replaying the log (a newer factlog can use it)",
                 path.display()
             ),
+            ErrorKind::SalvageFailed { target, source } => write!(
+                f,
+                "salvage into {} failed: {source}; everything it wrote there was removed and \
+                 the damaged log is unchanged: fix the cause (free space, permissions) and run \
+                 factlog salvage again",
+                target.display()
+            ),
             ErrorKind::TargetNotEmpty { dir } => write!(
                 f,
                 "{} exists and is not empty: name a new or empty directory for the salvaged \
@@ -674,6 +689,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &*self.kind {
             ErrorKind::Io { source, .. } => Some(source),
+            ErrorKind::SalvageFailed { source, .. } => Some(&**source),
             _ => None,
         }
     }

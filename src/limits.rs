@@ -121,6 +121,15 @@ pub const EVENT_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Most events in one typed batch.
 pub const EVENT_BATCH_MAX: usize = 1024;
 
+/// Bytes of call decisions one `recovery/restored` event records, at most: a quarter of the
+/// body limit, so that a task that left any number of calls open can always be restored. The
+/// recovery report lists every call; the event lists them in order up to this budget.
+pub const RESTORED_CALLS_BYTES_MAX: usize = EVENT_BODY_BYTES_MAX / 4;
+
+/// The bytes one call decision costs in a `recovery/restored` body besides its call id: the
+/// field names, the longest outcome and plan names and the JSON punctuation, rounded up.
+pub const RESTORED_CALL_OVERHEAD_BYTES: usize = 64;
+
 /// Bytes of the snapshot file header (`format-spec/snapshot.md`).
 pub const SNAPSHOT_HEADER_BYTES: usize = 64;
 

@@ -208,13 +208,50 @@ pub fn salvage(
     if options.dry_run {
         return Ok(report);
     }
-    plan.write(&*fs, target)?;
-    if store {
+    let created = matches!(fs.list_dir(target), Err(e) if e.kind() == io::ErrorKind::NotFound);
+    // Anything lost may have been the task's contract, its risk or a call's dispatch: every
+    // task of a salvaged store with a gap asks for a confirmation before a side effect.
+    let after_loss = !report.damage.is_empty() || !report.gaps.is_empty();
+    let written = plan.write(&*fs, target).and_then(|()| {
+        if !store {
+            return Ok(None);
+        }
         let store = Store::open(target, options.store)?;
-        report.recovery = Some(store.recover()?);
+        let recovery = store.recover_after(after_loss)?;
         store.close()?;
+        Ok(Some(recovery))
+    });
+    match written {
+        Ok(recovery) => {
+            report.recovery = recovery;
+            Ok(report)
+        }
+        Err(source) => {
+            discard(&*fs, target, created);
+            Err(ErrorKind::SalvageFailed { target: target.to_path_buf(), source: Box::new(source) }
+                .into())
+        }
     }
-    Ok(report)
+}
+
+/// Removes everything under `target` (which was empty or missing before the salvage), and
+/// `target` itself when the salvage created it. Best effort: the salvage already failed.
+fn discard(fs: &dyn Fs, target: &Path, created: bool) {
+    fn empty(fs: &dyn Fs, dir: &Path) {
+        for name in fs.list_dir(dir).unwrap_or_default() {
+            let path = dir.join(name);
+            if fs.list_dir(&path).is_ok() {
+                empty(fs, &path);
+                let _ = fs.remove_dir(&path);
+            } else {
+                let _ = fs.remove_file(&path);
+            }
+        }
+    }
+    empty(fs, target);
+    if created {
+        let _ = fs.remove_dir(target);
+    }
 }
 
 /// Refuses a target inside the source, or one that holds anything; writes nothing.

@@ -2,8 +2,8 @@
 //! each one runs as the real binary on a store with enough events for many lines of output,
 //! with its standard output a pipe whose read end is closed before it writes (and, for the
 //! long outputs, closed after one line, like `| head -1`). It must not panic (exit code 101,
-//! "panicked" on standard error); the commands whose output this branch owns must also exit 0
-//! without a message. Writing commands then leave a store that opens.
+//! "panicked" on standard error), and must exit 0 without a message. Writing commands then
+//! leave a store that opens.
 
 mod common;
 

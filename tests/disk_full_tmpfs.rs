@@ -36,11 +36,11 @@ impl Tmpfs {
             Ok(output) if output.status.success() => Some(Tmpfs { dir }),
             Ok(output) => {
                 let why = String::from_utf8_lossy(&output.stderr);
-                println!("skipped: cannot mount a tmpfs here ({})", why.trim());
+                eprintln!("skipped: cannot mount a tmpfs here ({})", why.trim());
                 None
             }
             Err(error) => {
-                println!("skipped: cannot run mount ({error})");
+                eprintln!("skipped: cannot run mount ({error})");
                 None
             }
         }
@@ -147,6 +147,23 @@ fn a_store_created_on_a_full_file_system_leaves_nothing_behind() {
     assert!(fs::read_dir(mount.path().join("empty")).expect("list").next().is_none());
     fs::remove_file(mount.path().join("filler")).expect("free");
     Store::open(mount.path().join("store"), options()).expect("room now").close().expect("close");
+}
+
+#[test]
+fn factlog_emit_creating_a_store_on_a_full_file_system_leaves_nothing_behind() {
+    let Some(mount) = Tmpfs::mount(2 * MIB) else { return };
+    fill(&mount.path().join("filler"), &mount, 0);
+    let dir = mount.path().join("store");
+    let output = Command::new(env!("CARGO_BIN_EXE_factlog"))
+        .args(["emit"])
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run factlog emit");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("factlog: ") && stderr.contains("full"), "{stderr}");
+    assert_eq!(mount.names(), ["filler"], "nothing of the store is left");
 }
 
 #[test]

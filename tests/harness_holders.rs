@@ -192,3 +192,35 @@ fn a_reused_call_id_for_another_request_is_refused_and_writes_nothing() {
     let e = err_of(task.append(call("c2", "wire", Effect::Unsafe, None)));
     assert!(matches!(e.kind(), ErrorKind::CallIdReused { .. }), "{e}");
 }
+
+#[test]
+fn a_takeover_larger_than_one_batch_is_written_in_batches_restored_last() {
+    let fs = SimFs::new(11);
+    let store = open_sim(&fs).expect("open");
+    let calls = factlog::limits::EVENT_BATCH_MAX - 4;
+    for i in 0..10 {
+        append(&store, "t1", approval_request(&format!("a{i}")));
+        append(&store, "t1", grant(&format!("a{i}"), Scope::Once, None));
+    }
+    for i in 0..calls {
+        append(&store, "t1", call(&format!("c{i}"), "look", Effect::ReadOnly, None));
+    }
+    let fs = crash(&fs, store, CrashModel::ProcessCrash);
+    let store = open_sim(&fs).expect("reopen");
+    let before = last_seq(&store);
+    let report = store.recover().expect("recover: more repairs than one batch holds");
+    let task = &report.tasks[0];
+    assert_eq!(task.events_written, calls as u64 + 10 + 1);
+    assert_eq!(task.calls.len(), calls);
+    assert_eq!(task.expired.len(), 10, "the expiries of every batch are reported");
+    let events = events(&store);
+    assert_eq!(events.len() as u64, before + task.events_written);
+    let Body::Restored(restored) = &events.last().expect("events").body else {
+        panic!("recovery/restored is last")
+    };
+    assert_eq!(restored.expired.len(), 10);
+    assert_eq!(restored.calls.len(), calls);
+    let state = store.task_state("t1").expect("t1");
+    assert!(state.session.calls.values().all(|c| c.status == CallStatus::OutcomeUnknown));
+    append(&store, "t1", call("next", "wire", Effect::Unsafe, None));
+}

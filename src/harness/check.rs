@@ -267,9 +267,11 @@ fn check_dispatch(
 /// Whether `call` is the same logical request as the `existing` call under its call id: the
 /// same request key when both carry one, else the same tool and the same argument digest.
 /// An announced call that was never dispatched has no digest yet: only its tool must match.
+/// A call the log knows only by its result or unknown outcome (its dispatch was lost, as in a
+/// salvaged store) is not known to be any request: nothing matches it.
 fn same_request(existing: &Call, call: &ToolCall) -> bool {
     if existing.dispatches == 0 {
-        return existing.tool.is_empty() || existing.tool == call.tool;
+        return existing.status == CallStatus::NotStarted && existing.tool == call.tool;
     }
     match (&existing.request_key, &call.request_key) {
         (Some(earlier), Some(new)) => earlier == new,

@@ -19,6 +19,7 @@ use crate::harness::event::{
 use crate::harness::ids::{ApprovalId, CallId, TaskId};
 use crate::harness::state::{ApprovalStatus, Call, CallStatus, TaskState};
 use crate::harness::store::{AppendOptions, Store, TaskCell};
+use crate::limits::{EVENT_BATCH_MAX, RESTORED_CALL_OVERHEAD_BYTES, RESTORED_CALLS_BYTES_MAX};
 use crate::types::Durability;
 use std::sync::atomic::Ordering;
 
@@ -259,10 +260,26 @@ pub struct RecoveryReport {
 /// event since its last `recovery/restored`: its last decisions are reported again).
 #[must_use]
 pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
-    let resume =
-        if task.task.risk == Risk::High { Resume::NeedsConfirmation } else { Resume::Ready };
+    plan_task_after(id, task, false)
+}
+
+/// [`plan_task`], and with `after_loss` (the log lost events, as after a salvage: the task's
+/// contract or its risk may be among them) every task needs repair and asks for a
+/// confirmation, whatever its known risk.
+#[must_use]
+pub fn plan_task_after(
+    id: &TaskId,
+    task: &TaskState,
+    after_loss: bool,
+) -> (TaskRecovery, Vec<Body>) {
+    let resume = if task.task.risk == Risk::High || after_loss {
+        Resume::NeedsConfirmation
+    } else {
+        Resume::Ready
+    };
     if let Some(last) = &task.control.last_recovery
         && last.revision == task.revision
+        && !after_loss
     {
         return (report_last(id, task), Vec::new());
     }
@@ -361,11 +378,19 @@ pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
         Resume::Ready => "ready",
         Resume::NeedsConfirmation => "needs_confirmation",
     };
+    // The decisions recorded, within a byte budget so that the event stays far below the
+    // body limit however many calls a task left open; the report itself lists them all.
+    let mut budget = RESTORED_CALLS_BYTES_MAX;
     bodies.push(Body::Restored(Restored {
         resume: resume_name.to_owned(),
         calls: recovery
             .calls
             .iter()
+            .take_while(|c| {
+                let cost = c.call_id.as_str().len() + RESTORED_CALL_OVERHEAD_BYTES;
+                budget = budget.checked_sub(cost).unwrap_or(0);
+                budget > 0
+            })
             .map(|c| CallDecision {
                 call_id: c.call_id.clone(),
                 outcome: c.outcome.as_str().to_owned(),
@@ -431,6 +456,12 @@ impl Store {
     /// before it resumes. A task already held is reported from its last recovery and gets no
     /// new event: running it again writes nothing.
     pub fn recover(&self) -> Result<RecoveryReport> {
+        self.recover_after(false)
+    }
+
+    /// [`Store::recover`]; with `after_loss`, for a store whose log lost events (a salvaged
+    /// store), every task not held yet is repaired and asks for a confirmation.
+    pub(crate) fn recover_after(&self, after_loss: bool) -> Result<RecoveryReport> {
         if self.log().is_read_only() {
             return Err(crate::error::ErrorKind::ReadOnly.into());
         }
@@ -439,7 +470,7 @@ impl Store {
             if cell.revision.load(Ordering::Acquire) == 0 {
                 continue;
             }
-            let recovery = self.take_over(&cell, Durability::Buffered)?;
+            let recovery = self.take_over_after(&cell, Durability::Buffered, after_loss)?;
             report.events_written += recovery.events_written;
             report.tasks.push(recovery);
         }
@@ -450,25 +481,70 @@ impl Store {
     }
 
     /// Takes the task of `cell` over from the holder that wrote it before this store handle
-    /// was opened: appends its repair batch ([`plan_task`]) at `durability` and marks it held.
-    /// A task already held gets no event and is reported from its last recovery.
+    /// was opened: appends its repair ([`plan_task`]) at `durability` and marks it held. A
+    /// task already held gets no event and is reported from its last recovery.
     pub(crate) fn take_over(
         &self,
         cell: &TaskCell,
         durability: Durability,
     ) -> Result<TaskRecovery> {
+        self.take_over_after(cell, durability, false)
+    }
+
+    /// [`Store::take_over`], with `after_loss` as in [`plan_task_after`].
+    ///
+    /// The repair is one atomic batch unless it holds more than [`EVENT_BATCH_MAX`] events;
+    /// then it is written in batches of at most that many, `recovery/restored` last. A crash
+    /// between them leaves each batch's repairs recorded, and the next holder plans the rest.
+    fn take_over_after(
+        &self,
+        cell: &TaskCell,
+        durability: Durability,
+        after_loss: bool,
+    ) -> Result<TaskRecovery> {
         let _guard = cell.takeover.lock();
+        let mut written = 0;
+        let mut expired: Vec<ApprovalId> = Vec::new();
+        let mut expired_signals: Vec<u64> = Vec::new();
         let recovery = loop {
             let mut state = cell.state.lock().clone();
             state.revision = cell.revision.load(Ordering::Acquire);
             if cell.held.load(Ordering::Acquire) {
                 return Ok(report_last(&cell.id, &state));
             }
-            let (mut recovery, bodies) = plan_task(&cell.id, &state);
+            let (mut recovery, mut bodies) = plan_task_after(&cell.id, &state, after_loss);
+            // What earlier batches of this takeover expired is no longer in the plan.
+            if !expired.is_empty() || !expired_signals.is_empty() {
+                recovery.expired = [expired.clone(), recovery.expired].concat();
+                recovery.expired_signals =
+                    [expired_signals.clone(), recovery.expired_signals].concat();
+                if let Some(Body::Restored(restored)) = bodies.last_mut() {
+                    restored.expired.clone_from(&recovery.expired);
+                }
+            }
             if bodies.is_empty() {
+                recovery.events_written = written;
                 break recovery;
             }
-            recovery.events_written = bodies.len() as u64;
+            let last_batch = bodies.len() <= EVENT_BATCH_MAX;
+            if !last_batch {
+                bodies.truncate(EVENT_BATCH_MAX);
+            }
+            let count = bodies.len() as u64;
+            let batch_expired: Vec<ApprovalId> = bodies
+                .iter()
+                .filter_map(|b| match b {
+                    Body::ApprovalExpired(e) => Some(e.approval_id.clone()),
+                    _ => None,
+                })
+                .collect();
+            let batch_signals: Vec<u64> = bodies
+                .iter()
+                .filter_map(|b| match b {
+                    Body::SignalExpired(e) => Some(e.signal_seq),
+                    _ => None,
+                })
+                .collect();
             // A compare-and-set on the revision planned from: a delta appended meanwhile
             // makes it stale, and the task is planned again.
             let options = AppendOptions {
@@ -476,7 +552,15 @@ impl Store {
                 durability: Some(durability),
             };
             match self.append_events(cell, bodies, options, true) {
-                Ok(_) => break recovery,
+                Ok(_) if last_batch => {
+                    recovery.events_written = written + count;
+                    break recovery;
+                }
+                Ok(_) => {
+                    written += count;
+                    expired.extend(batch_expired);
+                    expired_signals.extend(batch_signals);
+                }
                 Err(e) if matches!(e.kind(), crate::error::ErrorKind::StaleRevision { .. }) => {}
                 Err(e) => return Err(e),
             }
