@@ -388,7 +388,7 @@ pub fn plan_task_after(
             .iter()
             .take_while(|c| {
                 let cost = c.call_id.as_str().len() + RESTORED_CALL_OVERHEAD_BYTES;
-                budget = budget.checked_sub(cost).unwrap_or(0);
+                budget = budget.saturating_sub(cost);
                 budget > 0
             })
             .map(|c| CallDecision {
