@@ -26,6 +26,7 @@ use crate::frame::{self, Decoded};
 use crate::fs::{Fs, OpenMode};
 use crate::gaps::{self, Gap, Gaps};
 use crate::harness::codec;
+use crate::harness::snapshot::{self, SnapshotFile};
 use crate::harness::{Store, StoreOptions};
 use crate::limits::{FRAME_ALIGN_BYTES, SEGMENT_BYTES_MIN, SEGMENT_HEADER_BYTES};
 use crate::recovery::last_nonzero;
@@ -98,6 +99,10 @@ pub struct SalvageReport {
     /// The harness recovery run on the new store; `None` in a dry run and for a log whose
     /// records are not events.
     pub recovery: Option<crate::harness::HarnessRecoveryReport>,
+    /// The valid snapshots of the old store copied (or, in a dry run, to be copied) into the
+    /// new one, by the seq they cover: those covering at most the new log's last seq. They
+    /// keep a store whose early segments were reclaimed openable.
+    pub snapshots: Vec<Seq>,
 }
 
 impl SalvageReport {
@@ -204,7 +209,18 @@ pub fn salvage(
         damage: plan.damage.clone(),
         store,
         recovery: None,
+        snapshots: Vec::new(),
     };
+    let through = report.last_seq.map_or(0, |s| s.0);
+    let snapshots: Vec<SnapshotFile> = if store {
+        snapshot::list(&*fs, dir)?
+            .into_iter()
+            .filter(|f| f.covered_seq.0 <= through && snapshot::load(&*fs, f).is_ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    report.snapshots = snapshots.iter().map(|f| f.covered_seq).collect();
     if options.dry_run {
         return Ok(report);
     }
@@ -213,6 +229,7 @@ pub fn salvage(
     // task of a salvaged store with a gap asks for a confirmation before a side effect.
     let after_loss = !report.damage.is_empty() || !report.gaps.is_empty();
     let written = plan.write(&*fs, target).and_then(|()| {
+        copy_snapshots(&*fs, target, &snapshots)?;
         if !store {
             return Ok(None);
         }
@@ -232,6 +249,28 @@ pub fn salvage(
                 .into())
         }
     }
+}
+
+/// Copies the snapshot `files` (each checked valid) into `target/snapshots/`, byte for byte,
+/// each through a synced temporary file renamed into place, then syncs the directory.
+fn copy_snapshots(fs: &dyn Fs, target: &Path, files: &[SnapshotFile]) -> Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let dir = snapshot::snapshot_dir(target);
+    fs.create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
+    fs.sync_dir(target).map_err(|e| Error::io("fsync directory", target, e))?;
+    for file in files {
+        let bytes = fs.map(&file.path).map_err(|e| Error::io("read", &file.path, e))?;
+        let name = snapshot::file_name(file.covered_seq);
+        let (temp, path) = (dir.join(format!("{name}.tmp")), dir.join(name));
+        let copy =
+            fs.open(&temp, OpenMode::CreateNew).map_err(|e| Error::io("create", &temp, e))?;
+        copy.write_all_at(&bytes, 0).map_err(|e| Error::io("write", &temp, e))?;
+        copy.sync_data().map_err(|e| Error::io("fdatasync", &temp, e))?;
+        fs.rename(&temp, &path).map_err(|e| Error::io("rename", &temp, e))?;
+    }
+    fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))
 }
 
 /// Removes everything under `target` (which was empty or missing before the salvage), and

@@ -359,8 +359,10 @@ enum Command {
     /// of lost seqs in NEWDIR's GAPS file, at a segment boundary (format-spec/salvage.md).
     /// When the records are events it then opens the new store and runs the harness recovery
     /// on it, so a tool call whose tool/result was lost comes back as outcome_unknown, never
-    /// as completed. Snapshots are not copied: the new store folds its state from the kept
-    /// events. If a salvage is interrupted, remove NEWDIR and run it again.
+    /// as completed; after a loss every task asks for a control/resume confirmation. The valid
+    /// snapshots of DIR are copied, so a store whose early segments were purged salvages to
+    /// one that opens. A salvage that fails removes what it wrote; if one is killed, remove
+    /// NEWDIR and run it again.
     ///
     /// Prints each kept range, each gap (file, segment, offset and length of the damage, why,
     /// and the seqs lost when the records around it tell) and the recovery. --json prints one
@@ -368,7 +370,7 @@ enum Command {
     /// "last_seq","kept":[{"source","segment","first_seq","last_seq","records"}],
     /// "gaps":[{"path","segment","offset","bytes","reason","lost":{"known","first_seq",
     /// "last_seq","to_end"}}],"declared_gaps":[{"first_seq","end_seq"}],"store",
-    /// "recovery": the object of `recover --json`, or null (dry run, or records that are not
+    /// "snapshots":[covered seq],"recovery": the object of `recover --json`, or null (dry run, or records that are not
     /// events)}. --dry-run scans and reports, and writes nothing anywhere.
     #[command(after_help = "Exit codes:\n  0  the new store was written and recovered (or, \
                             with --dry-run, the report printed); also when DIR had no damage\n  \

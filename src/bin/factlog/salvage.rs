@@ -68,6 +68,11 @@ fn write_text(out: &mut impl Write, report: &SalvageReport) -> io::Result<()> {
     for damage in &report.damage {
         writeln!(out, "gap: {}", damage_text(damage))?;
     }
+    if !report.snapshots.is_empty() {
+        let covered: Vec<String> = report.snapshots.iter().map(|s| s.0.to_string()).collect();
+        let verb = if report.dry_run { "would copy" } else { "copied" };
+        writeln!(out, "snapshots: {verb} those covering seqs through {}", covered.join(", "))?;
+    }
     match &report.recovery {
         Some(recovery) => {
             for task in &recovery.tasks {
@@ -170,6 +175,7 @@ fn report_json(report: &SalvageReport) -> Value {
         "gaps": gaps,
         "declared_gaps": declared,
         "store": report.store,
+        "snapshots": report.snapshots.iter().map(|s| s.0).collect::<Vec<u64>>(),
         "recovery": report.recovery.as_ref().map_or(Value::Null, |r| {
             serde_json::to_value(r).unwrap_or(Value::Null)
         }),
