@@ -25,6 +25,7 @@ mod migrate;
 mod progress;
 mod purge;
 mod recover;
+mod request_key;
 mod salvage;
 mod state;
 mod tail;
@@ -381,6 +382,59 @@ enum Command {
                             factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --dry-run\n  \
                             factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --json")]
     Salvage(SalvageArgs),
+
+    /// Print the request key of a logical request: the documented derivation, for any language.
+    ///
+    /// request_key = "rk1_" + the lowercase hex of the first 16 bytes of SHA-256 over the
+    /// domain, the task id, the operation and the source revision (format-spec/events.md,
+    /// "Request keys"; vector 024). The same TASK, OPERATION and REVISION always give the same
+    /// key; a real change of content (a new revision) gives a new one. Prints the key as one
+    /// line, or with --json {"task","operation","revision","request_key"}.
+    #[command(after_help = "Exit codes:\n  0  the key was printed\n  2  bad arguments (a task \
+                            id that is empty or over 128 bytes, a revision that is not a \
+                            non-negative integer)\n\n\
+                            Example:\n  factlog request-key session-1 publish_article:weekly 6\n  \
+                            factlog request-key t1 send_email:draft-7 12 --json")]
+    RequestKey(RequestKeyArgs),
+
+    /// Print a shell completion script for bash, zsh or fish to standard output.
+    #[command(after_help = "Exit codes:\n  0  the script was printed\n  2  bad arguments\n\n\
+                            Example:\n  factlog completions bash > \
+                            ~/.local/share/bash-completion/completions/factlog\n  \
+                            factlog completions zsh > ~/.zfunc/_factlog\n  \
+                            factlog completions fish > ~/.config/fish/completions/factlog.fish")]
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RequestKeyArgs {
+    /// The task id (1 to 128 bytes of UTF-8).
+    task: String,
+    /// The operation: what the request does to what, e.g. "publish_article:weekly".
+    operation: String,
+    /// The task revision the request was based on (its source revision).
+    revision: u64,
+    /// Print one JSON object instead of the key alone.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: ShellArg,
+}
+
+/// The shells `factlog completions` writes for.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ShellArg {
+    /// GNU Bash.
+    Bash,
+    /// Z shell.
+    Zsh,
+    /// The friendly interactive shell.
+    Fish,
 }
 
 #[derive(Debug, clap::Args)]
@@ -693,6 +747,20 @@ fn print_out(text: &str) -> Result<(), Failure> {
     out.finish()
 }
 
+/// `factlog completions SHELL`: the script clap_complete generates from the command tree.
+fn completions(shell: ShellArg) -> Outcome {
+    use clap::CommandFactory;
+    let shell = match shell {
+        ShellArg::Bash => clap_complete::Shell::Bash,
+        ShellArg::Zsh => clap_complete::Shell::Zsh,
+        ShellArg::Fish => clap_complete::Shell::Fish,
+    };
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "factlog", &mut script);
+    print_out(&String::from_utf8_lossy(&script))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// What a command returns: its exit code on success (verify has several), or a failure.
 type Outcome = Result<ExitCode, Failure>;
 
@@ -718,6 +786,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Migrate(args) => migrate::run(&args),
         Command::Salvage(args) => salvage::run(&args),
+        Command::RequestKey(args) => request_key::run(&args),
+        Command::Completions(args) => completions(args.shell),
     };
     match outcome {
         Ok(code) => code,
