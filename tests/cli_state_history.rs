@@ -165,6 +165,23 @@ fn history_pairs_every_call_with_its_result_or_an_unknown_outcome() {
     assert!(tools.iter().all(|e| e["outcome"] != "pending"), "an unpaired call: {tools:?}");
     let c6 = tools.iter().find(|e| e["call_id"] == "c6").expect("c6");
     assert_eq!(c6["receipt"], json!({ "rows": 42 }));
+    // Every entry names the event it came from and, once answered, the event that answered
+    // it: the seqs of `dump`.
+    let records = common::cli::dump_records(&dir, &[]);
+    let type_at = |seq: &Value| {
+        records.iter().find(|r| r["seq"] == *seq).map(|r| r["type"].clone()).expect("a record")
+    };
+    for tool in &tools {
+        let from = type_at(&tool["seq"]);
+        assert!(from == "assistant/message" || from == "tool/call", "{tool}: {from}");
+        match tool["outcome"].as_str() {
+            Some("completed") => assert_eq!(type_at(&tool["result_seq"]), "tool/result"),
+            Some("outcome_unknown") => {
+                assert_eq!(type_at(&tool["result_seq"]), "tool/outcome_unknown");
+            }
+            _ => assert!(tool.get("result_seq").is_none(), "{tool}"),
+        }
+    }
     assert_eq!(
         entries[0],
         json!({ "role": "assistant", "seq": 4,

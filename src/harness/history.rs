@@ -36,6 +36,13 @@ pub enum Entry {
     },
     /// A tool call and what became of it.
     Tool {
+        /// The event it came from: the `assistant/message` that asked for the call, or its
+        /// `tool/call` when no message did.
+        seq: u64,
+        /// The event that answered it: its `tool/result`, or the `tool/outcome_unknown` a
+        /// recovery recorded; absent while it has neither.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result_seq: Option<u64>,
         /// The call.
         call_id: CallId,
         /// The tool.
@@ -107,6 +114,7 @@ impl Projection {
                 }
                 for call in m.tool_calls {
                     self.entries.push(tool_entry(
+                        seq,
                         call.call_id,
                         call.tool,
                         call.args,
@@ -123,14 +131,22 @@ impl Projection {
                             *args = c.args;
                         }
                     }
-                    _ => self.entries.push(tool_entry(c.call_id, c.tool, c.args, "pending")),
+                    _ => self.entries.push(tool_entry(seq, c.call_id, c.tool, c.args, "pending")),
                 }
             }
             Body::ToolResult(r) => {
-                if let Some(Entry::Tool { outcome, result, error, receipt, output, .. }) =
-                    self.call_mut(&r.call_id)
+                if let Some(Entry::Tool {
+                    outcome,
+                    result,
+                    error,
+                    receipt,
+                    output,
+                    result_seq,
+                    ..
+                }) = self.call_mut(&r.call_id)
                 {
                     *outcome = "completed";
+                    *result_seq = Some(seq);
                     *result = Some(r.outcome);
                     *error = r.error;
                     *receipt = r.receipt;
@@ -138,10 +154,11 @@ impl Projection {
                 }
             }
             Body::ToolOutcomeUnknown(u) => {
-                if let Some(Entry::Tool { outcome, .. }) = self.call_mut(&u.call_id)
+                if let Some(Entry::Tool { outcome, result_seq, .. }) = self.call_mut(&u.call_id)
                     && *outcome != "completed"
                 {
                     *outcome = "outcome_unknown";
+                    *result_seq = Some(seq);
                 }
             }
             Body::StepEnd(e) => self.flush_stream(e.status() == "interrupted"),
@@ -156,8 +173,16 @@ impl Projection {
     }
 }
 
-fn tool_entry(call_id: CallId, tool: String, args: Option<Value>, outcome: &'static str) -> Entry {
+fn tool_entry(
+    seq: u64,
+    call_id: CallId,
+    tool: String,
+    args: Option<Value>,
+    outcome: &'static str,
+) -> Entry {
     Entry::Tool {
+        seq,
+        result_seq: None,
         call_id,
         tool,
         args,

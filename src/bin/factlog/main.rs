@@ -295,7 +295,9 @@ enum Command {
     /// Messages, assembled streamed text, and every tool call paired with its result or an
     /// explicit unknown outcome; a context summary replaces what came before it. Text: one
     /// entry per line (`user: ..`, `assistant: ..`, `tool CALL TOOL -> OUTCOME ..`,
-    /// `summary: ..`). JSON: one object per line with a "role" field.
+    /// `summary: ..`). JSON: one object per line with a "role" field and the "seq" of the
+    /// event it came from; a tool entry also has "result_seq", the seq of its tool/result or
+    /// recorded unknown outcome, once it has one.
     #[command(after_help = "Exit codes:\n  0  history printed\n  1  the store could not be \
                             opened or read, or the task has no events (the message says why)\n  \
                             2  bad arguments\n\n\
