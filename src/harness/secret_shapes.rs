@@ -3,8 +3,8 @@
 //!
 //! [`SHAPES`] is the one table of shapes; each is a set of literal prefixes and a hand-written
 //! matcher for what follows, with a minimum length so that prose naming a prefix does not
-//! match. A match starts at a word boundary (the byte before it is not an ASCII letter, digit
-//! or `_`).
+//! match. A match starts at a boundary: the byte before it is not an ASCII letter, digit, `_`
+//! or `-`.
 //!
 //! Invariant that keeps appends cheap: every match starts with one of its shape's prefixes, and
 //! the prefixes hold no byte that JSON escapes, so a string value that holds a match holds the
@@ -16,7 +16,7 @@
 use serde_json::Value;
 
 use crate::harness::codec;
-use crate::harness::event::{Body, EventType};
+use crate::harness::event::Body;
 use crate::harness::secret::SECRET_KEY;
 
 /// One credential shape of the table [`SHAPES`].
@@ -64,7 +64,8 @@ pub const SHAPES: &[Shape] = &[
                  and it names the account",
         prefixes: &["AKIA", "ASIA"],
         matcher: |text, at| {
-            let run = text.get(at..)?.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+            let run =
+                text.get(at..)?.iter().take(17).take_while(|b| b.is_ascii_alphanumeric()).count();
             let upper = text.get(at..at + run)?.iter().all(|b| !b.is_ascii_lowercase());
             (run == 16 && upper).then_some(at + run)
         },
@@ -178,7 +179,11 @@ pub const SHAPES: &[Shape] = &[
     },
 ];
 
-/// The maximal run of `accept` bytes from `at`: its end if its length is within
+/// The longest run of token bytes a matcher reads. Real credentials are far shorter; the cap
+/// keeps a string made of many overlapping candidates (`sk-sk-sk-...`) linear to scan.
+const RUN_BYTES_MAX: usize = 8 * 1024;
+
+/// The maximal run (up to [`RUN_BYTES_MAX`]) of `accept` bytes from `at`: its end if its length is within
 /// `min..=max` (and, with `mixed`, it holds a digit, an upper- and a lower-case letter).
 fn token_run(
     text: &[u8],
@@ -189,7 +194,7 @@ fn token_run(
     mixed: bool,
 ) -> Option<usize> {
     let rest = text.get(at..)?;
-    let run = rest.iter().take_while(|b| accept(b)).count();
+    let run = rest.iter().take(RUN_BYTES_MAX).take_while(|b| accept(b)).count();
     let token = rest.get(..run)?;
     let mixed_ok = !mixed
         || (token.iter().any(u8::is_ascii_digit)
@@ -267,9 +272,11 @@ fn match_at(text: &[u8]) -> Option<(&'static Shape, usize)> {
     })
 }
 
-/// Whether a match may start at `at` of a string: the byte before is no letter, digit or `_`.
+/// Whether a match may start at `at` of a string: the byte before is no letter, digit, `_` or
+/// `-`. So inside a run of those bytes only its start is a candidate, which keeps a scan
+/// linear: no run of token bytes is read again from a later candidate inside it.
 fn at_boundary(text: &[u8], at: usize) -> bool {
-    at.checked_sub(1).and_then(|before| text.get(before)).is_none_or(|b| !is_word_byte(b))
+    at.checked_sub(1).and_then(|before| text.get(before)).is_none_or(|b| !is_key_byte(b))
 }
 
 /// Whether JSON text written by `serde_json` may hold a value of a credential shape: some
@@ -280,7 +287,7 @@ fn at_boundary(text: &[u8], at: usize) -> bool {
 pub fn json_may_hold_credential(json: &[u8]) -> bool {
     (0..json.len()).any(|at| {
         let Some(&first) = json.get(at) else { return false };
-        if !PREFIX_FIRST_BYTES.contains(&first) || !json_boundary(json, at) {
+        if !IS_PREFIX_FIRST_BYTE[usize::from(first)] || !json_boundary(json, at) {
             return false;
         }
         let rest = json.get(at..).unwrap_or_default();
@@ -290,6 +297,17 @@ pub fn json_may_hold_credential(json: &[u8]) -> bool {
 
 /// The first bytes of every prefix of [`SHAPES`] (checked by a unit test).
 const PREFIX_FIRST_BYTES: &[u8] = b"sAgxrebB-";
+
+/// [`PREFIX_FIRST_BYTES`] as a lookup table: one load per byte of the JSON text.
+const IS_PREFIX_FIRST_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < PREFIX_FIRST_BYTES.len() {
+        table[PREFIX_FIRST_BYTES[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// A boundary as [`at_boundary`] would see it in the decoded string, over-approximated in
 /// escaped JSON text: after an escape (`\n`, `\u001f`) the decoded byte before is no word byte.
@@ -368,9 +386,6 @@ fn push_key(path: &mut String, key: &str) {
 /// it). `assistant/delta` text and opaque non-JSON bodies are not scanned.
 #[must_use]
 pub fn find_in_body(body: &Body) -> Vec<Finding> {
-    if body.event_type() == Some(EventType::AssistantDelta) {
-        return Vec::new();
-    }
     match body {
         Body::AssistantDelta(_) => Vec::new(),
         Body::Opaque(opaque) if opaque.encoding != codec::ENCODING_JSON => Vec::new(),
@@ -400,6 +415,17 @@ mod tests {
                 assert!(prefix.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'), "{prefix}");
             }
         }
+    }
+
+    #[test]
+    fn overlapping_candidates_are_scanned_in_bounded_time() {
+        let started = std::time::Instant::now();
+        for text in
+            ["sk-".repeat(100_000), " sk-".repeat(100_000), ".eyJaaaaaaaaaaaa".repeat(20_000)]
+        {
+            assert!(shapes_in(&text).is_empty());
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
     }
 
     #[test]
