@@ -244,6 +244,20 @@ pub enum ErrorKind {
         /// The earlier call's argument digest, if it was dispatched with arguments.
         args_digest: Option<String>,
     },
+    /// A body holds a value with the shape of a well-known credential that is not marked
+    /// `{"$secret": ...}`, and the store refuses such bodies
+    /// ([`crate::harness::StoreOptions::refuse_unmarked_secrets`]); nothing was written.
+    UnmarkedSecret {
+        /// The task.
+        task: String,
+        /// The event type.
+        event_type: String,
+        /// Where the value is, as a JSON path from the body's top (`$.args.api_key`).
+        path: String,
+        /// The name of the shape it matched
+        /// ([`crate::harness::secret_shapes::SHAPES`]).
+        shape: &'static str,
+    },
 }
 
 /// A call whose outcome is unknown and unresolved ([`ErrorKind::NeedsRecovery`]).
@@ -680,6 +694,13 @@ impl fmt::Display for Error {
                  same request key, or the same tool and arguments; give the new call a call id \
                  of its own; nothing was written",
                 args_digest.as_deref().unwrap_or("none")
+            ),
+            ErrorKind::UnmarkedSecret { task, event_type, path, shape } => write!(
+                f,
+                "{event_type} event of task {task:?}: the value at {path} looks like a \
+                 credential ({shape}) and is not marked as a secret; wrap it as \
+                 {{\"$secret\": \"...\"}} so that only a reference is stored; nothing was \
+                 written"
             ),
         }
     }

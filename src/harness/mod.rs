@@ -16,6 +16,7 @@ pub mod migrate;
 pub mod recovery;
 pub mod request_key;
 pub mod secret;
+pub mod secret_shapes;
 pub mod snapshot;
 pub mod state;
 mod store;

@@ -24,6 +24,7 @@ use crate::harness::fold;
 use crate::harness::ids::{CallId, TaskId, check_task_id};
 use crate::harness::request_key;
 use crate::harness::secret;
+use crate::harness::secret_shapes;
 use crate::harness::state::{State, TaskState};
 use crate::harness::store_open::OpenReport;
 use crate::limits::{
@@ -44,6 +45,7 @@ pub struct StoreOptions {
     pub(crate) snapshot_every_events: u64,
     pub(crate) snapshot_at_turn_end: bool,
     pub(crate) clock: fn() -> u64,
+    pub(crate) refuse_unmarked_secrets: bool,
 }
 
 impl Default for StoreOptions {
@@ -62,6 +64,7 @@ impl StoreOptions {
             snapshot_every_events: SNAPSHOT_EVERY_EVENTS_DEFAULT,
             snapshot_at_turn_end: false,
             clock: system_clock_us,
+            refuse_unmarked_secrets: false,
         }
     }
 
@@ -103,6 +106,18 @@ impl StoreOptions {
     #[must_use]
     pub fn clock(mut self, clock: fn() -> u64) -> StoreOptions {
         self.clock = clock;
+        self
+    }
+
+    /// Refuses an event whose body holds a value with the shape of a well-known credential
+    /// (`format-spec/events.md`, "Credential shapes") that is not marked `{"$secret": ...}`:
+    /// the append fails with [`ErrorKind::UnmarkedSecret`] and writes nothing (a batch
+    /// holding one such body writes none). Off, such a body is written as it is; a front end
+    /// warns with [`crate::harness::secret_shapes::find_in_body`]. Events that recovery
+    /// writes and `assistant/delta` text are never checked. Default: off.
+    #[must_use]
+    pub fn refuse_unmarked_secrets(mut self, on: bool) -> StoreOptions {
+        self.refuse_unmarked_secrets = on;
         self
     }
 }
@@ -474,11 +489,13 @@ impl Store {
         // Bodies are written in the schemas of the log's format, so that a format-1 log stays
         // readable by the release that wrote it (`format-spec/events.md`, "Schema versions").
         let format_version = self.inner.log.format_version();
+        let refuse_unmarked = (!by_recovery && self.inner.options.refuse_unmarked_secrets)
+            .then_some(cell.id.as_str());
         for body in &mut bodies {
             if !by_recovery {
                 durability = durability.max(resolve_durability(body, options.durability)?);
             }
-            encoded.push(prepare(body, format_version)?);
+            encoded.push(prepare(body, format_version, refuse_unmarked)?);
         }
         if by_recovery {
             // Recovery batches every task's repair and syncs once at the end.
@@ -635,8 +652,13 @@ fn resolve_durability(body: &Body, asked: Option<Durability>) -> Result<Durabili
 
 /// Replaces secrets by references and fills a `tool/call`'s argument digest.
 /// Returns the body's encoding for a log of segment format `format_version`
-/// (`codec::encode_body`).
-fn prepare(body: &mut Body, format_version: u16) -> Result<codec::EncodedBody> {
+/// (`codec::encode_body`). With `refuse_unmarked` (the task's id), a body holding an unmarked
+/// credential-shaped value is refused ([`ErrorKind::UnmarkedSecret`]).
+fn prepare(
+    body: &mut Body,
+    format_version: u16,
+    refuse_unmarked: Option<&str>,
+) -> Result<codec::EncodedBody> {
     let Some(event_type) = body.event_type() else {
         return codec::encode_body(body, format_version);
     };
@@ -654,6 +676,17 @@ fn prepare(body: &mut Body, format_version: u16) -> Result<codec::EncodedBody> {
         call.args_digest = Some(request_key::args_digest(&masked));
     }
     let encoded = codec::encode_body(body, format_version)?;
+    if let Some(task) = refuse_unmarked
+        && let Some(finding) = secret_shapes::find_in_json(&encoded.3).into_iter().next()
+    {
+        return Err(ErrorKind::UnmarkedSecret {
+            task: task.to_owned(),
+            event_type: event_type.name().to_owned(),
+            path: finding.path,
+            shape: finding.shape,
+        }
+        .into());
+    }
     // Most bodies hold no secret: the JSON text tells without building a tree of values.
     if !secret::json_mentions_secret(&encoded.3) {
         return Ok(encoded);

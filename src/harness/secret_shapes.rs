@@ -1,0 +1,441 @@
+//! Secrets that look like secrets (`format-spec/events.md`, "Credential shapes"): values in a
+//! body that have the shape of a well-known credential but were not marked `{"$secret": ...}`.
+//!
+//! [`SHAPES`] is the one table of shapes; each is a set of literal prefixes and a hand-written
+//! matcher for what follows, with a minimum length so that prose naming a prefix does not
+//! match. A match starts at a boundary: the byte before it is not an ASCII letter, digit, `_`
+//! or `-`.
+//!
+//! Invariant that keeps appends cheap: every match starts with one of its shape's prefixes, and
+//! the prefixes hold no byte that JSON escapes, so a string value that holds a match holds the
+//! prefix verbatim in the JSON text `serde_json` writes. [`json_may_hold_credential`] looks
+//! for the prefixes in that text in one pass; only when it finds one is the text parsed and
+//! walked. Object keys are not scanned (a path names them), and values inside an object with a
+//! `$secret` key are marked, so skipped. `assistant/delta` text is never scanned.
+
+use serde_json::Value;
+
+use crate::harness::codec;
+use crate::harness::event::Body;
+use crate::harness::secret::SECRET_KEY;
+
+/// One credential shape of the table [`SHAPES`].
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// The stable name, reported in findings and errors (`openai_api_key`).
+    pub name: &'static str,
+    /// What it matches, in the notation of `format-spec/events.md`.
+    pub matches: &'static str,
+    /// Why a value of this shape is a credential.
+    pub reason: &'static str,
+    /// The literal prefixes a match starts with.
+    prefixes: &'static [&'static str],
+    /// Given the text from a prefix on (the prefix included) and the prefix's length, the
+    /// length of the credential that starts there, if one does.
+    matcher: fn(&[u8], usize) -> Option<usize>,
+}
+
+/// Every credential shape, in the order a string is tried at each position.
+pub const SHAPES: &[Shape] = &[
+    Shape {
+        name: "anthropic_api_key",
+        matches: "`sk-ant-` then 32 or more of `[A-Za-z0-9_-]`, mixing digits, upper and lower case",
+        reason: "an Anthropic API key: bills and acts as its owner",
+        prefixes: &["sk-ant-"],
+        matcher: |text, at| token_run(text, at, is_key_byte, 32, usize::MAX, true),
+    },
+    Shape {
+        name: "openai_api_key",
+        matches: "`sk-` (also `sk-proj-`, `sk-svcacct-`) then 32 or more of `[A-Za-z0-9_-]`, \
+                  mixing digits, upper and lower case; not `sk-ant-`",
+        reason: "an OpenAI API key: bills and acts as its owner",
+        prefixes: &["sk-"],
+        matcher: |text, at| {
+            if text.starts_with(b"sk-ant-") {
+                return None;
+            }
+            token_run(text, at, is_key_byte, 32, usize::MAX, true)
+        },
+    },
+    Shape {
+        name: "aws_access_key_id",
+        matches: "`AKIA` or `ASIA` then exactly 16 of `[A-Z0-9]`",
+        reason: "an AWS access key id (long-term or temporary): half of a cloud credential, \
+                 and it names the account",
+        prefixes: &["AKIA", "ASIA"],
+        matcher: |text, at| {
+            let run =
+                text.get(at..)?.iter().take(17).take_while(|b| b.is_ascii_alphanumeric()).count();
+            let upper = text.get(at..at + run)?.iter().all(|b| !b.is_ascii_lowercase());
+            (run == 16 && upper).then_some(at + run)
+        },
+    },
+    Shape {
+        name: "github_token",
+        matches: "`ghp_`, `gho_`, `ghu_`, `ghs_` or `ghr_` then 36 to 255 of `[A-Za-z0-9]`",
+        reason: "a GitHub personal, OAuth, user-to-server, server-to-server or refresh token",
+        prefixes: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+        matcher: |text, at| token_run(text, at, u8::is_ascii_alphanumeric, 36, 255, false),
+    },
+    Shape {
+        name: "github_fine_grained_token",
+        matches: "`github_pat_` then 50 or more of `[A-Za-z0-9_]`",
+        reason: "a GitHub fine-grained personal access token",
+        prefixes: &["github_pat_"],
+        matcher: |text, at| token_run(text, at, is_word_byte, 50, usize::MAX, false),
+    },
+    Shape {
+        name: "slack_token",
+        matches: "`xoxa-`, `xoxb-`, `xoxp-` or `xoxr-` then 20 or more of `[A-Za-z0-9-]` \
+                  holding a digit",
+        reason: "a Slack app, bot, user or refresh token",
+        prefixes: &["xoxa-", "xoxb-", "xoxp-", "xoxr-"],
+        matcher: |text, at| {
+            let end = token_run(
+                text,
+                at,
+                |b| b.is_ascii_alphanumeric() || *b == b'-',
+                20,
+                usize::MAX,
+                false,
+            )?;
+            text.get(at..end)?.iter().any(u8::is_ascii_digit).then_some(end)
+        },
+    },
+    Shape {
+        name: "google_api_key",
+        matches: "`AIza` then exactly 35 of `[A-Za-z0-9_-]`",
+        reason: "a Google Cloud or Firebase API key",
+        prefixes: &["AIza"],
+        matcher: |text, at| token_run(text, at, is_key_byte, 35, 35, false),
+    },
+    Shape {
+        name: "stripe_secret_key",
+        matches: "`sk_live_` or `rk_live_` then 24 or more of `[A-Za-z0-9]`",
+        reason: "a Stripe live secret or restricted key: moves money",
+        prefixes: &["sk_live_", "rk_live_"],
+        matcher: |text, at| token_run(text, at, u8::is_ascii_alphanumeric, 24, usize::MAX, false),
+    },
+    Shape {
+        name: "jwt",
+        matches: "three `.`-separated parts of `[A-Za-z0-9_-]`, the first starting `eyJ`; \
+                  at least 10, 10 and 16 long",
+        reason: "a signed JSON Web Token: a bearer credential until it expires",
+        prefixes: &["eyJ"],
+        matcher: |text, _| {
+            let mut end = 0;
+            for (part, min) in [10, 10, 16].into_iter().enumerate() {
+                if part > 0 {
+                    (text.get(end) == Some(&b'.')).then_some(())?;
+                    end += 1;
+                }
+                end = token_run(text, end, is_key_byte, min, usize::MAX, false)?;
+            }
+            Some(end)
+        },
+    },
+    Shape {
+        name: "bearer_token",
+        matches: "`Bearer `, `bearer ` or `BEARER ` then 20 or more of `[A-Za-z0-9._~+/-]` \
+                  (then `=` padding) holding a letter and a digit",
+        reason: "an HTTP `Authorization` credential: whoever holds it is the caller",
+        prefixes: &["Bearer ", "bearer ", "BEARER "],
+        matcher: |text, at| {
+            let is_token = |b: &u8| b.is_ascii_alphanumeric() || b"._~+/-".contains(b);
+            let end = token_run(text, at, is_token, 20, usize::MAX, false)?;
+            let token = text.get(at..end)?;
+            let mixed =
+                token.iter().any(u8::is_ascii_digit) && token.iter().any(u8::is_ascii_alphabetic);
+            let padding = text.get(end..)?.iter().take_while(|b| **b == b'=').count();
+            mixed.then_some(end + padding)
+        },
+    },
+    Shape {
+        name: "private_key_block",
+        matches: "`-----BEGIN `, words of `[A-Z ]`, `PRIVATE KEY-----`, then 64 or more \
+                  base64 characters before the next `-----`",
+        reason: "a PEM private key (RSA, EC, OpenSSH, PKCS #8, encrypted or not)",
+        prefixes: &["-----BEGIN "],
+        matcher: |text, at| {
+            let label =
+                text.get(at..)?.iter().take_while(|b| b.is_ascii_uppercase() || **b == b' ');
+            let label_end = at + label.count();
+            let rest = text.get(label_end..)?;
+            let header_end = label_end + b"-----".len();
+            let named =
+                text.get(..label_end)?.ends_with(b"PRIVATE KEY") && rest.starts_with(b"-----");
+            named.then_some(())?;
+            let mut base64 = 0;
+            let mut end = header_end;
+            for &byte in text.get(header_end..)? {
+                if byte == b'-' {
+                    break;
+                }
+                base64 += usize::from(byte.is_ascii_alphanumeric() || byte == b'+' || byte == b'/');
+                end += 1;
+            }
+            (base64 >= 64).then_some(end)
+        },
+    },
+];
+
+/// The longest run of token bytes a matcher reads. Real credentials are far shorter; the cap
+/// keeps a string made of many overlapping candidates (`sk-sk-sk-...`) linear to scan.
+const RUN_BYTES_MAX: usize = 8 * 1024;
+
+/// The maximal run (up to [`RUN_BYTES_MAX`]) of `accept` bytes from `at`: its end if its length is within
+/// `min..=max` (and, with `mixed`, it holds a digit, an upper- and a lower-case letter).
+fn token_run(
+    text: &[u8],
+    at: usize,
+    accept: fn(&u8) -> bool,
+    min: usize,
+    max: usize,
+    mixed: bool,
+) -> Option<usize> {
+    let rest = text.get(at..)?;
+    let run = rest.iter().take(RUN_BYTES_MAX).take_while(|b| accept(b)).count();
+    let token = rest.get(..run)?;
+    let mixed_ok = !mixed
+        || (token.iter().any(u8::is_ascii_digit)
+            && token.iter().any(u8::is_ascii_uppercase)
+            && token.iter().any(u8::is_ascii_lowercase));
+    ((min..=max).contains(&run) && mixed_ok).then_some(at + run)
+}
+
+fn is_key_byte(byte: &u8) -> bool {
+    byte.is_ascii_alphanumeric() || *byte == b'_' || *byte == b'-'
+}
+
+fn is_word_byte(byte: &u8) -> bool {
+    byte.is_ascii_alphanumeric() || *byte == b'_'
+}
+
+/// An unmarked value of a body that has the shape of a credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Where the value is, as a JSON path from the body's top (`$.args.headers.Authorization`,
+    /// `$.items[2]`, `$["x-api-key"]`); the same path in an `emit` line, whose body fields are
+    /// at its top.
+    pub path: String,
+    /// The [`Shape::name`] it matched.
+    pub shape: &'static str,
+}
+
+impl Finding {
+    /// A one-sentence warning: what was found where, and how to mark it.
+    #[must_use]
+    pub fn warning(&self) -> String {
+        format!(
+            "{} looks like a credential ({}) and is not marked as a secret: it is stored as \
+             it is; wrap the value as {{\"{SECRET_KEY}\": \"...\"}} to store a reference instead",
+            self.path, self.shape
+        )
+    }
+}
+
+/// The shapes a string holds, each once, in the order their first matches appear. A match
+/// consumes its bytes: a JWT inside a bearer token is reported as the bearer token.
+#[must_use]
+pub fn shapes_in(text: &str) -> Vec<&'static str> {
+    let bytes = text.as_bytes();
+    let mut found: Vec<&'static str> = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let matched =
+            at_boundary(bytes, at).then(|| match_at(bytes.get(at..).unwrap_or_default())).flatten();
+        match matched {
+            Some((shape, len)) => {
+                if !found.contains(&shape.name) {
+                    found.push(shape.name);
+                }
+                at += len.max(1);
+            }
+            None => at += 1,
+        }
+    }
+    found
+}
+
+/// The first shape of [`SHAPES`] whose prefix starts `text` and whose matcher accepts it,
+/// with the length of the match.
+fn match_at(text: &[u8]) -> Option<(&'static Shape, usize)> {
+    let first = *text.first()?;
+    SHAPES.iter().find_map(|shape| {
+        shape
+            .prefixes
+            .iter()
+            .filter(|prefix| prefix.as_bytes().first() == Some(&first))
+            .filter(|prefix| text.starts_with(prefix.as_bytes()))
+            .find_map(|prefix| (shape.matcher)(text, prefix.len()))
+            .map(|len| (shape, len))
+    })
+}
+
+/// Whether a match may start at `at` of a string: the byte before is no letter, digit, `_` or
+/// `-`. So inside a run of those bytes only its start is a candidate, which keeps a scan
+/// linear: no run of token bytes is read again from a later candidate inside it.
+fn at_boundary(text: &[u8], at: usize) -> bool {
+    at.checked_sub(1).and_then(|before| text.get(before)).is_none_or(|b| !is_key_byte(b))
+}
+
+/// Whether JSON text written by `serde_json` may hold a value of a credential shape: some
+/// shape's prefix occurs in it where a string could start a match there. One pass over the
+/// bytes; `false` proves that [`find_in_json`] finds nothing, so nearly every body skips the
+/// parse and the walk.
+#[must_use]
+pub fn json_may_hold_credential(json: &[u8]) -> bool {
+    (0..json.len()).any(|at| {
+        let Some(&first) = json.get(at) else { return false };
+        if !IS_PREFIX_FIRST_BYTE[usize::from(first)] || !json_boundary(json, at) {
+            return false;
+        }
+        let rest = json.get(at..).unwrap_or_default();
+        SHAPES.iter().flat_map(|s| s.prefixes).any(|p| rest.starts_with(p.as_bytes()))
+    })
+}
+
+/// The first bytes of every prefix of [`SHAPES`] (checked by a unit test).
+const PREFIX_FIRST_BYTES: &[u8] = b"sAgxrebB-";
+
+/// [`PREFIX_FIRST_BYTES`] as a lookup table: one load per byte of the JSON text.
+const IS_PREFIX_FIRST_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < PREFIX_FIRST_BYTES.len() {
+        table[PREFIX_FIRST_BYTES[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
+/// A boundary as [`at_boundary`] would see it in the decoded string, over-approximated in
+/// escaped JSON text: after an escape (`\n`, `\u001f`) the decoded byte before is no word byte.
+fn json_boundary(json: &[u8], at: usize) -> bool {
+    let back = |n: usize| at.checked_sub(n).and_then(|i| json.get(i)).copied();
+    at_boundary(json, at)
+        || back(2) == Some(b'\\')
+        || (back(6) == Some(b'\\') && back(5) == Some(b'u'))
+}
+
+/// Every unmarked credential-shaped string value in the JSON text `json` (a body as
+/// `serde_json` writes it), in document order. Cheap when there is none: see
+/// [`json_may_hold_credential`]. Text that is not JSON has no findings.
+#[must_use]
+pub fn find_in_json(json: &[u8]) -> Vec<Finding> {
+    if !json_may_hold_credential(json) {
+        return Vec::new();
+    }
+    serde_json::from_slice::<Value>(json).map(|value| find_in_value(&value)).unwrap_or_default()
+}
+
+/// Every unmarked credential-shaped string value in `value`, in document order, each with its
+/// path from `$`. An object with a `$secret` key is marked and skipped whole.
+#[must_use]
+pub fn find_in_value(value: &Value) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut path = String::from("$");
+    walk(value, &mut path, &mut findings);
+    findings
+}
+
+fn walk(value: &Value, path: &mut String, findings: &mut Vec<Finding>) {
+    let len = path.len();
+    match value {
+        Value::String(text) => {
+            findings.extend(
+                shapes_in(text).into_iter().map(|shape| Finding { path: path.clone(), shape }),
+            );
+        }
+        Value::Object(map) if map.contains_key(SECRET_KEY) => {}
+        Value::Object(map) => {
+            for (key, item) in map {
+                push_key(path, key);
+                walk(item, path, findings);
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push_str(&format!("[{i}]"));
+                walk(item, path, findings);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `.key` for a key that is an identifier, else `["key"]` with the key as a JSON string.
+fn push_key(path: &mut String, key: &str) {
+    let identifier = key.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && key.bytes().all(|b| is_word_byte(&b));
+    if identifier {
+        path.push('.');
+        path.push_str(key);
+    } else {
+        path.push('[');
+        path.push_str(&Value::String(key.to_owned()).to_string());
+        path.push(']');
+    }
+}
+
+/// Every unmarked credential-shaped value of `body`, as a front end warns of them before it
+/// appends (the store writes them unless [`crate::harness::StoreOptions::refuse_unmarked_secrets`]
+/// is on). Pure; cheap for a body without a shape's prefix (one encoding and one pass over
+/// it). `assistant/delta` text and opaque non-JSON bodies are not scanned.
+#[must_use]
+pub fn find_in_body(body: &Body) -> Vec<Finding> {
+    match body {
+        Body::AssistantDelta(_) => Vec::new(),
+        Body::Opaque(opaque) if opaque.encoding != codec::ENCODING_JSON => Vec::new(),
+        Body::Opaque(opaque) => find_in_json(&opaque.bytes),
+        _ => codec::encode_body(body, crate::segment::FORMAT_VERSION)
+            .map(|encoded| find_in_json(&encoded.3))
+            .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_consistent_with_the_prefilter() {
+        let mut names: Vec<&str> = SHAPES.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SHAPES.len(), "shape names are unique");
+        for shape in SHAPES {
+            assert!(!shape.prefixes.is_empty(), "{}", shape.name);
+            for prefix in shape.prefixes {
+                let first = prefix.as_bytes()[0];
+                assert!(PREFIX_FIRST_BYTES.contains(&first), "{prefix}");
+                // Verbatim in serde_json text: no byte that JSON escapes.
+                assert!(prefix.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'), "{prefix}");
+            }
+        }
+    }
+
+    #[test]
+    fn overlapping_candidates_are_scanned_in_bounded_time() {
+        let started = std::time::Instant::now();
+        for text in
+            ["sk-".repeat(100_000), " sk-".repeat(100_000), ".eyJaaaaaaaaaaaa".repeat(20_000)]
+        {
+            assert!(shapes_in(&text).is_empty());
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_prefilter_sees_a_match_after_an_escape() {
+        let key = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        for text in [format!("line\n{key}"), format!("tab\t{key}"), format!("bell\u{7}{key}")] {
+            let json = serde_json::to_vec(&serde_json::json!({ "text": text })).unwrap();
+            assert!(json_may_hold_credential(&json), "{text:?}");
+            assert_eq!(find_in_json(&json).len(), 1, "{text:?}");
+        }
+        assert!(!json_may_hold_credential(br#"{"text":"task-1 on disk-2"}"#));
+    }
+}
