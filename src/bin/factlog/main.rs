@@ -485,6 +485,19 @@ struct PurgeArgs {
 struct EmitArgs {
     /// Store directory (created if missing).
     dir: PathBuf,
+    /// Which lines get a reply of their own (format-spec/protocol.md).
+    #[arg(long, value_enum, default_value_t = AckArg::Every)]
+    ack: AckArg,
+}
+
+/// `factlog emit --ack`: which lines get a reply of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AckArg {
+    /// One reply per non-empty line, in order.
+    Every,
+    /// No reply for an event that met only buffered durability: the next reply, or a final
+    /// {"end":true,..} at the end of input, covers it ("covers": N lines, itself included).
+    DurableOnly,
 }
 
 #[derive(Debug, clap::Args)]
