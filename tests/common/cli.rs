@@ -64,8 +64,8 @@ pub fn written(reply: &Value) -> (u64, u64) {
 }
 
 /// Asserts an error reply `{"error": code, "message": ..}` exactly (plus the fields of the
-/// codes that carry some: `STALE_REVISION` both revisions, `NEEDS_RECOVERY` its task and calls, `CALL_ID_REUSED` its task,
-/// call id and the earlier call); returns the message.
+/// codes that carry some: `STALE_REVISION` both revisions, `NEEDS_RECOVERY` its task and
+/// calls, `CALL_ID_REUSED` its task, call id and the earlier call); returns the message.
 pub fn refused(reply: &Value, code: &str) -> String {
     let object = reply.as_object().unwrap_or_else(|| panic!("an object: {reply}"));
     let keys: Vec<&str> = object.keys().map(String::as_str).collect();

@@ -130,9 +130,8 @@ fn emit_lines(store: &Store, ack: AckArg) -> Result<(), Failure> {
     if acks.durable_only {
         // The final reply promises that every line it covers is synced.
         if let Err(error) = store.flush(Durability::Synced) {
-            let Reply::Fatal { mut reply, message } = refused(&error, None) else {
-                unreachable!("a failed sync is fatal")
-            };
+            let mut reply = error_reply(&error, None);
+            let message = error.to_string();
             reply.insert("covers".to_owned(), json!(acks.pending));
             write_reply(&mut output, &reply)?;
             output.flush().map_err(write_failed)?;
@@ -184,10 +183,11 @@ impl Acks {
                             self.pending = 0;
                             (reply, None)
                         }
-                        Err(error) => match refused(&error, reply.get(KEY_ID).cloned()) {
-                            Reply::Fatal { reply, message } => (reply, Some(message)),
-                            _ => unreachable!("a failed sync is fatal"),
-                        },
+                        // A failed sync ends the stream, whatever its kind.
+                        Err(error) => (
+                            error_reply(&error, reply.get(KEY_ID).cloned()),
+                            Some(error.to_string()),
+                        ),
                     }
                 } else {
                     (reply, None)
@@ -457,11 +457,19 @@ fn append(store: &Store, request: Request, id: Option<Value>) -> Result<Reply, E
 
 /// The reply to a refused or failed append; a failure of the store ends the stream.
 fn refused(error: &Error, id: Option<Value>) -> Reply {
-    let (code, fatal) = error_code(error.kind());
-    let message = error.to_string();
+    let reply = error_reply(error, id);
+    if error_code(error.kind()).1 {
+        Reply::Fatal { reply, message: error.to_string() }
+    } else {
+        Reply::NotWritten { reply }
+    }
+}
+
+/// The error reply of `error`: its code, its message and the extra keys of its code.
+fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
     let mut reply = with_id(id);
-    reply.insert("error".to_owned(), json!(code));
-    reply.insert("message".to_owned(), json!(message));
+    reply.insert("error".to_owned(), json!(error_code(error.kind()).0));
+    reply.insert("message".to_owned(), json!(error.to_string()));
     match error.kind() {
         ErrorKind::StaleRevision { expected, actual, .. } => {
             reply.insert("expected".to_owned(), json!(expected));
@@ -487,7 +495,7 @@ fn refused(error: &Error, id: Option<Value>) -> Reply {
         }
         _ => {}
     }
-    if fatal { Reply::Fatal { reply, message } } else { Reply::NotWritten { reply } }
+    reply
 }
 
 /// The stable upper-snake code of an error, and whether the store can take no more events.
