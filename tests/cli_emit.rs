@@ -173,10 +173,13 @@ fn a_stale_expected_revision_is_refused_with_both_revisions_and_writes_nothing()
     );
     assert_eq!(written(&replies[0]), (1, 1));
     assert_eq!(written(&replies[1]), (2, 2));
-    assert_eq!(replies[2], json!({ "error": "STALE_REVISION", "expected": 1, "actual": 2 }));
-    assert_eq!(replies[3], json!({ "error": "STALE_REVISION", "expected": 0, "actual": 2 }));
+    refused(&replies[2], "STALE_REVISION");
+    assert_eq!((&replies[2]["expected"], &replies[2]["actual"]), (&json!(1), &json!(2)));
+    refused(&replies[3], "STALE_REVISION");
+    assert_eq!((&replies[3]["expected"], &replies[3]["actual"]), (&json!(0), &json!(2)));
     assert_eq!(written(&replies[4]), (3, 3));
-    assert_eq!(replies[5], json!({ "error": "STALE_REVISION", "expected": 9, "actual": 3 }));
+    refused(&replies[5], "STALE_REVISION");
+    assert_eq!((&replies[5]["expected"], &replies[5]["actual"]), (&json!(9), &json!(3)));
     let texts: Vec<Value> = dump_records(&dir, &[]).iter().map(|r| r["text"].clone()).collect();
     assert_eq!(texts, [json!("first"), json!("second"), json!("fresh delta")]);
     assert_eq!(revision(&dir, "t1"), 3);
@@ -206,7 +209,8 @@ fn a_duplicate_request_key_returns_the_first_receipt_and_writes_nothing() {
     assert_eq!(written(&replies[0]), (1, 1));
     assert_eq!(written(&replies[1]), (2, 2));
     let duplicate = json!({
-        "seq": 2, "task": "t1", "revision": 2, "duplicate": true, "call_id": "c1",
+        "seq": 2, "task": "t1", "revision": 2, "durability": "synced", "duplicate": true,
+        "call_id": "c1",
         "receipt": receipt,
     });
     assert_eq!(replies[2], duplicate);
@@ -214,7 +218,7 @@ fn a_duplicate_request_key_returns_the_first_receipt_and_writes_nothing() {
     assert_eq!(replies[3], duplicate);
     // Keys in this exact order: a harness may compare the text.
     let keys: Vec<&String> = replies[2].as_object().expect("object").keys().collect();
-    assert_eq!(keys, ["seq", "task", "revision", "duplicate", "call_id", "receipt"]);
+    assert_eq!(keys, ["seq", "task", "revision", "durability", "duplicate", "call_id", "receipt"]);
     assert_eq!(dump_records(&dir, &[]).len(), 2);
 
     // A result without a receipt gives `"receipt": null`, in a later process too.
@@ -244,8 +248,8 @@ fn a_duplicate_request_key_returns_the_first_receipt_and_writes_nothing() {
     );
     assert_eq!(
         again,
-        json!({ "seq": 5, "task": "t1", "revision": 6, "duplicate": true, "call_id": "c3",
-                "receipt": null })
+        json!({ "seq": 5, "task": "t1", "revision": 6, "durability": "synced",
+                "duplicate": true, "call_id": "c3", "receipt": null })
     );
     assert_eq!(revision(&dir, "t1"), 6, "the third process took t1 over too");
 }

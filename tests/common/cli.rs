@@ -52,21 +52,25 @@ pub fn emit_one(dir: &Path, line: Value) -> Value {
     emit(dir, &[line]).remove(0)
 }
 
-/// Asserts a written reply, `{"seq","task","revision"}` exactly; returns `(seq, revision)`.
+/// Asserts a written reply, `{"seq","task","revision","durability"}` exactly (protocol v1,
+/// `format-spec/protocol.md`), its durability one of the three; returns `(seq, revision)`.
 pub fn written(reply: &Value) -> (u64, u64) {
     let object = reply.as_object().unwrap_or_else(|| panic!("an object: {reply}"));
     let keys: Vec<&str> = object.keys().map(String::as_str).collect();
-    assert_eq!(keys, ["seq", "task", "revision"], "a written reply: {reply}");
+    assert_eq!(keys, ["seq", "task", "revision", "durability"], "a written reply: {reply}");
+    let durability = reply["durability"].as_str().expect("durability");
+    assert!(["buffered", "flushed", "synced"].contains(&durability), "{reply}");
     (reply["seq"].as_u64().expect("seq"), reply["revision"].as_u64().expect("revision"))
 }
 
 /// Asserts an error reply `{"error": code, "message": ..}` exactly (plus the fields of the
-/// codes that carry some: `NEEDS_RECOVERY` its task and calls, `CALL_ID_REUSED` its task,
-/// call id and the earlier call); returns the message.
+/// codes that carry some: `STALE_REVISION` both revisions, `NEEDS_RECOVERY` its task and
+/// calls, `CALL_ID_REUSED` its task, call id and the earlier call); returns the message.
 pub fn refused(reply: &Value, code: &str) -> String {
     let object = reply.as_object().unwrap_or_else(|| panic!("an object: {reply}"));
     let keys: Vec<&str> = object.keys().map(String::as_str).collect();
     let expected: &[&str] = match code {
+        "STALE_REVISION" => &["error", "message", "expected", "actual"],
         "NEEDS_RECOVERY" => &["error", "message", "task", "calls"],
         "CALL_ID_REUSED" => &["error", "message", "task", "call_id", "earlier"],
         _ => &["error", "message"],

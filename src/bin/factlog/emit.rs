@@ -1,5 +1,7 @@
 //! `factlog emit`: typed events from standard input, one JSON object per line, each answered
-//! by one JSON line on standard output once it meets its durability.
+//! by one JSON line on standard output once it meets its durability. The protocol (envelope,
+//! `id` echo, reply shapes, error codes, `--ack durable-only`) is `format-spec/protocol.md`,
+//! version 1; this module implements it and adds no rule of its own.
 //!
 //! The reply is the acknowledgement, as the returned `Appended` is for a library caller: it is
 //! written only after the append returned. A refused line (bad JSON, a missing or mistyped
@@ -32,7 +34,7 @@ use factlog::limits::EVENT_BODY_BYTES_MAX;
 use factlog::{AppendOptions, Appended, Durability, Error, ErrorKind, Store, StoreOptions};
 use serde_json::{Map, Value, json};
 
-use crate::{EmitArgs, Failure, Outcome, output_failed};
+use crate::{AckArg, EmitArgs, Failure, Outcome, output_failed};
 
 /// Exit code for every runtime failure of `emit`.
 const EXIT_FAILURE: u8 = 1;
@@ -50,6 +52,7 @@ const INPUT_BUFFER_BYTES: usize = 64 * 1024;
 const OUTPUT_BUFFER_BYTES: usize = 64 * 1024;
 
 /// The envelope keys of an input line; every other key belongs to the body.
+const KEY_ID: &str = "id";
 const KEY_TASK: &str = "task";
 const KEY_TYPE: &str = "type";
 const KEY_EXPECTED_REVISION: &str = "expected_revision";
@@ -59,7 +62,7 @@ pub fn run(args: &EmitArgs) -> Outcome {
     let store = Store::open(&args.dir, StoreOptions::new()).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;
-    let emitted = emit_lines(&store);
+    let emitted = emit_lines(&store, args.ack);
     // Closing syncs what was appended: the acknowledged events keep their promise either way,
     // and the buffered ones become durable. The first failure is the one to report.
     // A reader that went away ends the command quietly, unless the close then failed.
@@ -72,20 +75,33 @@ pub fn run(args: &EmitArgs) -> Outcome {
     emitted.map(|()| ExitCode::SUCCESS)
 }
 
-/// What became of one input line.
+/// What became of one input line (`format-spec/protocol.md`, "Replies").
 enum Reply {
-    /// The reply line and, when the store can take no more events, why.
-    Line { reply: Value, fatal: Option<String> },
-    /// An empty line: no reply.
+    /// The event was written; the reply and the durability the append waited for.
+    Written { reply: Map<String, Value>, durability: Durability },
+    /// Nothing was written (a refusal or a duplicate) and the stream goes on.
+    NotWritten { reply: Map<String, Value> },
+    /// The store can take no more events: the reply, then the command ends.
+    Fatal { reply: Map<String, Value>, message: String },
+    /// A blank line: no reply.
     Skip,
 }
 
+/// Replies still owed under `--ack durable-only` (`format-spec/protocol.md`, "Acknowledging
+/// only durable events"): the lines answered by no reply yet, all of them written buffered
+/// events.
+struct Acks {
+    durable_only: bool,
+    pending: u64,
+}
+
 /// Reads every line of standard input and replies to each.
-fn emit_lines(store: &Store) -> Result<(), Failure> {
+fn emit_lines(store: &Store, ack: AckArg) -> Result<(), Failure> {
     let stdin = io::stdin();
     let mut input = BufReader::with_capacity(INPUT_BUFFER_BYTES, stdin.lock());
     let stdout = io::stdout();
     let mut output = BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, stdout.lock());
+    let mut acks = Acks { durable_only: ack == AckArg::DurableOnly, pending: 0 };
     let mut line = Vec::new();
     loop {
         // The next read blocks unless a whole line is buffered: whoever waits for the
@@ -96,24 +112,100 @@ fn emit_lines(store: &Store) -> Result<(), Failure> {
         line.clear();
         let reply = match read_line(&mut input, &mut line).map_err(read_failed)? {
             Line::End => break,
-            Line::TooLong(bytes) => refused(&Error::from(ErrorKind::LimitExceeded {
-                what: "emit input line bytes",
-                value: bytes,
-                limit: LINE_BYTES_MAX,
-            })),
+            Line::TooLong(bytes) => refused(
+                &Error::from(ErrorKind::LimitExceeded {
+                    what: "emit input line bytes",
+                    value: bytes,
+                    limit: LINE_BYTES_MAX,
+                }),
+                None,
+            ),
             Line::Complete => handle_line(store, &line),
         };
-        let Reply::Line { reply, fatal } = reply else { continue };
-        serde_json::to_writer(&mut output, &reply)
-            .map_err(io::Error::from)
-            .map_err(write_failed)?;
-        output.write_all(b"\n").map_err(write_failed)?;
-        if let Some(message) = fatal {
+        if let Some(message) = acks.reply(store, reply, &mut output)? {
             output.flush().map_err(write_failed)?;
             return Err(Failure::new(EXIT_FAILURE, format_args!("append: {message}")));
         }
     }
+    if acks.durable_only {
+        // The final reply promises that every line it covers is synced.
+        if let Err(error) = store.flush(Durability::Synced) {
+            let mut reply = error_reply(&error, None);
+            let message = error.to_string();
+            reply.insert("covers".to_owned(), json!(acks.pending));
+            write_reply(&mut output, &reply)?;
+            output.flush().map_err(write_failed)?;
+            return Err(Failure::new(EXIT_FAILURE, format_args!("sync: {message}")));
+        }
+        let mut end = Map::new();
+        end.insert("end".to_owned(), json!(true));
+        end.insert("covers".to_owned(), json!(acks.pending));
+        end.insert("durability".to_owned(), json!(Durability::Synced.as_str()));
+        write_reply(&mut output, &end)?;
+    }
     output.flush().map_err(write_failed)
+}
+
+impl Acks {
+    /// Writes the reply (or, under `--ack durable-only`, skips it or covers the skipped
+    /// lines with it); returns the message of a fatal failure.
+    fn reply(
+        &mut self,
+        store: &Store,
+        reply: Reply,
+        output: &mut impl Write,
+    ) -> Result<Option<String>, Failure> {
+        let (mut reply, fatal) = match reply {
+            Reply::Skip => return Ok(None),
+            Reply::Written { reply, durability } => {
+                if self.durable_only && durability == Durability::Buffered {
+                    self.pending += 1;
+                    return Ok(None);
+                }
+                // Durability is prefix-ordered: the buffered events written before this one
+                // are now as durable as it is.
+                (reply, None)
+            }
+            Reply::Fatal { reply, message } => (reply, Some(message)),
+            Reply::NotWritten { reply } => {
+                if self.durable_only && self.pending > 0 {
+                    // A refusal or a duplicate writes nothing, so it cannot carry the skipped
+                    // lines: they are synced and acknowledged by a reply of their own first.
+                    match store.flush(Durability::Synced) {
+                        Ok(()) => {
+                            let mut covering = Map::new();
+                            covering.insert("covers".to_owned(), json!(self.pending));
+                            covering.insert(
+                                "durability".to_owned(),
+                                json!(Durability::Synced.as_str()),
+                            );
+                            write_reply(output, &covering)?;
+                            self.pending = 0;
+                            (reply, None)
+                        }
+                        // A failed sync ends the stream, whatever its kind.
+                        Err(error) => (
+                            error_reply(&error, reply.get(KEY_ID).cloned()),
+                            Some(error.to_string()),
+                        ),
+                    }
+                } else {
+                    (reply, None)
+                }
+            }
+        };
+        if self.durable_only {
+            reply.insert("covers".to_owned(), json!(self.pending + 1));
+            self.pending = 0;
+        }
+        write_reply(output, &reply)?;
+        Ok(fatal)
+    }
+}
+
+fn write_reply(output: &mut impl Write, reply: &Map<String, Value>) -> Result<(), Failure> {
+    serde_json::to_writer(&mut *output, reply).map_err(io::Error::from).map_err(write_failed)?;
+    output.write_all(b"\n").map_err(write_failed)
 }
 
 /// A closed standard output ends the stream quietly: nobody reads the replies any more.
@@ -197,20 +289,30 @@ fn handle_line(store: &Store, line: &[u8]) -> Reply {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Reply::Skip;
     }
-    let request = match parse(line) {
+    let mut id = None;
+    let request = match parse(line, &mut id) {
         Ok(request) => request,
         Err(Refusal::Line(bad)) => {
-            return Reply::Line {
-                reply: json!({ "error": "INVALID_EVENT", "message": bad.to_string() }),
-                fatal: None,
-            };
+            let mut reply = with_id(id);
+            reply.insert("error".to_owned(), json!("INVALID_EVENT"));
+            reply.insert("message".to_owned(), json!(bad.to_string()));
+            return Reply::NotWritten { reply };
         }
-        Err(Refusal::Library(error)) => return refused(&error),
+        Err(Refusal::Library(error)) => return refused(&error, id),
     };
-    match append(store, request) {
-        Ok(reply) => Reply::Line { reply, fatal: None },
-        Err(error) => refused(&error),
+    match append(store, request, id.clone()) {
+        Ok(reply) => reply,
+        Err(error) => refused(&error, id),
     }
+}
+
+/// A new reply object, holding the request's `id` first when it had one.
+fn with_id(id: Option<Value>) -> Map<String, Value> {
+    let mut reply = Map::new();
+    if let Some(id) = id {
+        reply.insert(KEY_ID.to_owned(), id);
+    }
+    reply
 }
 
 /// Why a line was not appended.
@@ -226,12 +328,18 @@ impl From<BadLine> for Refusal {
 }
 
 /// Splits a line into its envelope keys and its typed body.
-fn parse(line: &[u8]) -> Result<Request, Refusal> {
+/// The request's `id`, once read, is left in `id` for the reply, refused or not.
+fn parse(line: &[u8], id: &mut Option<Value>) -> Result<Request, Refusal> {
     let value: Value = serde_json::from_slice(line)
         .map_err(|error| BadLine(format!("the line is not valid JSON ({error})")))?;
     let Value::Object(mut object) = value else {
         return Err(BadLine("the line is not a JSON object".to_owned()).into());
     };
+    match object.shift_remove(KEY_ID) {
+        None => {}
+        Some(value @ (Value::String(_) | Value::Number(_))) => *id = Some(value),
+        Some(_) => return Err(BadLine("\"id\" must be a string or a number".to_owned()).into()),
+    }
     let task = match object.shift_remove(KEY_TASK) {
         Some(Value::String(task)) if !task.is_empty() => task,
         Some(_) => return Err(BadLine("\"task\" must be a non-empty string".to_owned()).into()),
@@ -306,59 +414,88 @@ fn body(event_type: EventType, fields: Map<String, Value>) -> Result<Body, Error
 }
 
 /// Appends the event; an `assistant/delta` without options takes the hot path.
-fn append(store: &Store, request: Request) -> Result<Value, Error> {
+fn append(store: &Store, request: Request, id: Option<Value>) -> Result<Reply, Error> {
     let task = store.task(&request.task)?;
     let hot_path = request.options.expected_revision.is_none()
         && matches!(request.options.durability, None | Some(Durability::Buffered));
+    // What the append waits for: what was asked, or the type's default (a weaker one for a
+    // high-risk type is refused by the library).
+    let durability = request.options.durability.unwrap_or_else(|| {
+        request.body.event_type().map_or(Durability::Synced, EventType::default_durability)
+    });
+    // The first keys of every reply to a line that was appended or answered as a duplicate.
+    let reply = |seq: u64, revision: u64, durability: Durability| {
+        let mut reply = with_id(id.clone());
+        reply.insert("seq".to_owned(), json!(seq));
+        reply.insert("task".to_owned(), json!(request.task));
+        reply.insert("revision".to_owned(), json!(revision));
+        reply.insert("durability".to_owned(), json!(durability.as_str()));
+        reply
+    };
     match request.body {
         Body::AssistantDelta(AssistantDelta { text }) if hot_path => {
             let seq = task.delta(&text)?;
             // Only this thread appends, so the revision now is the delta's.
-            Ok(json!({ "seq": seq.0, "task": request.task, "revision": task.revision() }))
+            let reply = reply(seq.0, task.revision(), Durability::Buffered);
+            Ok(Reply::Written { reply, durability: Durability::Buffered })
         }
         body => match task.append_with(body, request.options)? {
             Appended::Written { seq, revision } => {
-                Ok(json!({ "seq": seq.0, "task": request.task, "revision": revision }))
+                Ok(Reply::Written { reply: reply(seq.0, revision, durability), durability })
             }
-            Appended::Duplicate { call_id, receipt, result_seq, revision } => Ok(json!({
-                "seq": result_seq.0,
-                "task": request.task,
-                "revision": revision,
-                "duplicate": true,
-                "call_id": call_id.as_str(),
-                "receipt": receipt,
-            })),
+            Appended::Duplicate { call_id, receipt, result_seq, revision } => {
+                // Nothing was written: the first result, which this one repeats, is synced.
+                let mut reply = reply(result_seq.0, revision, Durability::Synced);
+                reply.insert("duplicate".to_owned(), json!(true));
+                reply.insert("call_id".to_owned(), json!(call_id.as_str()));
+                reply.insert("receipt".to_owned(), receipt.unwrap_or(Value::Null));
+                Ok(Reply::NotWritten { reply })
+            }
         },
     }
 }
 
 /// The reply to a refused or failed append; a failure of the store ends the stream.
-fn refused(error: &Error) -> Reply {
-    if let ErrorKind::StaleRevision { expected, actual, .. } = error.kind() {
-        let reply = json!({ "error": "STALE_REVISION", "expected": expected, "actual": actual });
-        return Reply::Line { reply, fatal: None };
+fn refused(error: &Error, id: Option<Value>) -> Reply {
+    let reply = error_reply(error, id);
+    if error_code(error.kind()).1 {
+        Reply::Fatal { reply, message: error.to_string() }
+    } else {
+        Reply::NotWritten { reply }
     }
-    let (code, fatal) = error_code(error.kind());
-    let message = error.to_string();
-    let fatal = fatal.then(|| message.clone());
-    let mut reply = json!({ "error": code, "message": message });
+}
+
+/// The error reply of `error`: its code, its message and the extra keys of its code.
+fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
+    let mut reply = with_id(id);
+    reply.insert("error".to_owned(), json!(error_code(error.kind()).0));
+    reply.insert("message".to_owned(), json!(error.to_string()));
     match error.kind() {
+        ErrorKind::StaleRevision { expected, actual, .. } => {
+            reply.insert("expected".to_owned(), json!(expected));
+            reply.insert("actual".to_owned(), json!(actual));
+        }
         ErrorKind::NeedsRecovery { task, calls } => {
-            reply["task"] = json!(task);
-            reply["calls"] = calls
-                .iter()
-                .map(|c| json!({ "call_id": c.call_id, "tool": c.tool, "plan": c.plan }))
-                .collect();
+            reply.insert("task".to_owned(), json!(task));
+            reply.insert(
+                "calls".to_owned(),
+                calls
+                    .iter()
+                    .map(|c| json!({ "call_id": c.call_id, "tool": c.tool, "plan": c.plan }))
+                    .collect(),
+            );
         }
         ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => {
-            reply["task"] = json!(task);
-            reply["call_id"] = json!(call_id);
-            reply["earlier"] =
-                json!({ "seq": earlier_seq, "tool": tool, "args_digest": args_digest });
+            reply.insert("task".to_owned(), json!(task));
+            reply.insert("call_id".to_owned(), json!(call_id));
+            reply.insert(
+                "earlier".to_owned(),
+                json!({ "seq": earlier_seq, "tool": tool, "args_digest": args_digest }),
+            );
         }
         _ => {}
     }
-    Reply::Line { reply, fatal }
+    reply
 }
 
 /// The stable upper-snake code of an error, and whether the store can take no more events.

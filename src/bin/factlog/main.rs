@@ -227,25 +227,34 @@ enum Command {
 
     /// Append typed events, one JSON object per line of standard input, and reply to each.
     ///
-    /// Creates the store if needed. Each line is an object with "task", "type" (an event type
-    /// such as "tool/call") and the body fields of that type; optional "expected_revision"
-    /// (compare-and-set on the task's revision) and "durability" (buffered, flushed or
-    /// synced; never less than the type's default for a high-risk type). A value written as
-    /// {"$secret": "..."} is replaced on disk by a reference and never printed.
+    /// Protocol version 1, specified in format-spec/protocol.md. Creates the store if needed.
+    /// Each line is an object with "task", "type" (an event type such as "tool/call") and the
+    /// body fields of that type; optional "id" (a string or number: echoed as the first key of
+    /// the reply, never stored), "expected_revision" (compare-and-set on the task's revision)
+    /// and "durability" (buffered, flushed or synced; never less than the type's default for a
+    /// high-risk type). A value written as {"$secret": "..."} is replaced on disk by a
+    /// reference and never printed.
     ///
-    /// One JSON line is printed and flushed per event, once it meets its durability:
-    /// {"seq":N,"task":"..","revision":N}; for a tool/call whose request was already answered
-    /// {"seq":RESULT_SEQ,"task":"..","revision":N,"duplicate":true,"call_id":"..",
-    /// "receipt":..} (nothing written: do not run the tool again); for a stale
-    /// expected_revision {"error":"STALE_REVISION","expected":N,"actual":N}; for any other
-    /// refusal {"error":"CODE","message":".."} with CODE one of INVALID_EVENT,
-    /// NEEDS_CONFIRMATION, APPROVAL_REFUSED, LIMIT_EXCEEDED, NEEDS_RECOVERY (plus "task" and
-    /// "calls": [{"call_id","tool","plan"}]) or CALL_ID_REUSED (plus "task", "call_id" and
-    /// "earlier": {"seq","tool","args_digest"}). Nothing is written for a refused line and the
-    /// stream goes on; empty lines are skipped. An I/O failure of the store is replied to the
-    /// same way (code IO, DISK_FULL or POISONED) and ends the command. At the end of input the
-    /// store is synced and closed. A closed standard output ends the command quietly (exit 0)
-    /// after the store is closed: nobody reads the replies.
+    /// Every non-empty line gets one JSON reply, in order, once its event meets its
+    /// durability; blank lines get none. Written: {"seq":N,"task":"..","revision":N,
+    /// "durability":"buffered|flushed|synced"} (what the append waited for; buffered is not
+    /// durable yet). A tool/call whose request was already answered: {"seq":RESULT_SEQ,
+    /// "task":"..","revision":N,"durability":"synced","duplicate":true,"call_id":"..",
+    /// "receipt":..} (nothing written: do not run the tool again). A refusal:
+    /// {"error":"CODE","message":".."} with CODE one of INVALID_EVENT, STALE_REVISION (plus
+    /// "expected" and "actual"), NEEDS_CONFIRMATION, APPROVAL_REFUSED, LIMIT_EXCEEDED,
+    /// NEEDS_RECOVERY (plus "task" and "calls": [{"call_id","tool","plan"}]) or CALL_ID_REUSED
+    /// (plus "task", "call_id" and "earlier": {"seq","tool","args_digest"}). Nothing is
+    /// written for a refused line and the stream goes on. An I/O failure of the store is
+    /// replied to the same way (code IO, DISK_FULL or POISONED) and ends the command. At the
+    /// end of input the store is synced and closed. A closed standard output ends the command
+    /// quietly (exit 0) after the store is closed: nobody reads the replies.
+    ///
+    /// --ack durable-only: no reply for an event that met only buffered durability; every
+    /// printed reply carries "covers":N, the lines it answers (the skipped ones since the
+    /// previous reply and its own); before an error or duplicate reply the store is synced
+    /// and {"covers":N,"durability":"synced"} covers the skipped lines; the end of input gives
+    /// {"end":true,"covers":N,"durability":"synced"}.
     ///
     /// Each emit process is a holder: the first line for a task that an earlier process wrote
     /// (crashed, killed, or ended at the end of its input) takes the task over, as `recover`
@@ -258,9 +267,10 @@ enum Command {
                             (locked, damaged, not a store), or writing to it or to standard \
                             output failed (the message says why; a closed standard output \
                             exits 0)\n  2  bad arguments\n\n\
-                            Example:\n  echo '{\"task\":\"t1\",\"type\":\"task/contract\",\
-                            \"goal\":\"publish\",\"risk\":\"high\"}' | factlog emit \
-                            /tmp/factlog-store")]
+                            Example:\n  echo '{\"id\":1,\"task\":\"t1\",\"type\":\
+                            \"task/contract\",\"goal\":\"publish\",\"risk\":\"high\"}' | \
+                            factlog emit /tmp/factlog-store\n  factlog emit /tmp/factlog-store \
+                            --ack durable-only < events.jsonl")]
     Emit(EmitArgs),
 
     /// Restore every task after a restart: classify open tool calls, expire approvals.
@@ -541,6 +551,19 @@ struct PurgeArgs {
 struct EmitArgs {
     /// Store directory (created if missing).
     dir: PathBuf,
+    /// Which lines get a reply of their own (format-spec/protocol.md).
+    #[arg(long, value_enum, default_value_t = AckArg::Every)]
+    ack: AckArg,
+}
+
+/// `factlog emit --ack`: which lines get a reply of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AckArg {
+    /// One reply per non-empty line, in order.
+    Every,
+    /// No reply for an event that met only buffered durability: the next reply, or a final
+    /// {"end":true,..} at the end of input, covers it ("covers": N lines, itself included).
+    DurableOnly,
 }
 
 #[derive(Debug, clap::Args)]
