@@ -73,6 +73,7 @@ pub fn refused(reply: &Value, code: &str) -> String {
         "STALE_REVISION" => &["error", "message", "expected", "actual"],
         "NEEDS_RECOVERY" => &["error", "message", "task", "calls"],
         "CALL_ID_REUSED" => &["error", "message", "task", "call_id", "earlier"],
+        "UNMARKED_SECRET" => &["error", "message", "task", "path", "shape"],
         _ => &["error", "message"],
     };
     assert_eq!(keys, expected, "an error reply: {reply}");

@@ -28,6 +28,7 @@ use std::process::ExitCode;
 
 use factlog::harness::codec;
 use factlog::harness::event::AssistantDelta;
+use factlog::harness::secret_shapes;
 use factlog::harness::upcast::{self, ToolResultV1};
 use factlog::harness::{Body, EventType};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
@@ -59,7 +60,8 @@ const KEY_EXPECTED_REVISION: &str = "expected_revision";
 const KEY_DURABILITY: &str = "durability";
 
 pub fn run(args: &EmitArgs) -> Outcome {
-    let store = Store::open(&args.dir, StoreOptions::new()).map_err(|error| {
+    let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
+    let store = Store::open(&args.dir, options).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
     })?;
     let emitted = emit_lines(&store, args.ack);
@@ -79,7 +81,8 @@ pub fn run(args: &EmitArgs) -> Outcome {
 enum Reply {
     /// The event was written; the reply and the durability the append waited for.
     Written { reply: Map<String, Value>, durability: Durability },
-    /// Nothing was written (a refusal or a duplicate) and the stream goes on.
+    /// Nothing was written (a refusal or a duplicate), or a buffered event was written with
+    /// warnings that must reach the harness: the reply stands alone and the stream goes on.
     NotWritten { reply: Map<String, Value> },
     /// The store can take no more events: the reply, then the command ends.
     Fatal { reply: Map<String, Value>, message: String },
@@ -439,20 +442,44 @@ fn append(store: &Store, request: Request, id: Option<Value>) -> Result<Reply, E
             let reply = reply(seq.0, task.revision(), Durability::Buffered);
             Ok(Reply::Written { reply, durability: Durability::Buffered })
         }
-        body => match task.append_with(body, request.options)? {
-            Appended::Written { seq, revision } => {
-                Ok(Reply::Written { reply: reply(seq.0, revision, durability), durability })
+        body => {
+            // Values shaped like credentials and not marked as secrets: the store refuses
+            // them when told to; otherwise the reply warns (format-spec/protocol.md,
+            // "Warnings").
+            let findings = secret_shapes::find_in_body(&body);
+            match task.append_with(body, request.options)? {
+                Appended::Written { seq, revision } => {
+                    let mut reply = reply(seq.0, revision, durability);
+                    if findings.is_empty() {
+                        return Ok(Reply::Written { reply, durability });
+                    }
+                    reply.insert("warnings".to_owned(), warnings(&findings));
+                    // A warning is never skipped, not even for a buffered event.
+                    if durability == Durability::Buffered {
+                        Ok(Reply::NotWritten { reply })
+                    } else {
+                        Ok(Reply::Written { reply, durability })
+                    }
+                }
+                Appended::Duplicate { call_id, receipt, result_seq, revision } => {
+                    // Nothing was written: the first result, which this one repeats, is synced.
+                    let mut reply = reply(result_seq.0, revision, Durability::Synced);
+                    reply.insert("duplicate".to_owned(), json!(true));
+                    reply.insert("call_id".to_owned(), json!(call_id.as_str()));
+                    reply.insert("receipt".to_owned(), receipt.unwrap_or(Value::Null));
+                    Ok(Reply::NotWritten { reply })
+                }
             }
-            Appended::Duplicate { call_id, receipt, result_seq, revision } => {
-                // Nothing was written: the first result, which this one repeats, is synced.
-                let mut reply = reply(result_seq.0, revision, Durability::Synced);
-                reply.insert("duplicate".to_owned(), json!(true));
-                reply.insert("call_id".to_owned(), json!(call_id.as_str()));
-                reply.insert("receipt".to_owned(), receipt.unwrap_or(Value::Null));
-                Ok(Reply::NotWritten { reply })
-            }
-        },
+        }
     }
+}
+
+/// The `warnings` of a reply: one object per credential-shaped value found.
+fn warnings(findings: &[secret_shapes::Finding]) -> Value {
+    findings
+        .iter()
+        .map(|f| json!({ "path": f.path, "shape": f.shape, "message": f.warning() }))
+        .collect()
 }
 
 /// The reply to a refused or failed append; a failure of the store ends the stream.
@@ -485,6 +512,11 @@ fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
                     .collect(),
             );
         }
+        ErrorKind::UnmarkedSecret { task, path, shape, .. } => {
+            reply.insert("task".to_owned(), json!(task));
+            reply.insert("path".to_owned(), json!(path));
+            reply.insert("shape".to_owned(), json!(shape));
+        }
         ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => {
             reply.insert("task".to_owned(), json!(task));
             reply.insert("call_id".to_owned(), json!(call_id));
@@ -507,6 +539,7 @@ fn error_code(kind: &ErrorKind) -> (&'static str, bool) {
         ErrorKind::ApprovalRefused { .. } => ("APPROVAL_REFUSED", false),
         ErrorKind::NeedsRecovery { .. } => ("NEEDS_RECOVERY", false),
         ErrorKind::CallIdReused { .. } => ("CALL_ID_REUSED", false),
+        ErrorKind::UnmarkedSecret { .. } => ("UNMARKED_SECRET", false),
         ErrorKind::LimitExceeded { .. } => ("LIMIT_EXCEEDED", false),
         ErrorKind::Io { .. } => ("IO", true),
         ErrorKind::DiskFull { .. } => ("DISK_FULL", true),

@@ -244,8 +244,12 @@ enum Command {
     /// {"error":"CODE","message":".."} with CODE one of INVALID_EVENT, STALE_REVISION (plus
     /// "expected" and "actual"), NEEDS_CONFIRMATION, APPROVAL_REFUSED, LIMIT_EXCEEDED,
     /// NEEDS_RECOVERY (plus "task" and "calls": [{"call_id","tool","plan"}]) or CALL_ID_REUSED
-    /// (plus "task", "call_id" and "earlier": {"seq","tool","args_digest"}). Nothing is
-    /// written for a refused line and the stream goes on. An I/O failure of the store is
+    /// (plus "task", "call_id" and "earlier": {"seq","tool","args_digest"}) or
+    /// UNMARKED_SECRET (plus "task", "path", "shape"; only with --refuse-unmarked-secrets).
+    /// Nothing is written for a refused line and the stream goes on. A written event holding
+    /// a value shaped like a credential (an API key, a bearer token, a private key) that is
+    /// not marked {"$secret": ..} gets "warnings": [{"path","shape","message"}] in its reply
+    /// (never the value). An I/O failure of the store is
     /// replied to the same way (code IO, DISK_FULL or POISONED) and ends the command. At the
     /// end of input the store is synced and closed. A closed standard output ends the command
     /// quietly (exit 0) after the store is closed: nobody reads the replies.
@@ -554,6 +558,10 @@ struct EmitArgs {
     /// Which lines get a reply of their own (format-spec/protocol.md).
     #[arg(long, value_enum, default_value_t = AckArg::Every)]
     ack: AckArg,
+    /// Refuse (UNMARKED_SECRET, nothing written) an event holding a value shaped like a
+    /// credential that is not marked {"$secret": ..}, instead of writing it with a warning.
+    #[arg(long)]
+    refuse_unmarked_secrets: bool,
 }
 
 /// `factlog emit --ack`: which lines get a reply of their own.
