@@ -121,6 +121,15 @@ pub const EVENT_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Most events in one typed batch.
 pub const EVENT_BATCH_MAX: usize = 1024;
 
+/// Extra attempts at a busy directory lock before a writer open reports `Locked`: a lock
+/// released a moment ago can still be held by a child process forked in that moment (its copy
+/// of the descriptor holds the `flock` until it execs), so 20 attempts 5 ms apart wait out a
+/// fork-to-exec window while a lock that is really held is reported within about 100 ms.
+pub const LOCK_RETRIES: u32 = 20;
+
+/// The pause between two attempts at a busy directory lock, in milliseconds.
+pub const LOCK_RETRY_MS: u64 = 5;
+
 /// Bytes of call decisions one `recovery/restored` event records, at most: a quarter of the
 /// body limit, so that a task that left any number of calls open can always be restored. The
 /// recovery report lists every call; the event lists them in order up to this budget.

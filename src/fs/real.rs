@@ -9,6 +9,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 use super::{DirLock, Fs, FsFile, OpenMode, Space};
+use crate::limits::{LOCK_RETRIES, LOCK_RETRY_MS};
 use crate::segments::LOCK_FILE_NAME;
 
 /// The operating system's file system.
@@ -65,11 +66,20 @@ impl Fs for RealFs {
             .truncate(false)
             .mode(FILE_MODE)
             .open(dir.join(LOCK_FILE_NAME))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(Box::new(RealLock(file)))),
-            Err(fs::TryLockError::WouldBlock) => Ok(None),
-            Err(fs::TryLockError::Error(e)) => Err(e),
+        // A lock released a moment ago can still be held by a child process forked in that
+        // moment (its copy of the descriptor holds the flock until it execs and closes it), so
+        // a busy lock is tried again a few times before the store is reported locked.
+        for attempt in 0..=LOCK_RETRIES {
+            match file.try_lock() {
+                Ok(()) => return Ok(Some(Box::new(RealLock(file)))),
+                Err(fs::TryLockError::WouldBlock) if attempt < LOCK_RETRIES => {
+                    std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
+                }
+                Err(fs::TryLockError::WouldBlock) => return Ok(None),
+                Err(fs::TryLockError::Error(e)) => return Err(e),
+            }
         }
+        Ok(None)
     }
 
     fn map(&self, path: &Path) -> io::Result<Bytes> {
