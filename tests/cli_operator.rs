@@ -293,13 +293,9 @@ fn purge_dry_run_lists_exactly_what_purge_removes() {
     store.close().expect("close");
     let before = segment_files(&dir);
 
-    let refused = factlog(&["purge", arg(&dir)], b"");
-    refused.assert_one_line_error(2);
-    assert!(refused.stderr.contains("--before-snapshot"), "{refused:?}");
-    factlog(&["purge", arg(&dir), "--dry-run"], b"").assert_one_line_error(2);
-    assert_eq!(segment_files(&dir), before);
-
+    // `--before-snapshot` is the only mode and the default: with or without it, the same.
     let dry = json_of("purge", &dir, &["--before-snapshot", "--dry-run"]);
+    assert_eq!(json_of("purge", &dir, &["--dry-run"]), dry);
     assert_eq!(segment_files(&dir), before, "a dry run removes nothing");
     assert_eq!(dry["dry_run"], true);
     assert_eq!(dry["snapshot"]["covered_seq"], oldest.covered_seq.0);
@@ -310,7 +306,7 @@ fn purge_dry_run_lists_exactly_what_purge_removes() {
     text.assert_success();
     assert!(text.stdout_text().contains("would remove segment"), "{text:?}");
 
-    let done = json_of("purge", &dir, &["--before-snapshot"]);
+    let done = json_of("purge", &dir, &[]);
     assert_eq!(done["dry_run"], false);
     assert_eq!(paths(&done), would, "purge removes exactly what the dry run listed");
     assert_eq!(done["removed_bytes"], dry["removed_bytes"]);

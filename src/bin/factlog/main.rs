@@ -210,7 +210,7 @@ enum Command {
 
     /// Reclaim disk space: delete the log segments the oldest valid snapshot covers.
     ///
-    /// Only with `--before-snapshot` (its only mode): deletes the sealed segments whose every
+    /// Its one mode (`--before-snapshot`, the default): deletes the sealed segments whose every
     /// event the oldest valid snapshot covers, never the active one, and prints them. Full
     /// replay from the first event and the history before the first kept event are no longer
     /// possible afterwards (`verify --deep` then rebuilds from that snapshot). Without a valid
@@ -219,10 +219,10 @@ enum Command {
     #[command(after_help = "Exit codes:\n  0  done (also when nothing was to be removed)\n  \
                             1  the store could not be opened (missing, locked, damaged) or a \
                             segment could not be removed (the message says why)\n  2  bad \
-                            arguments, or --before-snapshot missing\n\n\
+                            arguments\n\n\
                             Example:\n  factlog checkpoint /tmp/factlog-store\n  \
-                            factlog purge /tmp/factlog-store --before-snapshot --dry-run\n  \
-                            factlog purge /tmp/factlog-store --before-snapshot --json")]
+                            factlog purge /tmp/factlog-store --dry-run\n  \
+                            factlog purge /tmp/factlog-store --json")]
     Purge(PurgeArgs),
 
     /// Append typed events, one JSON object per line of standard input, and reply to each.
@@ -364,7 +364,7 @@ enum Command {
                             says the switch was committed: then the next writable open \
                             finishes it)\n  2  bad arguments (also a --to this build cannot \
                             write)\n\n\
-                            Example:\n  factlog migrate /tmp/factlog-store --to 2 --dry-run\n  \
+                            Example:\n  factlog migrate /tmp/factlog-store --dry-run\n  \
                             factlog migrate /tmp/factlog-store --to 2 --json")]
     Migrate(MigrateArgs),
 
@@ -540,7 +540,8 @@ struct ExportArgs {
 struct PurgeArgs {
     /// Store directory.
     dir: PathBuf,
-    /// Delete the segments the oldest valid snapshot covers (the only mode, and required).
+    /// Delete the segments the oldest valid snapshot covers: the only mode, and the default
+    /// (the flag is accepted for scripts written when it was required).
     #[arg(long)]
     before_snapshot: bool,
     /// Open read-only and only print what would be removed.
@@ -579,7 +580,9 @@ struct MigrateArgs {
     /// Store directory.
     dir: PathBuf,
     /// The segment format version to migrate to (this build migrates to 2; 1 is its oldest).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(
+    /// Default: the newest this build writes.
+    #[arg(long, default_value_t = factlog::segment::FORMAT_VERSION,
+          value_parser = clap::value_parser!(u16).range(
         i64::from(factlog::segment::FORMAT_VERSION_MIN)..=i64::from(factlog::segment::FORMAT_VERSION)
     ))]
     to: u16,

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
-use crate::{EXIT_USAGE, Failure, Outcome, Output, PurgeArgs, require_store};
+use crate::{Failure, Outcome, Output, PurgeArgs, require_store};
 
 /// Exit code for every runtime failure of `purge`.
 const EXIT_FAILURE: u8 = 1;
@@ -46,13 +46,6 @@ pub fn checked_snapshots(dir: &Path) -> Result<Vec<CheckedSnapshot>, factlog::Er
 }
 
 pub fn run(args: &PurgeArgs) -> Outcome {
-    if !args.before_snapshot {
-        return Err(Failure::new(
-            EXIT_USAGE,
-            "purge removes only what a snapshot covers: pass --before-snapshot, its only mode \
-             (add --dry-run to see what it would remove first; see --help)",
-        ));
-    }
     let (fs, counters) = CountingFs::new();
     let progress = Progress::new("purge: reading the store", None, Unit::Bytes, false);
     let purged = progress.while_running(|| counters.mapped_bytes_done(), || purge(args, &fs));
