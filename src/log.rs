@@ -237,36 +237,7 @@ impl Log {
     /// beside a live writer and on a full disk. A torn tail is reported in
     /// [`RecoveryReport::tail_cut`] (what a writable open would cut) and not read.
     pub fn open_read_only(dir: impl AsRef<Path>, options: Options) -> Result<Log> {
-        options.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        let fs = Arc::clone(&options.fs);
-        if rewrite::pending(&*fs, &dir)?.is_some() {
-            return Err(ErrorKind::RewritePending { dir }.into());
-        }
-        let listing = list_existing(&*fs, &dir)?;
-        let Some(active) = listing.segments.last().cloned() else {
-            return Err(ErrorKind::NotALog { dir }.into());
-        };
-        let gaps = Arc::new(gaps::read(&*fs, &dir)?);
-        let analysis = analyze(&*fs, &active)?;
-        let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, None)?;
-        let last = analysis.next_seq.0 - 1;
-        let report = RecoveryReport {
-            mode: options.recovery_mode,
-            segments: listing.segments.len(),
-            records_scanned: analysis.records,
-            last_seq: some_seq(last),
-            tail_cut,
-        };
-        Ok(Log {
-            fs,
-            dir,
-            report,
-            format_version: active.header.format_version,
-            gaps,
-            inner: Inner::ReadOnly { segments: listing.segments, last },
-            created: Created::default(),
-        })
+        Log::read_only(dir.as_ref(), options, false).map(|(log, _)| log)
     }
 
     /// Opens the log in `dir` read-only like [`Log::open_read_only`], but when it is damaged
@@ -285,18 +256,28 @@ impl Log {
         dir: impl AsRef<Path>,
         options: Options,
     ) -> Result<(Log, Option<Error>)> {
+        Log::read_only(dir.as_ref(), options, true)
+    }
+
+    /// The read-only open; with `to_damage`, corruption ends the log where it starts and is
+    /// returned beside it instead of failing the open.
+    fn read_only(dir: &Path, options: Options, to_damage: bool) -> Result<(Log, Option<Error>)> {
         options.validate()?;
-        let dir = dir.as_ref().to_path_buf();
+        let dir = dir.to_path_buf();
         let fs = Arc::clone(&options.fs);
         if rewrite::pending(&*fs, &dir)?.is_some() {
             return Err(ErrorKind::RewritePending { dir }.into());
         }
-        if let Err(e) = fs.list_dir(&dir)
-            && e.kind() == io::ErrorKind::NotFound
-        {
-            return Err(ErrorKind::NotALog { dir }.into());
-        }
-        let (listing, mut damage) = segments::list_to_damage(&*fs, &dir)?;
+        let (listing, mut damage) = if to_damage {
+            if let Err(e) = fs.list_dir(&dir)
+                && e.kind() == io::ErrorKind::NotFound
+            {
+                return Err(ErrorKind::NotALog { dir }.into());
+            }
+            segments::list_to_damage(&*fs, &dir)?
+        } else {
+            (list_existing(&*fs, &dir)?, None)
+        };
         let Some(active) = listing.segments.last().cloned() else {
             return Err(damage.unwrap_or_else(|| ErrorKind::NotALog { dir: dir.clone() }.into()));
         };
@@ -304,7 +285,7 @@ impl Log {
         let analysis = analyze(&*fs, &active)?;
         let tail_cut = match apply_tail(&analysis, &active, options.recovery_mode, None) {
             Ok(cut) => cut,
-            Err(e) if e.is_corruption() => {
+            Err(e) if to_damage && e.is_corruption() => {
                 damage = Some(e);
                 None
             }

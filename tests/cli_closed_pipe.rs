@@ -177,10 +177,25 @@ fn tail() {
 fn dump_export_verify_salvage() {
     on_store(&["dump", "DIR"], true);
     on_store(&["dump", "DIR", "--format", "json"], true);
+    on_store(&["dump", "DIR", "--format", "json", "--raw"], true);
     on_store(&["export", "DIR", "--jsonl"], true);
     on_store(&["verify", "DIR"], true);
+    on_store(&["verify", "DIR", "--json"], true);
     on_store(&["verify", "DIR", "--deep", "--json"], true);
     on_store(&["salvage", "DIR", "--to", "/nonexistent-factlog-pipe-target", "--dry-run"], true);
+}
+
+/// A real salvage into a closed pipe still writes the new store: it prints only afterwards.
+#[test]
+fn salvage_writes_its_store_before_it_prints() {
+    for reader in [Reader::Gone, Reader::OneLine] {
+        let (_tmp, dir) = store_copy();
+        let target = dir.with_file_name("saved");
+        let args = ["salvage", arg(&dir), "--to", arg(&target), "--json"];
+        let (code, stderr) = run_closed(&args, b"", reader);
+        assert_eq!((code, stderr.as_str()), (Some(0), ""), "{args:?} ends quietly");
+        assert!(target.join("00000000000000000001.seg").exists(), "salvage wrote before printing");
+    }
 }
 
 #[test]

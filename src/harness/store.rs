@@ -501,10 +501,10 @@ impl Store {
             // Recovery batches every task's repair and syncs once at the end.
             durability = options.durability.unwrap_or(Durability::Synced);
         }
-        if !by_recovery && !cell.held.load(Ordering::Acquire) {
-            // The first event of this holder: nothing an earlier holder left may be inherited.
-            self.take_over(cell, Durability::Synced)?;
-        }
+        // A `Task` exists only once `Store::task` took its task over (on a writable store).
+        debug_assert!(
+            by_recovery || cell.held.load(Ordering::Acquire) || self.inner.log.is_read_only()
+        );
         let now = self.now_us();
         let mut locked = cell.state.lock();
         // Check each event against the state as the batch's earlier events leave it.

@@ -303,7 +303,11 @@ fn handle_line(store: &Store, line: &[u8]) -> Reply {
         }
         Err(Refusal::Library(error)) => return refused(&error, id),
     };
-    match append(store, request, id.clone()) {
+    // The line's own text tells, in one pass, whether its body can hold a credential: only
+    // then is the body encoded once more to find where. An escape could spell a prefix in the
+    // line that the pass does not see, so a line with one is always looked at.
+    let scan = line.contains(&b'\\') || secret_shapes::json_may_hold_credential(line);
+    match append(store, request, id.clone(), scan) {
         Ok(reply) => reply,
         Err(error) => refused(&error, id),
     }
@@ -416,8 +420,9 @@ fn body(event_type: EventType, fields: Map<String, Value>) -> Result<Body, Error
         .map_err(|error| invalid(error.to_string()))
 }
 
-/// Appends the event; an `assistant/delta` without options takes the hot path.
-fn append(store: &Store, request: Request, id: Option<Value>) -> Result<Reply, Error> {
+/// Appends the event; an `assistant/delta` without options takes the hot path. With `scan`,
+/// the body is searched for unmarked credential-shaped values to warn about.
+fn append(store: &Store, request: Request, id: Option<Value>, scan: bool) -> Result<Reply, Error> {
     let task = store.task(&request.task)?;
     let hot_path = request.options.expected_revision.is_none()
         && matches!(request.options.durability, None | Some(Durability::Buffered));
@@ -446,7 +451,7 @@ fn append(store: &Store, request: Request, id: Option<Value>) -> Result<Reply, E
             // Values shaped like credentials and not marked as secrets: the store refuses
             // them when told to; otherwise the reply warns (format-spec/protocol.md,
             // "Warnings").
-            let findings = secret_shapes::find_in_body(&body);
+            let findings = if scan { secret_shapes::find_in_body(&body) } else { Vec::new() };
             match task.append_with(body, request.options)? {
                 Appended::Written { seq, revision } => {
                     let mut reply = reply(seq.0, revision, durability);
