@@ -284,3 +284,38 @@ fn a_key_in_flight_under_another_call_id_is_refused_and_writes_nothing() {
     assert!(e.to_string().contains("in flight"), "{e}");
     assert_eq!(common::harness::last_seq(&store), before);
 }
+
+/// A digest sent with the arguments must be theirs: the call-id and duplicate checks compare
+/// digests, so a wrong one would pass a changed request off as the same one.
+#[test]
+fn a_tool_call_whose_args_digest_is_not_the_digest_of_its_args_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let task = store.task("t").unwrap();
+    let args = json!({"to": "ops@example.com", "body": "hello"});
+    let with = |call_id: &str, digest: Option<String>| {
+        let Body::ToolCall(mut body) = call(call_id, "send_mail", Effect::Unsafe, None) else {
+            unreachable!("call() builds a tool/call")
+        };
+        body.args = Some(args.clone());
+        body.args_digest = digest;
+        Body::ToolCall(body)
+    };
+    let wrong = "0".repeat(64);
+    let refused = err_of(task.append(with("c1", Some(wrong))));
+    assert!(is_invalid_event(&refused, "tool/call"), "{refused}");
+    assert!(refused.to_string().contains("args_digest"), "{refused}");
+    assert!(task_events(&store, "t").is_empty(), "nothing written for a refused call");
+
+    let right = request_key::args_digest(&args);
+    task.append(with("c1", Some(right.clone()))).unwrap();
+    task.append(with("c2", None)).unwrap();
+    let digests: Vec<_> = task_events(&store, "t")
+        .into_iter()
+        .filter_map(|event| match event.body {
+            Body::ToolCall(c) => c.args_digest,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(digests, [right.clone(), right], "a given right digest and a computed one agree");
+}

@@ -335,6 +335,29 @@ pub fn decode(seq: Seq, record: &[u8]) -> Result<Event> {
     })
 }
 
+/// The text of an `assistant/delta` record, borrowed from it: `Ok(None)` when `env` is not a
+/// delta of a schema this build reads (decode it with [`decode`]), and the error [`decode`]
+/// would give for a delta whose body is not binary UTF-8 text. Replay counts deltas through
+/// this without building an [`Event`].
+pub fn delta_text<'a>(seq: Seq, env: &EnvelopeRef<'a>) -> Result<Option<&'a str>> {
+    if env.tag != EventType::AssistantDelta.tag()
+        || !schema_readable(EventType::AssistantDelta, env.schema)
+    {
+        return Ok(None);
+    }
+    let bad = |reason: String| -> crate::error::Error {
+        ErrorKind::CorruptEvent { seq: seq.0, reason: format!("assistant/delta: {reason}") }.into()
+    };
+    if env.encoding != ENCODING_BINARY {
+        return Err(bad(format!(
+            "body encoding {} where {ENCODING_BINARY} is required",
+            env.encoding
+        )));
+    }
+    let text = std::str::from_utf8(env.body).map_err(|_| bad("text is not UTF-8".into()))?;
+    Ok(Some(text))
+}
+
 fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
     let opaque = || {
         Body::Opaque(Opaque {
@@ -357,8 +380,7 @@ fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
     if env.encoding != expected {
         return Err(bad(format!("body encoding {} where {expected} is required", env.encoding)));
     }
-    if event_type == EventType::AssistantDelta {
-        let text = std::str::from_utf8(env.body).map_err(|_| bad("text is not UTF-8".into()))?;
+    if let Some(text) = delta_text(seq, env)? {
         return Ok(Body::AssistantDelta(crate::harness::event::AssistantDelta {
             text: text.to_owned(),
         }));

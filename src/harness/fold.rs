@@ -9,13 +9,102 @@
 //! counters, which commute with every other event's effect. That is what lets the store
 //! append deltas under the log's one lock without folding them in order.
 
+use crate::error::Result;
+use crate::harness::codec;
 use crate::harness::event::{Body, Event, Scope};
+use crate::harness::ids::TaskId;
 use crate::harness::state::{Approval, ApprovalStatus, CallStatus, LastRecovery, State, TaskState};
+use crate::types::Seq;
 
 /// Folds `event` into `state`.
 pub fn apply(state: &mut State, event: &Event) {
     state.last_seq = state.last_seq.max(event.seq.0);
-    apply_to_task(state.tasks.entry(event.task.clone()).or_default(), event);
+    apply_to_task(task_entry(state, event.task.as_str()), event);
+}
+
+/// Folds encoded events in log order into a state, as [`apply`] of each one's decoding
+/// would, with the same errors. Replay after a snapshot goes through it.
+///
+/// An `assistant/delta`, most of a session's events, is counted from the record's bytes
+/// without building an [`Event`], and a run of deltas of one task is added to that task's
+/// state in one step when the run ends (at another task's event, a non-delta, or
+/// [`Replay::finish`]): deltas commute with every other effect (module docs), so the state
+/// is the same, without a map lookup per delta.
+#[derive(Debug)]
+pub struct Replay<'s> {
+    state: &'s mut State,
+    run: DeltaRun,
+}
+
+/// Deltas of one task counted since the last time they were added to its state.
+#[derive(Debug, Default)]
+struct DeltaRun {
+    /// The task; its buffer is reused from run to run.
+    task: String,
+    deltas: u64,
+    delta_bytes: u64,
+    revision: u64,
+    last_seq: u64,
+}
+
+impl<'s> Replay<'s> {
+    /// A replay into `state`.
+    pub fn new(state: &'s mut State) -> Replay<'s> {
+        Replay { state, run: DeltaRun::default() }
+    }
+
+    /// Folds the encoded event `record` of sequence number `seq`.
+    pub fn apply_record(&mut self, seq: Seq, record: &[u8]) -> Result<()> {
+        let envelope = codec::peek(seq, record)?;
+        let Some(text) = codec::delta_text(seq, &envelope)? else {
+            let event = codec::decode(seq, record)?;
+            self.end_run();
+            apply(self.state, &event);
+            return Ok(());
+        };
+        if self.run.deltas > 0 && self.run.task != envelope.task {
+            self.end_run();
+        }
+        let run = &mut self.run;
+        if run.deltas == 0 {
+            run.task.clear();
+            run.task.push_str(envelope.task);
+        }
+        run.deltas += 1;
+        run.delta_bytes += text.len() as u64;
+        run.revision = run.revision.max(envelope.revision);
+        run.last_seq = run.last_seq.max(seq.0);
+        Ok(())
+    }
+
+    /// Adds the deltas counted last to their task's state.
+    pub fn finish(mut self) {
+        self.end_run();
+    }
+
+    fn end_run(&mut self) {
+        let run = std::mem::take(&mut self.run.deltas);
+        if run == 0 {
+            return;
+        }
+        let DeltaRun { task: id, delta_bytes, revision, last_seq, .. } = &mut self.run;
+        self.state.last_seq = self.state.last_seq.max(*last_seq);
+        let task = task_entry(self.state, id);
+        task.revision = task.revision.max(*revision);
+        task.last_seq = task.last_seq.max(*last_seq);
+        task.execution.deltas += run;
+        task.execution.delta_bytes += std::mem::take(delta_bytes);
+        *revision = 0;
+        *last_seq = 0;
+    }
+}
+
+/// The state of task `id`, added empty if the state has none yet; the id is copied only then.
+fn task_entry<'s>(state: &'s mut State, id: &str) -> &'s mut TaskState {
+    if !state.tasks.contains_key(id) {
+        state.tasks.insert(TaskId(id.to_owned()), TaskState::default());
+    }
+    state.tasks.get_mut(id).expect("the task was just added")
 }
 
 /// Folds `event` into the state of its task, `task`: the per-task part of [`apply`].

@@ -666,14 +666,29 @@ fn prepare(
         return codec::encode_body(body, format_version);
     }
     if let Body::ToolCall(call) = body
-        && call.args_digest.is_none()
         && let Some(args) = &call.args
     {
         // Over the arguments with every secret masked: stable across dispatches, and it
         // reveals nothing about a secret.
         let mut masked = args.clone();
         secret::mask(&mut masked);
-        call.args_digest = Some(request_key::args_digest(&masked));
+        let digest = request_key::args_digest(&masked);
+        // A digest the caller sent must be the one of its arguments: the call-id and
+        // duplicate checks compare digests, so a wrong one would pass a changed request off
+        // as the same.
+        if let Some(given) = &call.args_digest
+            && *given != digest
+        {
+            return Err(ErrorKind::InvalidEvent {
+                event_type: event_type.name().to_owned(),
+                reason: format!(
+                    "args_digest {given:?} is not the digest of args ({digest}); leave \
+                     args_digest out and the store computes it"
+                ),
+            }
+            .into());
+        }
+        call.args_digest = Some(digest);
     }
     let encoded = codec::encode_body(body, format_version)?;
     if let Some(task) = refuse_unmarked

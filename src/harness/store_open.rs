@@ -14,7 +14,6 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::{ErrorKind, Result, SnapshotFault};
 use crate::fs::Fs;
-use crate::harness::codec;
 use crate::harness::fold;
 use crate::harness::snapshot::{self, SnapshotMeta};
 use crate::harness::state::{STATE_SCHEMA, State};
@@ -136,14 +135,16 @@ pub(crate) fn fold_log(
     let mut replayed = 0;
     if from <= through {
         let mut reader = log.read_from(Seq(from))?;
+        let mut replay = fold::Replay::new(&mut state);
         while let Some(record) = reader.next_ref() {
             let (seq, payload) = record?;
             if seq.0 > through {
                 break;
             }
-            fold::apply(&mut state, &codec::decode(seq, payload)?);
+            replay.apply_record(seq, payload)?;
             replayed += 1;
         }
+        replay.finish();
     }
     state.last_seq = state.last_seq.max(through);
     Ok(Folded { state, snapshot, skipped, replayed })
