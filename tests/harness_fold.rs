@@ -24,8 +24,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use common::harness::{
-    NOW_US, Rng, approval_request, assistant, cancel, contract, env_u64, err_of, events, fold,
-    grant, open, open_sim, phase, result, resume, step_end, step_start, turn_end, turn_start, user,
+    NOW_US, Rng, SIM_DIR, approval_request, assistant, cancel, contract, env_u64, err_of, events,
+    fold, grant, open, open_sim, phase, result, resume, sim_options, step_end, step_start,
+    turn_end, turn_start, user,
 };
 use factlog::fs::sim::SimFs;
 use factlog::harness::event::{
@@ -453,6 +454,16 @@ fn check_run(seed: u64, run: Run, totals: &mut BTreeMap<String, u64>) {
     // Reopen: the newest snapshot and the events after it give the same state.
     let store = open_sim(&fs).expect("reopen");
     assert_eq!(store.state(), folded, "seed {seed}: state after reopen");
+    // One task read alone, the others' events skipped, is the same task state.
+    for (id, task) in
+        folded.tasks.iter().chain([(&TaskId::new("none").unwrap(), &Default::default())])
+    {
+        let read = Store::read_task(SIM_DIR, sim_options(&fs), id.as_str()).expect("read_task");
+        let expected = (task.revision > 0).then(|| task.clone());
+        assert_eq!(read.state, expected, "seed {seed}: read_task({id})");
+        assert_eq!(read.task_ids, task_ids.iter().cloned().collect::<Vec<_>>(), "seed {seed}");
+        assert_eq!(read.last_seq, folded.last_seq, "seed {seed}");
+    }
     let report = store.open_report().clone();
     assert!(report.skipped_snapshots.is_empty(), "{:?}", report.skipped_snapshots);
     match checkpoints.last() {

@@ -31,4 +31,4 @@ pub use ids::{ApprovalId, CallId, RequestKey, TaskId};
 pub use recovery::{Outcome, Plan, RecoveryReport as HarnessRecoveryReport, Resume};
 pub use state::{State, TaskState};
 pub use store::{AppendOptions, Appended, Store, StoreOptions, Task};
-pub use store_open::{DeepVerify, OpenReport};
+pub use store_open::{DeepVerify, OpenReport, TaskRead};

@@ -5,7 +5,7 @@
 //! to cover events the log does not hold is skipped with its reason in [`OpenReport`], and
 //! the state is rebuilt from an older snapshot or from the first event.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,9 +14,11 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::error::{ErrorKind, Result, SnapshotFault};
 use crate::fs::Fs;
+use crate::harness::codec;
 use crate::harness::fold;
+use crate::harness::ids::TaskId;
 use crate::harness::snapshot::{self, SnapshotMeta};
-use crate::harness::state::{STATE_SCHEMA, State};
+use crate::harness::state::{STATE_SCHEMA, State, TaskState};
 use crate::harness::store::{Inner, Store, StoreOptions, TaskCell};
 use crate::limits::SNAPSHOTS_KEPT;
 use crate::log::Log;
@@ -38,6 +40,17 @@ pub struct OpenReport {
     pub tasks: usize,
 }
 
+/// One task's state, read without folding the others: what [`Store::read_task`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRead {
+    /// The task's state; `None` when it has no events.
+    pub state: Option<TaskState>,
+    /// Every task with at least one event, sorted (to name them when `state` is `None`).
+    pub task_ids: Vec<TaskId>,
+    /// The last sequence number of the log.
+    pub last_seq: u64,
+}
+
 /// The state folded from the newest usable snapshot and the events after it, through
 /// `through`.
 pub(crate) struct Folded {
@@ -45,6 +58,8 @@ pub(crate) struct Folded {
     pub(crate) snapshot: Option<SnapshotMeta>,
     pub(crate) skipped: Vec<(PathBuf, String)>,
     pub(crate) replayed: u64,
+    /// With a task to fold only: the other tasks that first appear after the snapshot.
+    pub(crate) unfolded_tasks: BTreeSet<TaskId>,
 }
 
 pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result<Store> {
@@ -56,7 +71,7 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
     };
     let fs = Arc::clone(&options.log.fs);
     let through = log.last_seq().map_or(0, |s| s.0);
-    let folded = match fold_log(&*fs, dir, &log, through, true) {
+    let folded = match fold_log(&*fs, dir, &log, through, true, None) {
         Ok(folded) => folded,
         Err(error) => {
             // A store this open created leaves nothing behind.
@@ -96,13 +111,17 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
 }
 
 /// Folds the log through `through`, starting from the newest usable snapshot when
-/// `use_snapshot`, else from the first event.
+/// `use_snapshot`, else from the first event. With `only`, the events after the snapshot of
+/// every other task are read (CRC-checked, envelope only) but not decoded nor folded: the
+/// state then holds `only`'s state, and the other tasks only as of the snapshot; the ids of
+/// tasks that first appear after it are in [`Folded::unfolded_tasks`].
 pub(crate) fn fold_log(
     fs: &dyn Fs,
     dir: &Path,
     log: &Log,
     through: u64,
     use_snapshot: bool,
+    only: Option<&str>,
 ) -> Result<Folded> {
     let mut state = State::default();
     let mut snapshot = None;
@@ -133,24 +152,60 @@ pub(crate) fn fold_log(
     }
     let from = snapshot.as_ref().map_or(0, |m| m.covered_seq.0) + 1;
     let mut replayed = 0;
+    let mut unfolded_tasks = BTreeSet::new();
     if from <= through {
         let mut reader = log.read_from(Seq(from))?;
+        // Only a one-task read needs the ids the snapshot already names.
+        let known = if only.is_some() {
+            state.tasks.keys().cloned().collect::<BTreeSet<_>>()
+        } else {
+            BTreeSet::new()
+        };
         let mut replay = fold::Replay::new(&mut state);
         while let Some(record) = reader.next_ref() {
             let (seq, payload) = record?;
             if seq.0 > through {
                 break;
             }
-            replay.apply_record(seq, payload)?;
             replayed += 1;
+            if let Some(only) = only {
+                let task = codec::peek(seq, payload)?.task;
+                if task != only {
+                    if !known.contains(task) && !unfolded_tasks.contains(task) {
+                        unfolded_tasks.insert(TaskId::new(task)?);
+                    }
+                    continue;
+                }
+            }
+            replay.apply_record(seq, payload)?;
         }
         replay.finish();
     }
     state.last_seq = state.last_seq.max(through);
-    Ok(Folded { state, snapshot, skipped, replayed })
+    Ok(Folded { state, snapshot, skipped, replayed, unfolded_tasks })
 }
 
 impl Store {
+    /// Reads the state of task `id` from the store in `dir`, read-only (no lock, nothing
+    /// written), without folding the other tasks: the newest usable snapshot is loaded and
+    /// the events after it are read, but only `id`'s are decoded and folded. The result is
+    /// the state [`Store::open_read_only`] followed by [`Store::task_state`] would give, for
+    /// the cost of a scan of the events after the snapshot (`factlog state --task`).
+    pub fn read_task(dir: impl AsRef<Path>, options: StoreOptions, id: &str) -> Result<TaskRead> {
+        let dir = dir.as_ref();
+        snapshot::refuse_newer(&*options.log.fs, dir)?;
+        let log = Log::open_read_only(dir, options.log.clone())?;
+        let through = log.last_seq().map_or(0, |s| s.0);
+        let mut folded = fold_log(&*options.log.fs, dir, &log, through, true, Some(id))?;
+        let state = folded.state.tasks.remove(id).filter(|task| task.revision > 0);
+        let mut task_ids: BTreeSet<TaskId> = folded.state.tasks.into_keys().collect();
+        task_ids.append(&mut folded.unfolded_tasks);
+        if state.is_some() {
+            task_ids.insert(TaskId::new(id)?);
+        }
+        Ok(TaskRead { state, task_ids: task_ids.into_iter().collect(), last_seq: through })
+    }
+
     /// Writes a snapshot of every task's state now (temp file, fsync, rename, directory
     /// fsync) and keeps the newest few. The state is folded from the previous snapshot and
     /// the log, never taken from memory, so a snapshot always equals the fold of its events.
@@ -173,14 +228,14 @@ impl Store {
     pub fn verify_deep(&self) -> Result<DeepVerify> {
         let inner = &self.inner;
         let through = inner.log.last_seq().map_or(0, |s| s.0);
-        let latest = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true)?;
+        let latest = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true, None)?;
         let snapshot = latest.snapshot.clone();
         // The newest snapshot's own state, as an open would load it, to compare with the
         // rebuild at the seq it covers.
         let from_file = match &snapshot {
-            Some(meta) => {
-                Some(fold_log(&*inner.fs, &inner.dir, &inner.log, meta.covered_seq.0, true)?.state)
-            }
+            Some(meta) => Some(
+                fold_log(&*inner.fs, &inner.dir, &inner.log, meta.covered_seq.0, true, None)?.state,
+            ),
             None => None,
         };
         inner.log.flush(crate::types::Durability::Flushed).ok();
@@ -294,7 +349,7 @@ pub(crate) fn checkpoint_locked(store: &Store) -> Result<SnapshotMeta> {
     let appended_before = inner.appended_bytes.load(Ordering::Acquire);
     inner.log.flush(crate::types::Durability::Flushed)?;
     let through = inner.log.last_seq().map_or(0, |s| s.0);
-    let folded = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true)?;
+    let folded = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true, None)?;
     let body = serde_json::to_vec(&folded.state).map_err(|e| ErrorKind::InvalidEvent {
         event_type: "snapshot".to_owned(),
         reason: format!("cannot serialise the state: {e}"),
