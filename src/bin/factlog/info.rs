@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, checked_snapshots};
-use crate::{Failure, InfoArgs, Outcome, Output, require_store};
+use crate::{Failure, InfoArgs, Outcome, Output, library_failure, open_failure, require_store};
 
 /// One task of a store, as `info` shows it.
 struct TaskLine {
@@ -32,9 +32,6 @@ struct TaskLine {
 
 /// The tasks of the store, or why there are none to show.
 type Tasks = Result<Vec<TaskLine>, String>;
-
-/// Exit code for every runtime failure of `info`.
-const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &InfoArgs) -> Outcome {
     let (fs, counters) = CountingFs::new();
@@ -58,16 +55,13 @@ pub fn run(args: &InfoArgs) -> Outcome {
 type Gathered = (LogInfo, Option<TailCut>, Vec<CheckedSnapshot>, Tasks);
 
 fn gather(args: &InfoArgs, fs: &Arc<CountingFs>) -> Result<Gathered, Failure> {
-    require_store(&args.dir, EXIT_FAILURE)?;
-    let log = Log::open_read_only(&args.dir, Options::new().fs(fs.clone())).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
-    let info =
-        log.info().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("info: {error}")))?;
+    require_store(&args.dir)?;
+    let log = Log::open_read_only(&args.dir, Options::new().fs(fs.clone()))
+        .map_err(|error| open_failure(&args.dir, &error))?;
+    let info = log.info().map_err(|error| library_failure("info", &error))?;
     let tail_cut = log.recovery_report().tail_cut.clone();
-    let snapshots = checked_snapshots(&args.dir).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"))
-    })?;
+    let snapshots = checked_snapshots(&args.dir)
+        .map_err(|error| library_failure("cannot list the snapshots", &error))?;
     let tasks = tasks(&args.dir, &log, &info, fs);
     Ok((info, tail_cut, snapshots, tasks))
 }

@@ -17,10 +17,7 @@ use std::time::Duration;
 use factlog::{Log, Options, Seq};
 
 use crate::dump::{Printer, write_failed};
-use crate::{DumpFormat, Failure, Outcome, TailArgs};
-
-/// Exit code for every runtime failure of `tail`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{DumpFormat, Failure, Outcome, TailArgs, TimeArgs, exit_code_of, require_store};
 
 /// How often `--follow` looks for new records.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -36,12 +33,15 @@ enum PollError {
     Write(io::Error),
 }
 
+/// `tail`: prints the records from `--from` on, and with `-f` keeps polling for new ones.
 pub fn run(args: &TailArgs) -> Outcome {
+    require_store(&args.dir)?;
     let printer = Printer {
         format: if args.json { DumpFormat::Json } else { DumpFormat::Text },
         raw: false,
         task: None,
         event_type: None,
+        time: TimeArgs { since: None, until: None },
     };
     let stdout = io::stdout();
     let mut output = BufWriter::new(stdout.lock());
@@ -56,7 +56,7 @@ pub fn run(args: &TailArgs) -> Outcome {
                 failures += 1;
                 if !args.follow || !polled_once || failures > FOLLOW_RETRIES {
                     return Err(Failure::new(
-                        EXIT_FAILURE,
+                        exit_code_of(&error),
                         format_args!("cannot read {}: {error}", args.dir.display()),
                     ));
                 }
