@@ -93,7 +93,7 @@ fn non_utf8_lines_round_trip_through_payload_b64() {
     input.extend_from_slice(b"\nplain \"quoted\" caf\xc3\xa9\n");
     assert_eq!(append_lines(&dir, "synced", &input), [1, 2]);
 
-    let json = factlog(&["dump", arg(&dir), "--format", "json"], b"");
+    let json = factlog(&["dump", arg(&dir), "--json"], b"");
     json.assert_success();
     let text = json.stdout_text();
     let lines: Vec<&str> = text.lines().collect();

@@ -355,8 +355,8 @@ fn a_secret_never_reaches_a_file_or_an_output() {
         vec![("emit".to_owned(), replies.iter().map(Value::to_string).collect::<String>().into())];
     let commands: [&[&str]; 9] = [
         &["dump"],
-        &["dump", "--format", "json"],
-        &["dump", "--raw", "--format", "json"],
+        &["dump", "--json"],
+        &["dump", "--raw", "--json"],
         &["state"],
         &["state", "--json"],
         &["state", "--task", "t1", "--json"],

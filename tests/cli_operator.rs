@@ -207,7 +207,7 @@ fn tail_follow_prints_events_another_process_appends() {
 fn export_jsonl_lines_carry_the_envelope() {
     let (_temp, dir) = temp_log();
     two_task_store(&dir);
-    let run = factlog(&["export", arg(&dir), "--jsonl"], b"");
+    let run = factlog(&["export", arg(&dir)], b"");
     run.assert_success();
     let lines = json_lines(&run);
     assert_eq!(seqs(&lines), [1, 2, 3, 4, 5, 6]);
@@ -226,7 +226,7 @@ fn export_jsonl_lines_carry_the_envelope() {
     assert_eq!(lines[2]["type"], "tool/call");
     assert_eq!(lines[2]["call_id"], "c1");
 
-    let t2 = factlog(&["export", arg(&dir), "--jsonl", "--task", "t2"], b"");
+    let t2 = factlog(&["export", arg(&dir), "--task", "t2"], b"");
     t2.assert_success();
     assert_eq!(seqs(&json_lines(&t2)), [2, 5]);
 
@@ -234,7 +234,7 @@ fn export_jsonl_lines_carry_the_envelope() {
 
     // A record that is not an event stops the export, naming it.
     append_raw(&dir, &[b"raw line"]);
-    let run = factlog(&["export", arg(&dir), "--jsonl"], b"");
+    let run = factlog(&["export", arg(&dir)], b"");
     run.assert_one_line_error(1);
     assert!(run.stderr.contains("record 7 is not an event"), "{run:?}");
     assert_eq!(seqs(&json_lines(&run)), [1, 2, 3, 4, 5, 6]);

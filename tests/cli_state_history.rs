@@ -249,7 +249,7 @@ fn dump_prints_raw_records_as_before_and_raw_forces_it() {
     emit(&dir, &[event("t1", "user/message", json!({ "text": "hi" }))]);
     append_raw(&dir, &[b"plain", b"\xffbinary"]);
 
-    let json = factlog(&["dump", arg(&dir), "--format", "json"], b"");
+    let json = factlog(&["dump", arg(&dir), "--json"], b"");
     json.assert_success();
     let lines: Vec<String> = json.stdout_text().lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 3);

@@ -19,9 +19,7 @@ use serde_json::{Value, json};
 
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
-use crate::{
-    EXIT_FAILURE, Failure, Outcome, Output, PurgeArgs, library_failure, open_failure, require_store,
-};
+use crate::{Failure, Outcome, Output, PurgeArgs, library_failure, open_failure, require_store};
 
 /// A snapshot file with the outcome of decoding it.
 pub struct CheckedSnapshot {
@@ -80,13 +78,8 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<Purged, Failure> {
         let first_seq = kept_first_seq(&info, &removed);
         (snapshots, removed, first_seq)
     } else {
-        let store =
-            Store::open(&args.dir, StoreOptions::new().log(log_options)).map_err(|error| {
-                Failure::new(
-                    EXIT_FAILURE,
-                    format_args!("cannot open {}: {error}", args.dir.display()),
-                )
-            })?;
+        let store = Store::open(&args.dir, StoreOptions::new().log(log_options))
+            .map_err(|error| open_failure(&args.dir, &error))?;
         let snapshots = checked_snapshots(&args.dir).map_err(snapshot_error)?;
         let before = info(store.log())?;
         store.reclaim().map_err(|error| library_failure("cannot reclaim segments", &error))?;
