@@ -3,7 +3,7 @@
 //! a plain file, with an unknown flag, the read commands on a damaged store, an unknown
 //! `--task` in every command that takes one (same code, same message), a raw record where an
 //! event is required; and that every command's `--help` prints the same table, which the
-//! README states too.
+//! README states too, and an example of the command.
 
 mod common;
 
@@ -211,7 +211,10 @@ fn every_help_prints_the_same_exit_code_table_as_the_readme() {
     for command in SUBCOMMANDS {
         let help = factlog(&[command, "--help"], b"");
         help.assert_success();
-        assert_eq!(table_of(&help.stdout_text()), table, "{command} --help");
+        let help = help.stdout_text();
+        assert_eq!(table_of(&help), table, "{command} --help");
+        let example = &help[help.find("\nExample:\n").expect("an example")..];
+        assert!(example.contains(&format!("factlog {command} ")), "{command}: {example}");
     }
     let readme = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for row in [

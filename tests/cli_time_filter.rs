@@ -85,7 +85,10 @@ fn since_and_until_select_each_event_by_its_own_timestamp() {
     // dump's other filters combine with the range.
     let typed = ["--type", "user/message", "--since", "2026-12-03T14:00:01Z"];
     assert_eq!(seqs("dump", &dir, &typed), [2, 5]);
-    assert_eq!(seqs("dump", &dir, &["--from", "3", "--to", "5", "--since", "2026-12-03"]), [3, 4, 5]);
+    assert_eq!(
+        seqs("dump", &dir, &["--from", "3", "--to", "5", "--since", "2026-12-03"]),
+        [3, 4, 5]
+    );
 }
 
 #[test]
@@ -109,7 +112,10 @@ fn timestamps_print_as_rfc_3339_in_json_and_text() {
 
     let run = factlog(&["dump", arg(&dir), "--from", "2", "--to", "2"], b"");
     run.assert_success();
-    assert_eq!(run.stdout_text(), "2\t2026-12-03T14:00:10.123456Z\tuser/message\tt1\t2\t{\"text\":\"hi\"}\n");
+    assert_eq!(
+        run.stdout_text(),
+        "2\t2026-12-03T14:00:10.123456Z\tuser/message\tt1\t2\t{\"text\":\"hi\"}\n"
+    );
 
     let run = factlog(&["tail", arg(&dir), "--from", "6", "--json"], b"");
     run.assert_success();

@@ -106,7 +106,7 @@ pub fn dump_records(dir: &Path, extra: &[&str]) -> Vec<Value> {
 
 /// The revision of `task` as `factlog state` reports it.
 pub fn revision(dir: &Path, task: &str) -> u64 {
-    json_of("state", dir, &["--task", task])["revision"].as_u64().expect("revision")
+    json_of("state", dir, &["--task", task])["tasks"][task]["revision"].as_u64().expect("revision")
 }
 
 /// Every file under `dir`, recursively, with its bytes.
