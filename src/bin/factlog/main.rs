@@ -6,7 +6,9 @@
 //! `CLI` section of the README.
 //!
 //! Errors are one line `factlog: <message>` on standard error and a non-zero exit code, never
-//! a panic. Usage errors exit with 2, like clap's own. A standard output whose reader went
+//! a panic. Every command uses one exit-code table ([`EXIT_CODE_TABLE`], printed in each
+//! `--help` by [`help_tail`]): 1 operational error, 2 usage (like clap's own), 3 damaged or
+//! refused data; library errors are sorted by [`exit_code_of`]. A standard output whose reader went
 //! away (`factlog info DIR | head -1`) is not an error: the command stops writing, closes what
 //! it opened and exits 0 without a message ([`Output`], [`Failure::closed_output`]).
 
