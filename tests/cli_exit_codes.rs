@@ -167,6 +167,7 @@ fn an_unknown_task_is_exit_1_with_the_same_message_everywhere() {
         ("dump", &["--task", "nope"][..]),
         ("dump", &["--json", "--task", "nope", "--from", "2"]),
         ("export", &["--task", "nope"]),
+        ("tail", &["--task", "nope", "--json"]),
         ("state", &["--task", "nope"]),
         ("state", &["--json", "--task", "nope"]),
         ("history", &["--task", "nope"]),
@@ -186,6 +187,7 @@ fn an_unknown_task_is_exit_1_with_the_same_message_everywhere() {
         &["dump", arg(&store), "--task", "t1", "--from", "2"][..],
         &["dump", arg(&store), "--task", "t1", "--since", "2999-01-01"],
         &["export", arg(&store), "--task", "t2", "--until", "1970-01-02"],
+        &["tail", arg(&store), "--task", "t1", "--from", "2"],
     ] {
         let run = factlog(args, b"");
         run.assert_success();

@@ -278,14 +278,15 @@ enum Command {
 
     /// Print the records of a log like `dump`; with --follow keep printing new ones (read-only).
     ///
-    /// Lines as `dump` prints them (`--json`: as `dump --json`). With `-f` the command
+    /// Lines as `dump` prints them (`--json`: as `dump --json`); `--task` keeps one task's
+    /// events, as in `dump`, checked against the store once at the start. With `-f` the command
     /// runs beside a live writer as a second process: every 100 ms it opens the log again
     /// read-only (no lock) and prints the records written since the last one printed, until it
     /// is interrupted or its reader goes away. A record shows once it is at least flushed.
     #[command(after_help = help_tail(
         &[
             (0, "every record printed (without -f), or the reader of standard output went away"),
-            (1, "with -f, also the log unreadable for 5 s in a row"),
+            (1, "also an unknown --task; with -f, the log unreadable for 5 s in a row"),
         ],
         concat!(
             "  factlog tail /tmp/factlog-store -f --json",
@@ -710,6 +711,9 @@ struct TailArgs {
     /// Print one JSON object per record instead of text.
     #[arg(long)]
     json: bool,
+    /// Only the events of this task (a task the store has no events of: exit 1).
+    #[arg(long, value_name = "TASK")]
+    task: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]

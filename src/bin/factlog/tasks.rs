@@ -1,5 +1,5 @@
 //! The one answer to a `--task` that names no task of the store, shared by `dump`, `export`,
-//! `state` and `history`: exit 1 and the same message, listing the tasks there are.
+//! `tail`, `state` and `history`: exit 1 and the same message, listing the tasks there are.
 //!
 //! A task is known when the store has it in its task list: [`factlog::Store::task_ids`] for
 //! the commands that open a store, or, for the commands that read the raw log (`dump`,
