@@ -902,7 +902,7 @@ impl From<DurabilityArg> for factlog::Durability {
     }
 }
 
-/// The `--format` values of `dump`.
+/// The values of `dump --format`, the deprecated alias of `--json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum DumpFormat {
     /// `SEQ<TAB>payload`, payload escaped.
