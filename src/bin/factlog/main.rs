@@ -209,9 +209,9 @@ enum Command {
     /// Any other record (a raw `factlog append` record), and every record with `--raw`:
     /// text: `SEQ<TAB>payload`, where backslash, control characters and bytes that are not
     /// UTF-8 are escaped (`\\`, `\t`, `\n`, `\r`, `\xNN`, `\u{NN}`).
-    /// json: `{"seq":N,"payload":"..."}`; when the payload is not valid UTF-8, "payload" holds
+    /// --json: `{"seq":N,"payload":"..."}`; when the payload is not valid UTF-8, "payload" holds
     /// a lossy string and `payload_b64` the exact bytes in standard base64. A record that
-    /// starts like an event but does not decode is printed raw; in json with a
+    /// starts like an event but does not decode is printed raw; with --json with a
     /// `corrupt_event` field saying why.
     ///
     /// `--task` and `--type` keep only the events of that task and of that type (by their
