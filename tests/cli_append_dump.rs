@@ -1,6 +1,7 @@
 //! `factlog append` and `factlog dump` keep the CLI contract of issue 2: every stdin line
 //! becomes one record, acknowledged by its seq on stdout, and `dump` gives the exact bytes back
-//! (text and JSON, non-UTF-8 via `payload_b64`); bad arguments and unusable logs give a
+//! (text and JSON, non-UTF-8 via `payload_b64`; `--format` as a deprecated alias of `--json`);
+//! `append --json` acknowledges `{"seq","durability"}`; bad arguments and unusable logs give a
 //! one-line error and a non-zero exit. Proved by running the real binary on temporary logs.
 
 mod common;
@@ -19,12 +20,39 @@ fn append_then_dump_round_trips_in_text_and_json() {
     text.assert_success();
     assert_eq!(text.stdout_text(), "1\thello\n2\tworld\n");
 
-    let json = factlog(&["dump", arg(&dir), "--format", "json"], b"");
+    let json = factlog(&["dump", arg(&dir), "--json"], b"");
     json.assert_success();
     assert_eq!(
         json.stdout_text(),
         "{\"seq\":1,\"payload\":\"hello\"}\n{\"seq\":2,\"payload\":\"world\"}\n"
     );
+    // `--format json|text` is a deprecated alias, still accepted; it does not mix with --json.
+    let alias = factlog(&["dump", arg(&dir), "--format", "json"], b"");
+    alias.assert_success();
+    assert_eq!(alias.stdout, json.stdout);
+    let alias = factlog(&["dump", arg(&dir), "--format", "text"], b"");
+    alias.assert_success();
+    assert_eq!(alias.stdout, text.stdout);
+    factlog(&["dump", arg(&dir), "--json", "--format", "text"], b"").assert_one_line_error(2);
+}
+
+#[test]
+fn append_json_acknowledges_each_record_with_its_durability() {
+    let (_temp, dir) = temp_log();
+    for (durability, first) in [("buffered", 1), ("flushed", 3), ("synced", 5)] {
+        let run =
+            factlog(&["append", arg(&dir), "--json", "--durability", durability], b"one\ntwo\n");
+        run.assert_success();
+        let expected = format!(
+            "{{\"seq\":{first},\"durability\":\"{durability}\"}}\n\
+             {{\"seq\":{},\"durability\":\"{durability}\"}}\n",
+            first + 1
+        );
+        assert_eq!(run.stdout_text(), expected);
+    }
+    let run = factlog(&["append", arg(&dir), "--json"], b"three\n");
+    assert_eq!(run.stdout_text(), "{\"seq\":7,\"durability\":\"synced\"}\n");
+    assert_eq!(read_log(&dir).len(), 7);
 }
 
 #[test]
@@ -93,7 +121,7 @@ fn non_utf8_lines_round_trip_through_payload_b64() {
     input.extend_from_slice(b"\nplain \"quoted\" caf\xc3\xa9\n");
     assert_eq!(append_lines(&dir, "synced", &input), [1, 2]);
 
-    let json = factlog(&["dump", arg(&dir), "--format", "json"], b"");
+    let json = factlog(&["dump", arg(&dir), "--json"], b"");
     json.assert_success();
     let text = json.stdout_text();
     let lines: Vec<&str> = text.lines().collect();
@@ -200,16 +228,4 @@ fn an_oversized_line_is_refused_and_earlier_records_are_kept() {
     run.assert_one_line_error(1);
     assert_eq!(run.stdout_text(), "1\n");
     assert_eq!(read_log(&dir), vec![(1, b"small".to_vec())]);
-}
-
-#[test]
-fn every_command_help_has_an_example_and_its_exit_codes() {
-    for command in ["append", "dump", "verify", "info"] {
-        let run = factlog(&[command, "--help"], b"");
-        run.assert_success();
-        let help = run.stdout_text();
-        assert!(help.contains("Example:"), "{command}: {help}");
-        assert!(help.contains("Exit codes:"), "{command}: {help}");
-        assert!(help.contains(&format!("factlog {command} ")), "{command}: {help}");
-    }
 }

@@ -176,9 +176,10 @@ fn tail() {
 #[test]
 fn dump_export_verify_salvage() {
     on_store(&["dump", "DIR"], true);
-    on_store(&["dump", "DIR", "--format", "json"], true);
-    on_store(&["dump", "DIR", "--format", "json", "--raw"], true);
-    on_store(&["export", "DIR", "--jsonl"], true);
+    on_store(&["dump", "DIR", "--json"], true);
+    on_store(&["dump", "DIR", "--json", "--raw"], true);
+    on_store(&["export", "DIR"], true);
+    on_store(&["export", "DIR", "--json"], true);
     on_store(&["verify", "DIR"], true);
     on_store(&["verify", "DIR", "--json"], true);
     on_store(&["verify", "DIR", "--deep", "--json"], true);

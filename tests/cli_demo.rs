@@ -104,9 +104,9 @@ fn the_default_seed_verifies_the_landed_article_instead_of_publishing_twice() {
     assert!(secret_free, "a secret reached the log");
 
     // The task's state as `factlog state` reads it.
-    let state = json_of("state", &dir, &["--task", TASK]);
-    assert_eq!(state["facts"]["phase"], "done");
-    assert_eq!(state["facts"]["risk"], "high");
+    let state = &json_of("state", &dir, &["--task", TASK])["tasks"][TASK];
+    assert_eq!(state["task"]["phase"], "done");
+    assert_eq!(state["task"]["risk"], "high");
     assert_eq!(state["execution"]["open_turn"], Value::Null);
     assert_eq!(state["control"]["needs_confirmation"], false);
     assert_eq!(state["control"]["approvals"]["approval-notify-1"]["status"], "expired");
@@ -141,7 +141,7 @@ fn every_kind_of_seed_ends_with_exactly_one_article() {
         assert_eq!(articles(&dir).len(), 1, "{context}");
         assert_eq!(summary["task_finished"], true, "{context}");
         let state = json_of("state", &dir, &["--task", TASK]);
-        assert_eq!(state["facts"]["phase"], "done", "{context}");
+        assert_eq!(state["tasks"][TASK]["task"]["phase"], "done", "{context}");
     }
 }
 

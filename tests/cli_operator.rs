@@ -104,7 +104,7 @@ fn dump_filters_select_exactly_the_matching_events() {
     assert_eq!(seqs(&dump_records(&dir, &["--to", "3"])), [1, 2, 3]);
     assert_eq!(seqs(&dump_records(&dir, &["--from", "2", "--to", "5", "--task", "t1"])), [3, 4]);
     assert_eq!(seqs(&dump_records(&dir, &[])), [1, 2, 3, 4, 5, 6, 7]);
-    assert!(dump_records(&dir, &["--task", "nobody"]).is_empty());
+    factlog(&["dump", arg(&dir), "--task", "nobody"], b"").assert_one_line_error(1);
     for record in dump_records(&dir, &["--type", "tool/call"]) {
         assert_eq!(record["type"], "tool/call", "{record}");
     }
@@ -112,7 +112,10 @@ fn dump_filters_select_exactly_the_matching_events() {
     let text = factlog(&["dump", arg(&dir), "--type", "tool/result"], b"");
     text.assert_success();
     assert_eq!(text.stdout_text().lines().count(), 1, "{text:?}");
-    assert!(text.stdout_text().starts_with("4\ttool/result\tt1\t3\t"), "{text:?}");
+    let fields: Vec<String> = text.stdout_text().split('\t').map(str::to_owned).collect();
+    assert_eq!(fields[0], "4", "{text:?}");
+    assert!(fields[1].ends_with('Z'), "the time in RFC 3339: {text:?}");
+    assert_eq!(fields[2..5], ["tool/result", "t1", "3"], "{text:?}");
 
     for bad in [&["--type", "tool/nothing"][..], &["--from", "5", "--to", "4"]] {
         let mut args = vec!["dump", arg(&dir)];
@@ -207,14 +210,17 @@ fn tail_follow_prints_events_another_process_appends() {
 fn export_jsonl_lines_carry_the_envelope() {
     let (_temp, dir) = temp_log();
     two_task_store(&dir);
-    let run = factlog(&["export", arg(&dir), "--jsonl"], b"");
+    let run = factlog(&["export", arg(&dir)], b"");
     run.assert_success();
     let lines = json_lines(&run);
     assert_eq!(seqs(&lines), [1, 2, 3, 4, 5, 6]);
     for (line, dumped) in lines.iter().zip(dump_records(&dir, &[])) {
         let keys: Vec<&str> =
             line.as_object().expect("object").keys().map(String::as_str).collect();
-        assert_eq!(keys[..6], ["seq", "task", "revision", "timestamp_us", "type", "schema"]);
+        assert_eq!(
+            keys[..7],
+            ["seq", "task", "revision", "timestamp_us", "time", "type", "schema"]
+        );
         // A new store is of segment format 2, where `tool/result` is written in schema 2.
         let schema = if line["type"] == "tool/result" { 2 } else { 1 };
         assert_eq!(line["schema"], schema, "{line}");
@@ -226,16 +232,21 @@ fn export_jsonl_lines_carry_the_envelope() {
     assert_eq!(lines[2]["type"], "tool/call");
     assert_eq!(lines[2]["call_id"], "c1");
 
-    let t2 = factlog(&["export", arg(&dir), "--jsonl", "--task", "t2"], b"");
+    let t2 = factlog(&["export", arg(&dir), "--task", "t2"], b"");
     t2.assert_success();
     assert_eq!(seqs(&json_lines(&t2)), [2, 5]);
 
-    factlog(&["export", arg(&dir)], b"").assert_one_line_error(2);
+    // --json names the only format; --jsonl is its deprecated alias.
+    for flag in ["--json", "--jsonl"] {
+        let run = factlog(&["export", arg(&dir), flag], b"");
+        run.assert_success();
+        assert_eq!(json_lines(&run), lines, "{flag}");
+    }
 
-    // A record that is not an event stops the export, naming it.
+    // A record that is not an event stops the export, naming it: refused data.
     append_raw(&dir, &[b"raw line"]);
-    let run = factlog(&["export", arg(&dir), "--jsonl"], b"");
-    run.assert_one_line_error(1);
+    let run = factlog(&["export", arg(&dir)], b"");
+    run.assert_one_line_error(3);
     assert!(run.stderr.contains("record 7 is not an event"), "{run:?}");
     assert_eq!(seqs(&json_lines(&run)), [1, 2, 3, 4, 5, 6]);
 }

@@ -11,18 +11,24 @@ use common::cli::{emit_one, event};
 use common::{arg, factlog};
 use serde_json::json;
 
-/// Each command that must find a store, with its arguments after the directory.
-const COMMANDS: [(&str, &[&str]); 10] = [
+/// Each command that must find a store, with its arguments after the directory (`TARGET`: a
+/// path in the test's directory that must stay missing).
+const COMMANDS: [(&str, &[&str]); 15] = [
     ("recover", &[]),
     ("checkpoint", &[]),
-    ("purge", &["--before-snapshot"]),
-    ("migrate", &["--to", "2"]),
+    ("purge", &[]),
+    ("migrate", &[]),
     ("state", &[]),
     ("history", &["--task", "t"]),
     ("dump", &[]),
-    ("export", &["--jsonl"]),
+    ("dump", &["--raw", "--json"]),
+    ("export", &[]),
     ("info", &[]),
     ("purge", &["--before-snapshot", "--dry-run"]),
+    ("verify", &[]),
+    ("verify", &["--deep", "--json"]),
+    ("tail", &[]),
+    ("salvage", &["--to", "TARGET"]),
 ];
 
 #[test]
@@ -40,8 +46,9 @@ fn a_missing_path_a_file_and_an_empty_directory_are_refused_and_nothing_is_creat
     ];
     for (command, extra) in COMMANDS {
         for (path, says) in cases {
+            let target = tmp.path().join("target");
             let mut args = vec![command, arg(path)];
-            args.extend_from_slice(extra);
+            args.extend(extra.iter().map(|a| if *a == "TARGET" { arg(&target) } else { a }));
             let run = factlog(&args, b"");
             run.assert_one_line_error(1);
             assert!(run.stderr.contains(says), "{command} on {}: {}", path.display(), run.stderr);
@@ -50,6 +57,7 @@ fn a_missing_path_a_file_and_an_empty_directory_are_refused_and_nothing_is_creat
     }
     assert_eq!(fs::read_dir(&empty).unwrap().count(), 0, "nothing was created");
     assert!(!missing.exists());
+    assert!(!tmp.path().join("target").exists(), "salvage created nothing");
     assert_eq!(fs::read(&file).unwrap(), b"not a store");
 }
 

@@ -135,7 +135,10 @@ fn a_high_risk_task_refuses_side_effects_until_a_resume() {
         assert!(message.contains("control/resume"), "{message}");
     }
     assert_eq!(revision(&dir, "t2"), before, "a refused call was written");
-    assert_eq!(json_of("state", &dir, &["--task", "t2"])["control"]["needs_confirmation"], true);
+    assert_eq!(
+        json_of("state", &dir, &["--task", "t2"])["tasks"]["t2"]["control"]["needs_confirmation"],
+        true
+    );
 
     // A read-only call changes nothing outside: it needs no confirmation.
     let (_, read_only) = written(&emit_one(
@@ -169,7 +172,10 @@ fn a_high_risk_task_refuses_side_effects_until_a_resume() {
     );
     assert_eq!(written(&replies[2]).1, before + 5);
     assert_eq!(written(&replies[3]).1, before + 6);
-    assert_eq!(json_of("state", &dir, &["--task", "t2"])["control"]["needs_confirmation"], false);
+    assert_eq!(
+        json_of("state", &dir, &["--task", "t2"])["tasks"]["t2"]["control"]["needs_confirmation"],
+        false
+    );
 
     // The low-risk task never needed a confirmation, but its unknown outcomes that are not
     // read-only must be resolved before a new side effect; a read-only call may go.

@@ -22,7 +22,7 @@ fn salvage_json(dir: &std::path::Path, target: &std::path::Path, extra: &[&str])
 }
 
 fn seqs(dir: &std::path::Path) -> Vec<u64> {
-    let run = factlog(&["dump", arg(dir), "--raw", "--format", "json"], b"");
+    let run = factlog(&["dump", arg(dir), "--raw", "--json"], b"");
     run.assert_success();
     json_lines(&run).iter().map(|l| l["seq"].as_u64().expect("seq")).collect()
 }

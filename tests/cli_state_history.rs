@@ -44,7 +44,15 @@ fn small_store(dir: &std::path::Path) {
                    "effect": "idempotent", "request_key": "k-pub" }),
             ),
             event("t1", "tool/result", json!({ "call_id": "c2", "receipt": { "id": 7 } })),
-            event("t1", "approval/grant", json!({ "approval_id": "a1", "scope": "persistent" })),
+            event(
+                "t1",
+                "approval/grant",
+                json!({
+                    "approval_id": "a1",
+                    "scope": "persistent",
+                    "expires_at_us": 4_102_444_800_000_000_u64,
+                }),
+            ),
             event("t2", "budget/usage", json!({ "input_tokens": 10, "output_tokens": 5 })),
         ],
     );
@@ -77,17 +85,20 @@ fn state_json_shows_the_folded_fields() {
     assert_eq!(t1["control"]["needs_confirmation"], false);
     assert_eq!(state["tasks"]["t2"]["execution"]["budget"]["input_tokens"], 10);
 
-    // One task: its state with the id as "task" (first) and its own task part as "facts".
+    // The persistent approval's end of validity, also in RFC 3339, right after it.
+    let approval = t1["control"]["approvals"]["a1"].as_object().expect("approval");
+    let keys: Vec<&str> = approval.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["status", "scope", "expires_at_us", "expires_at"]);
+    assert_eq!(approval["expires_at_us"], 4_102_444_800_000_000_u64);
+    assert_eq!(approval["expires_at"], "2100-01-01T00:00:00.000000Z");
+
+    // One task: the same shape, holding only that task.
     let one = json_of("state", &dir, &["--task", "t1"]);
     let keys: Vec<&String> = one.as_object().expect("object").keys().collect();
-    assert_eq!(keys[0], "task");
-    assert_eq!(one["task"], "t1");
-    assert_eq!(one["facts"], t1["task"]);
-    for (key, value) in t1.as_object().expect("object") {
-        if key != "task" {
-            assert_eq!(&one[key], value, "{key}");
-        }
-    }
+    assert_eq!(keys, ["last_seq", "tasks"]);
+    assert_eq!(one["last_seq"], 12);
+    assert_eq!(one["tasks"].as_object().expect("tasks").len(), 1);
+    assert_eq!(&one["tasks"]["t1"], t1);
 }
 
 #[test]
@@ -107,7 +118,7 @@ fn state_text_summarises_each_task() {
         "  call c1 (fetch): completed, read_only, result ok",
         "  call c2 (publish): completed, idempotent, request key k-pub, result ok, receipt {\"id\":7}",
         "  side effect k-pub: completed by call c2, receipt {\"id\":7}",
-        "  approval a1: granted, scope persistent",
+        "  approval a1: granted, scope persistent, expires at 2100-01-01T00:00:00.000000Z",
         "  paused: no; pending cancels: 0; needs_confirmation: no",
         "task t2 (revision 1, last seq 12)",
     ] {
@@ -215,7 +226,7 @@ fn dump_decodes_typed_events_in_json_and_text() {
     assert_eq!(records.len(), 12);
     let call = &records[8];
     let keys: Vec<&String> = call.as_object().expect("object").keys().collect();
-    assert_eq!(keys[..5], ["seq", "task", "revision", "timestamp_us", "type"]);
+    assert_eq!(keys[..6], ["seq", "task", "revision", "timestamp_us", "time", "type"]);
     assert_eq!(call["seq"], 9);
     assert_eq!(call["task"], "t1");
     assert_eq!(call["revision"], 9);
@@ -232,7 +243,16 @@ fn dump_decodes_typed_events_in_json_and_text() {
     let run = factlog(&["dump", arg(&dir), "--from", "3"], b"");
     run.assert_success();
     let text = run.stdout_text();
-    let lines: Vec<&str> = text.lines().collect();
+    // The second column is the time in RFC 3339 UTC; the rest is checked without it.
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut fields: Vec<&str> = line.split('\t').collect();
+            let time = fields.remove(1);
+            assert!(time.len() == 27 && time.ends_with('Z') && time.contains('T'), "{line}");
+            fields.join("\t")
+        })
+        .collect();
     assert_eq!(lines.len(), 10);
     assert_eq!(lines[0], "3\tuser/message\tt1\t3\t{\"text\":\"write it\\nplease\"}");
     assert_eq!(lines[2], "5\tassistant/delta\tt1\t5\t{\"text\":\"On \"}");
@@ -249,7 +269,7 @@ fn dump_prints_raw_records_as_before_and_raw_forces_it() {
     emit(&dir, &[event("t1", "user/message", json!({ "text": "hi" }))]);
     append_raw(&dir, &[b"plain", b"\xffbinary"]);
 
-    let json = factlog(&["dump", arg(&dir), "--format", "json"], b"");
+    let json = factlog(&["dump", arg(&dir), "--json"], b"");
     json.assert_success();
     let lines: Vec<String> = json.stdout_text().lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), 3);
@@ -347,13 +367,13 @@ fn verify_deep_fails_on_a_snapshot_that_differs_from_the_events() {
     snapshot::write(&fs, &dir, Seq(12), STATE_SCHEMA, &body).expect("write the snapshot");
 
     let run = factlog(&["verify", arg(&dir), "--deep", "--json"], b"");
-    assert_eq!(run.code, Some(2), "{run:?}");
+    assert_eq!(run.code, Some(3), "{run:?}");
     let report: Value = serde_json::from_slice(&run.stdout).expect("JSON");
     assert_eq!(report["deep"]["ok"], false);
     assert_eq!(report["deep"]["live_matches"], false);
-    assert_eq!(report["exit_code"], 2);
+    assert_eq!(report["exit_code"], 3);
     let text = factlog(&["verify", arg(&dir), "--deep"], b"");
-    assert_eq!(text.code, Some(2));
+    assert_eq!(text.code, Some(3));
     assert!(text.stdout_text().contains("differs from the fold"), "{}", text.stdout_text());
     // The log itself is clean: without --deep, verify still exits 0.
     factlog(&["verify", arg(&dir)], b"").assert_success();
@@ -365,7 +385,7 @@ fn verify_deep_fails_on_a_log_that_is_not_a_store() {
     factlog(&["append", arg(&dir)], b"plain record\n").assert_success();
     factlog(&["verify", arg(&dir)], b"").assert_success();
     let run = factlog(&["verify", arg(&dir), "--deep", "--json"], b"");
-    assert_eq!(run.code, Some(2), "{run:?}");
+    assert_eq!(run.code, Some(3), "{run:?}");
     let report: Value = serde_json::from_slice(&run.stdout).expect("JSON");
     assert_eq!(report["outcome"], "clean");
     assert_eq!(report["deep"]["ok"], false);

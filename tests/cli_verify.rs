@@ -1,7 +1,7 @@
-//! `factlog verify` exits 0 on a clean log, 1 when only a torn tail exists (which a writer open
-//! then cuts, exactly as reported), and 2 on corruption or an unsupported format version,
-//! naming segment and offset. Proved by damaging real logs byte by byte at offsets computed
-//! from `format-spec/` and running the real binary on them.
+//! `factlog verify` exits 0 on a clean log and on one with only a torn tail (which a writer
+//! open then cuts, exactly as reported; the report says `torn_tail`), and 3 on corruption or an
+//! unsupported format version, naming segment and offset. Proved by damaging real logs byte by
+//! byte at offsets computed from `format-spec/` and running the real binary on them.
 
 mod common;
 
@@ -14,8 +14,8 @@ use factlog::{Durability, Log, Options};
 fn verify_json(dir: &std::path::Path) -> (Option<i32>, serde_json::Value) {
     let run = factlog(&["verify", arg(dir), "--json"], b"");
     // Corruption is also named in one line on standard error, pointing to `factlog salvage`.
-    if run.code == Some(2) && !run.stderr.is_empty() {
-        run.assert_one_line_error(2);
+    if run.code == Some(3) && !run.stderr.is_empty() {
+        run.assert_one_line_error(3);
         assert!(run.stderr.contains("factlog salvage"), "{run:?}");
     } else {
         assert_eq!(run.stderr, "", "{run:?}");
@@ -67,13 +67,13 @@ fn garbage_after_the_last_record_is_a_torn_tail_that_an_open_cuts() {
     write_at(&segments[0], end, &garbage);
 
     let (code, report) = verify_json(&dir);
-    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["outcome"], "torn_tail");
     assert_eq!(report["torn_tail"]["segment"], 1);
     assert_eq!(report["torn_tail"]["offset"], end);
     assert_eq!(report["torn_tail"]["bytes"], 13);
     let text = factlog(&["verify", arg(&dir)], b"");
-    assert_eq!(text.code, Some(1));
+    assert_eq!(text.code, Some(0));
     let text = text.stdout_text();
     assert!(text.contains("torn tail") && text.contains(&format!("offset {end}")), "{text}");
 
@@ -110,7 +110,7 @@ fn a_flipped_byte_in_a_sealed_segment_is_corruption() {
     write_at(&segments[0], first_payload, &[byte ^ 0x01]);
 
     let (code, report) = verify_json(&dir);
-    assert_eq!(code, Some(2), "{report}");
+    assert_eq!(code, Some(3), "{report}");
     assert_eq!(report["outcome"], "corrupt");
     let corruption = &report["corruption"];
     assert_eq!(corruption["kind"], "corruption", "{report}");
@@ -119,7 +119,7 @@ fn a_flipped_byte_in_a_sealed_segment_is_corruption() {
     assert!(!corruption["reason"].as_str().expect("reason").is_empty());
 
     let text = factlog(&["verify", arg(&dir)], b"");
-    assert_eq!(text.code, Some(2));
+    assert_eq!(text.code, Some(3));
     let text = text.stdout_text();
     assert!(text.contains("segment 1") && text.contains("offset 64"), "{text}");
 }
@@ -134,21 +134,21 @@ fn a_flipped_byte_before_later_synced_records_is_corruption() {
     write_at(&segments[0], third_payload, b"X");
 
     let (code, report) = verify_json(&dir);
-    assert_eq!(code, Some(2), "{report}");
+    assert_eq!(code, Some(3), "{report}");
     assert_eq!(report["outcome"], "corrupt");
     assert_eq!(report["corruption"]["segment"], 1, "{report}");
     assert_eq!(report["corruption"]["offset"], SEGMENT_HEADER_BYTES + 2 * frame_bytes(8));
 }
 
 #[test]
-fn a_future_format_version_exits_2() {
+fn a_future_format_version_exits_3() {
     let (_temp, dir) = temp_log();
     append_fixed(&dir, 3);
     let segments = segment_paths(&dir);
     write_at(&segments[0], 8, &3_u16.to_le_bytes());
 
     let (code, report) = verify_json(&dir);
-    assert_eq!(code, Some(2), "{report}");
+    assert_eq!(code, Some(3), "{report}");
     assert_eq!(report["outcome"], "corrupt");
     assert_eq!(report["corruption"]["kind"], "unsupported_version", "{report}");
     assert_eq!(report["corruption"]["found"], 3);
@@ -156,11 +156,11 @@ fn a_future_format_version_exits_2() {
 }
 
 #[test]
-fn a_directory_without_a_log_exits_2_with_one_line() {
+fn a_directory_without_a_log_exits_1_with_one_line() {
     let (temp, _dir) = temp_log();
     let missing = temp.path().join("missing");
-    factlog(&["verify", arg(&missing)], b"").assert_one_line_error(2);
+    factlog(&["verify", arg(&missing)], b"").assert_one_line_error(1);
     let empty = temp.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
-    factlog(&["verify", arg(&empty)], b"").assert_one_line_error(2);
+    factlog(&["verify", arg(&empty)], b"").assert_one_line_error(1);
 }

@@ -610,7 +610,7 @@ fn vectors() -> Vec<Vector> {
                 "Expected: decoding at 96 gives Invalid(BadChecksum); frame 3 at 128 is a",
                 "witness frame whose durable claim 2 covers the expected seq 2. Both writer",
                 "modes and the read-only open: Corruption { segment Some(1), offset 96, reason",
-                "DurableRecordDamaged(BadChecksum) }, file unchanged. verify: exit 2.",
+                "DurableRecordDamaged(BadChecksum) }, file unchanged. verify: exit 3.",
             ],
             build: || {
                 base_image().damage(
@@ -638,7 +638,7 @@ fn vectors() -> Vec<Vector> {
                 "witness; the last non-zero byte is 164. TolerateTornTail: records 1 and 2 and",
                 "TailCut { segment 1, offset 128, bytes 37 }. Strict: TornTail { segment 1,",
                 "offset 128, bytes 37 }, file unchanged. Read-only: records 1 and 2, the same",
-                "TailCut reported, file unchanged. verify: exit 1.",
+                "TailCut reported, file unchanged. verify: exit 0.",
             ],
             build: || {
                 let mut image = Image::new(&common_header());
@@ -671,7 +671,7 @@ fn vectors() -> Vec<Vector> {
                 "Expected from a build that knows only version 1: UnsupportedVersion { found 2,",
                 "supported 1 }. From a build that knows versions 1 and 2 (this one): in every",
                 "mode, for the read-only open and for verify: Corruption { segment None, offset",
-                "0, reason BadHeaderChecksum }. The file is unchanged. verify: exit 2.",
+                "0, reason BadHeaderChecksum }. The file is unchanged. verify: exit 3.",
             ],
             build: || {
                 base_image().damage(8, &[2, 0], "damage: format_version set to 2").damage(
@@ -701,7 +701,7 @@ fn vectors() -> Vec<Vector> {
                 "\"GACTLSEG\"); header_crc is left as in 001 and no longer matches.",
                 "Expected: in every mode, for the read-only open and for verify: Corruption {",
                 "segment None, offset 0, reason BadMagic }, not BadHeaderChecksum: the magic is",
-                "checked first. The file is unchanged. verify: exit 2.",
+                "checked first. The file is unchanged. verify: exit 3.",
             ],
             build: || {
                 base_image().damage(0, b"G", "damage: byte 0 changed from 0x46 'F' to 0x47 'G'")
@@ -729,7 +729,7 @@ fn vectors() -> Vec<Vector> {
                 "claimed length; the witness scan finds frame 3 at 128 with durable claim 2,",
                 "which covers the expected seq 2. Both writer modes and the read-only open:",
                 "Corruption { segment Some(1), offset 96, reason",
-                "DurableRecordDamaged(OversizedLength) }, file unchanged. verify: exit 2.",
+                "DurableRecordDamaged(OversizedLength) }, file unchanged. verify: exit 3.",
             ],
             build: || {
                 base_image().damage(
@@ -794,7 +794,7 @@ fn vectors() -> Vec<Vector> {
                 "Expected: in every mode, for the read-only open and for verify:",
                 "UnsupportedVersion { found 3, supported 2 }, not BadHeaderChecksum: the version",
                 "is checked before the checksum. A writer open leaves only LOCK behind: the",
-                "segment is unchanged and no prealloc.tmp is created. verify: exit 2.",
+                "segment is unchanged and no prealloc.tmp is created. verify: exit 3.",
             ],
             build: || {
                 base_image().damage(8, &[3, 0], "damage: format_version set to 3").damage(

@@ -40,7 +40,7 @@ fn the_readme_salvage_example_runs() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{script}\n{stdout}\n{stderr}");
-    assert!(stdout.contains("verify: exit 2") && stdout.contains("dump: exit 3"), "{stdout}");
+    assert!(stdout.contains("verify: exit 3") && stdout.contains("dump: exit 3"), "{stdout}");
     assert!(stdout.contains("at offset 224"), "{stdout}");
     assert!(stdout.contains("; lost seq 3"), "{stdout}");
     assert!(stdout.contains("call c1 (fetch): outcome_unknown"), "{stdout}");

@@ -3,7 +3,7 @@
 //! failing for the reclaimed events: the library reports that base and finds the snapshots and
 //! the live state equal to the rebuild (or not, for a forged snapshot), and `factlog verify
 //! --deep` after `checkpoint` and `purge --before-snapshot` exits 0 and names the base in text
-//! and JSON. Only when no valid snapshot covers the reclaimed events is it an error (exit 2).
+//! and JSON. Only when no valid snapshot covers the reclaimed events is it an error (exit 3).
 //! Proved on stores with 16 KiB segments written through the library, checked through the
 //! library and by running the real binary.
 
@@ -206,7 +206,7 @@ fn cli_verify_deep_after_checkpoint_and_purge_exits_0_and_names_the_base() {
 }
 
 #[test]
-fn cli_verify_deep_without_a_snapshot_for_the_reclaimed_events_exits_2() {
+fn cli_verify_deep_without_a_snapshot_for_the_reclaimed_events_exits_3() {
     let (_temp, dir) = temp_log();
     let (_, _, _, first_seq) = purged_by_the_cli(&dir);
     for file in snapshot::list(&factlog::fs::RealFs, &dir).expect("list the snapshots") {
@@ -216,7 +216,7 @@ fn cli_verify_deep_without_a_snapshot_for_the_reclaimed_events_exits_2() {
     factlog(&["verify", arg(&dir)], b"").assert_success();
 
     let run = factlog(&["verify", arg(&dir), "--deep"], b"");
-    assert_eq!(run.code, Some(2), "{run:?}");
+    assert_eq!(run.code, Some(3), "{run:?}");
     let expected = format!(
         "deep: the store cannot be folded: the segments before seq {first_seq} were reclaimed \
          and no valid snapshot covers seqs 1..={}",
@@ -225,8 +225,8 @@ fn cli_verify_deep_without_a_snapshot_for_the_reclaimed_events_exits_2() {
     assert!(run.stdout_text().contains(&expected), "{run:?}");
 
     let (code, report) = verify_deep_json(&dir);
-    assert_eq!(code, Some(2), "{report}");
-    assert_eq!(report["exit_code"], 2, "{report}");
+    assert_eq!(code, Some(3), "{report}");
+    assert_eq!(report["exit_code"], 3, "{report}");
     assert_eq!(report["outcome"], "clean", "{report}");
     assert_eq!(report["deep"]["ok"], false, "{report}");
     assert_eq!(report["deep"]["error"]["kind"], "reclaimed", "{report}");

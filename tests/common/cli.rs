@@ -97,7 +97,7 @@ pub fn json_of(command: &str, dir: &Path, extra: &[&str]) -> Value {
 
 /// `factlog dump DIR --format json` parsed, one value per record.
 pub fn dump_records(dir: &Path, extra: &[&str]) -> Vec<Value> {
-    let mut args = vec!["dump", arg(dir), "--format", "json"];
+    let mut args = vec!["dump", arg(dir), "--json"];
     args.extend_from_slice(extra);
     let run = factlog(&args, b"");
     run.assert_success();
@@ -106,7 +106,7 @@ pub fn dump_records(dir: &Path, extra: &[&str]) -> Vec<Value> {
 
 /// The revision of `task` as `factlog state` reports it.
 pub fn revision(dir: &Path, task: &str) -> u64 {
-    json_of("state", dir, &["--task", task])["revision"].as_u64().expect("revision")
+    json_of("state", dir, &["--task", task])["tasks"][task]["revision"].as_u64().expect("revision")
 }
 
 /// Every file under `dir`, recursively, with its bytes.

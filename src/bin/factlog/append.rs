@@ -16,22 +16,23 @@ use factlog::harness::snapshot::SNAPSHOT_DIR_NAME;
 use factlog::limits::FRAME_PAYLOAD_BYTES_MAX;
 use factlog::{Durability, Log, Options, Seq};
 
-use crate::{AppendArgs, Failure, Outcome, output_failed};
-
-/// Exit code for every runtime failure of `append`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{
+    AppendArgs, DurabilityArg, EXIT_FAILURE, Failure, Outcome, library_failure, open_failure,
+    output_failed, refuse_file,
+};
 
 /// Longest line read into memory, newline included. A line one byte longer than the record
 /// limit is enough for the library to reject it, and the cap keeps an input without newlines
 /// from growing the line buffer without bound.
 const LINE_BYTES_MAX: u64 = FRAME_PAYLOAD_BYTES_MAX as u64 + 1;
 
+/// `append`: opens (or creates) the log and appends standard input line by line.
 pub fn run(args: &AppendArgs) -> Outcome {
+    refuse_file(&args.dir)?;
     refuse_store(&args.dir)?;
-    let log = Log::open(&args.dir, Options::new()).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
-    if let Err(failure) = append_lines(&log, Durability::from(args.durability)) {
+    let log =
+        Log::open(&args.dir, Options::new()).map_err(|error| open_failure(&args.dir, &error))?;
+    if let Err(failure) = append_lines(&log, args.durability, args.json) {
         // Records acknowledged before the failure keep their promise either way; closing
         // also writes and syncs the buffered ones. The first failure is the one to report,
         // unless it is only a reader that went away: then a failed close is.
@@ -71,8 +72,9 @@ fn refuse_store(dir: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Appends every line of standard input, printing each seq once its append returned.
-fn append_lines(log: &Log, durability: Durability) -> Result<(), Failure> {
+/// Appends every line of standard input, printing each seq once its append returned: a
+/// decimal line, or with `json` `{"seq":N,"durability":".."}`.
+fn append_lines(log: &Log, durability: DurabilityArg, json: bool) -> Result<(), Failure> {
     let stdin = io::stdin();
     let mut input = stdin.lock();
     let stdout = io::stdout();
@@ -93,10 +95,14 @@ fn append_lines(log: &Log, durability: Durability) -> Result<(), Failure> {
             line.pop();
         }
         let seq = log
-            .append(&line, durability)
-            .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("append: {error}")))?;
-        writeln!(output, "{}", seq.0)
-            .and_then(|()| output.flush())
-            .map_err(|error| output_failed(&error))?;
+            .append(&line, Durability::from(durability))
+            .map_err(|error| library_failure("append", &error))?;
+        if json {
+            writeln!(output, "{{\"seq\":{},\"durability\":\"{}\"}}", seq.0, durability.name())
+        } else {
+            writeln!(output, "{}", seq.0)
+        }
+        .and_then(|()| output.flush())
+        .map_err(|error| output_failed(&error))?;
     }
 }

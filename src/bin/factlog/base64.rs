@@ -1,4 +1,4 @@
-//! Standard base64 (RFC 4648 section 4, with `=` padding) encoding, for `dump --format json`.
+//! Standard base64 (RFC 4648 section 4, with `=` padding) encoding, for `dump --json`.
 //!
 //! Only the encoder is needed: the CLI never reads base64 back. Small enough that a dependency
 //! would cost more than it saves.

@@ -9,20 +9,15 @@ use std::process::ExitCode;
 use factlog::{Store, StoreOptions};
 use serde_json::json;
 
-use crate::{CheckpointArgs, Failure, Outcome, print_out, require_store};
-
-/// Exit code for every runtime failure of `checkpoint`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{CheckpointArgs, Outcome, library_failure, open_failure, print_out, require_store};
 
 pub fn run(args: &CheckpointArgs) -> Outcome {
-    require_store(&args.dir, EXIT_FAILURE)?;
-    let store = Store::open(&args.dir, StoreOptions::new()).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
-    let meta = store.checkpoint().map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot write a snapshot: {error}"))
-    })?;
-    store.close().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+    require_store(&args.dir)?;
+    let store = Store::open(&args.dir, StoreOptions::new())
+        .map_err(|error| open_failure(&args.dir, &error))?;
+    let meta =
+        store.checkpoint().map_err(|error| library_failure("cannot write a snapshot", &error))?;
+    store.close().map_err(|error| library_failure("close", &error))?;
     let path = meta.path.display().to_string();
     let text = if args.json {
         json!({ "path": path, "covered_seq": meta.covered_seq.0 }).to_string()

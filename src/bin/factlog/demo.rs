@@ -31,12 +31,9 @@ use serde_json::{Value, json};
 
 pub use scenario::DEFAULT_SEED;
 
-use crate::{DemoArgs, Failure, Outcome, print_out};
+use crate::{DemoArgs, EXIT_FAILURE, Failure, Outcome, print_out};
 use external::{Dedup, Service};
 use scenario::{APPROVAL_NOTIFY_AGAIN, CALL_NOTIFY, CALL_PUBLISH, Scenario, TASK, store_options};
-
-/// Exit code for every runtime failure of `demo`.
-const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &DemoArgs) -> Outcome {
     let scenario = Scenario::new(args.seed);

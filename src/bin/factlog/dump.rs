@@ -7,10 +7,12 @@
 //! lossless: `text` escapes every byte that is not printable UTF-8, `json` adds the exact
 //! bytes in base64 whenever the payload is not valid UTF-8.
 //!
-//! `--task` and `--type` select events by their envelope (read without decoding the body, so
-//! they also select an event whose body is damaged); a record that is not an event never
-//! matches them. `--to` ends the range, inclusive. The line format is shared with `tail`
-//! through [`Printer`].
+//! `--task`, `--type`, `--since` and `--until` select events by their envelope (read without
+//! decoding the body, so they also select an event whose body is damaged); a record that is
+//! not an event never matches them. Timestamps are not monotonic (a clock may jump back), so
+//! every event is checked on its own and the scan never stops at the first one out of range.
+//! `--to` ends the range, inclusive. The line format is shared with `tail` and `export`
+//! through [`Printer`] and [`event_json_line`]: every timestamp also appears in RFC 3339.
 //!
 //! A damaged log is read up to its damage ([`factlog::Log::open_read_only_to_damage`]): every
 //! selected record before it is printed, then the damage is named on standard error with a
@@ -25,14 +27,14 @@ use factlog::{ErrorKind, Log, Options, Seq};
 use serde_json::{Map, Value};
 
 use crate::progress::{Progress, Unit};
+use crate::time::format_rfc3339;
 use crate::{
-    DumpArgs, DumpFormat, EXIT_DAMAGED, EXIT_USAGE, Failure, Outcome, base64, damage_message,
-    is_broken_pipe, require_store,
+    DumpArgs, DumpFormat, EXIT_DAMAGED, EXIT_FAILURE, EXIT_USAGE, Failure, Outcome, TimeArgs,
+    base64, damage_message, is_broken_pipe, library_failure, open_failure, require_store, tasks,
 };
 
-/// Exit code for every runtime failure of `dump`.
-const EXIT_FAILURE: u8 = 1;
-
+/// `dump`: checks the arguments, opens the log read-only up to any damage and prints the
+/// selected records.
 pub fn run(args: &DumpArgs) -> Outcome {
     if let Some(name) = &args.event_type {
         check_type_name(name)?;
@@ -45,18 +47,21 @@ pub fn run(args: &DumpArgs) -> Outcome {
             format_args!("--to {to} is before --from {}: nothing to print (see --help)", args.from),
         ));
     }
+    check_time_range(&args.time)?;
     let printer = Printer {
-        format: args.format,
+        format: if args.json() { DumpFormat::Json } else { DumpFormat::Text },
         raw: args.raw,
         task: args.task.as_deref(),
         event_type: args.event_type.as_deref(),
+        time: args.time,
     };
-    require_store(&args.dir, EXIT_FAILURE)?;
-    let (log, open_damage) =
-        Log::open_read_only_to_damage(&args.dir, Options::new()).map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-        })?;
-    let read_error = |error| Failure::new(EXIT_FAILURE, format_args!("read: {error}"));
+    require_store(&args.dir)?;
+    let (log, open_damage) = Log::open_read_only_to_damage(&args.dir, Options::new())
+        .map_err(|error| open_failure(&args.dir, &error))?;
+    if let Some(task) = &args.task {
+        tasks::require_task_in_log(&args.dir, &log, task)?;
+    }
+    let read_error = |error| library_failure("read", &error);
     // After an explicit reclaim the log starts later: dump what is left, and say so.
     let first = log.first_seq().map_err(read_error)?;
     if args.from.max(1) < first.0 {
@@ -102,6 +107,23 @@ pub fn run(args: &DumpArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Refuses an `--until` before `--since`: the range would be empty.
+pub fn check_time_range(time: &TimeArgs) -> Result<(), Failure> {
+    if let (Some(since), Some(until)) = (time.since, time.until)
+        && until < since
+    {
+        return Err(Failure::new(
+            EXIT_USAGE,
+            format_args!(
+                "--until {} is before --since {}: nothing to print (see --help)",
+                format_rfc3339(until),
+                format_rfc3339(since)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a `--type` that no event can have: a known type name or `opaque/0xTAG`.
 pub fn check_type_name(name: &str) -> Result<(), Failure> {
     if EventType::from_name(name).is_some() || name.starts_with("opaque/0x") {
@@ -117,7 +139,8 @@ pub fn check_type_name(name: &str) -> Result<(), Failure> {
     ))
 }
 
-/// A closed pipe means the reader has seen enough (`factlog dump DIR | head`): not a failure.
+/// A closed pipe means the reader has seen enough (`factlog dump DIR | head`): not a failure;
+/// any other write error is exit 1.
 pub fn write_failed(error: &io::Error) -> Outcome {
     if is_broken_pipe(error) {
         Ok(ExitCode::SUCCESS)
@@ -137,6 +160,22 @@ pub struct Printer<'a> {
     pub task: Option<&'a str>,
     /// Only events of this type name (`tool/call`, `opaque/0x0123`).
     pub event_type: Option<&'a str>,
+    /// Only events whose timestamp is in this range.
+    pub time: TimeArgs,
+}
+
+impl TimeArgs {
+    /// Whether a filter is set.
+    pub fn is_set(&self) -> bool {
+        self.since.is_some() || self.until.is_some()
+    }
+
+    /// Whether an event appended at `timestamp_us` is in the range: since inclusive, until
+    /// exclusive.
+    pub fn contains(&self, timestamp_us: u64) -> bool {
+        self.since.is_none_or(|since| timestamp_us >= since)
+            && self.until.is_none_or(|until| timestamp_us < until)
+    }
 }
 
 impl Printer<'_> {
@@ -150,12 +189,13 @@ impl Printer<'_> {
     }
 
     fn selects(&self, seq: Seq, payload: &[u8]) -> bool {
-        if self.task.is_none() && self.event_type.is_none() {
+        if self.task.is_none() && self.event_type.is_none() && !self.time.is_set() {
             return true;
         }
         let Ok(envelope) = codec::peek(seq, payload) else { return false };
         self.task.is_none_or(|task| envelope.task == task)
             && self.event_type.is_none_or(|name| type_name_of_tag(envelope.tag) == name)
+            && self.time.contains(envelope.timestamp_us)
     }
 }
 
@@ -185,30 +225,40 @@ fn record_line(out: &mut String, format: DumpFormat, raw: bool, seq: Seq, payloa
 
 /// The envelope fields of an event line, in the order they are printed; `schema` only in
 /// `export` lines.
-const ENVELOPE_KEYS: [&str; 6] = ["seq", "task", "revision", "timestamp_us", "type", "schema"];
+const ENVELOPE_KEYS: [&str; 7] =
+    ["seq", "task", "revision", "timestamp_us", "time", "type", "schema"];
 
-/// Appends `SEQ<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>compact body JSON\n`.
+/// Appends `SEQ<TAB>TIME<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>compact body JSON\n`, TIME in
+/// RFC 3339 UTC.
 fn event_text_line(out: &mut String, event: &Event) {
-    let _ = write!(out, "{}\t{}\t", event.seq.0, event.body.type_name());
+    let _ = write!(
+        out,
+        "{}\t{}\t{}\t",
+        event.seq.0,
+        format_rfc3339(event.timestamp_us),
+        event.body.type_name()
+    );
     escape_text(out, event.task.as_str().as_bytes());
     // Compact JSON escapes every control character: the line stays one line.
     let _ = writeln!(out, "\t{}\t{}", event.revision, codec::body_to_value(&event.body));
 }
 
-/// Appends `{"seq":..,"task":..,"revision":..,"timestamp_us":..,"type":..,..body}\n`. A body
+/// Appends `{"seq":..,"task":..,"revision":..,"timestamp_us":..,"time":..,"type":..,..body}\n`
+/// (`time`: the timestamp in RFC 3339 UTC). A body
 /// field named like an envelope field is kept as `body.NAME`; a body that is not an object
 /// (an opaque event's) goes under `body`. With `with_schema` (export) the body schema version
 /// follows `type` as `schema`.
 pub fn event_json_line(out: &mut String, event: &Event, with_schema: bool) {
-    let envelope = if with_schema { &ENVELOPE_KEYS[..] } else { &ENVELOPE_KEYS[..5] };
+    let envelope = if with_schema { &ENVELOPE_KEYS[..] } else { &ENVELOPE_KEYS[..6] };
     let mut object = Map::new();
     object.insert(ENVELOPE_KEYS[0].to_owned(), Value::from(event.seq.0));
     object.insert(ENVELOPE_KEYS[1].to_owned(), Value::from(event.task.as_str()));
     object.insert(ENVELOPE_KEYS[2].to_owned(), Value::from(event.revision));
     object.insert(ENVELOPE_KEYS[3].to_owned(), Value::from(event.timestamp_us));
-    object.insert(ENVELOPE_KEYS[4].to_owned(), Value::from(event.body.type_name()));
+    object.insert(ENVELOPE_KEYS[4].to_owned(), Value::from(format_rfc3339(event.timestamp_us)));
+    object.insert(ENVELOPE_KEYS[5].to_owned(), Value::from(event.body.type_name()));
     if with_schema {
-        object.insert(ENVELOPE_KEYS[5].to_owned(), Value::from(event.schema));
+        object.insert(ENVELOPE_KEYS[6].to_owned(), Value::from(event.schema));
     }
     match codec::body_to_value(&event.body) {
         Value::Object(fields) => {
@@ -338,13 +388,13 @@ mod tests {
         assert_eq!(
             json,
             "{\"seq\":3,\"task\":\"t\\t1\",\"revision\":2,\"timestamp_us\":9,\
-             \"type\":\"user/message\",\"text\":\"hi\\n\",\"body.seq\":\"mine\",\"note\":1}\n"
+             \"time\":\"1970-01-01T00:00:00.000009Z\",\"type\":\"user/message\",\"text\":\"hi\\n\",\"body.seq\":\"mine\",\"note\":1}\n"
         );
         let mut text = String::new();
         event_text_line(&mut text, &event(body));
         assert_eq!(
             text,
-            "3\tuser/message\tt\\t1\t2\t{\"text\":\"hi\\n\",\"seq\":\"mine\",\"note\":1}\n"
+            "3\t1970-01-01T00:00:00.000009Z\tuser/message\tt\\t1\t2\t{\"text\":\"hi\\n\",\"seq\":\"mine\",\"note\":1}\n"
         );
     }
 

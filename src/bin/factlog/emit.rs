@@ -35,10 +35,10 @@ use factlog::limits::EVENT_BODY_BYTES_MAX;
 use factlog::{AppendOptions, Appended, Durability, Error, ErrorKind, Store, StoreOptions};
 use serde_json::{Map, Value, json};
 
-use crate::{AckArg, EmitArgs, Failure, Outcome, output_failed};
-
-/// Exit code for every runtime failure of `emit`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{
+    AckArg, EXIT_FAILURE, EmitArgs, Failure, Outcome, library_failure, open_failure, output_failed,
+    refuse_file,
+};
 
 /// Longest input line read into memory, newline included. A stored body holds at most
 /// `EVENT_BODY_BYTES_MAX` bytes, but its JSON line may spell characters as longer escapes
@@ -60,10 +60,9 @@ const KEY_EXPECTED_REVISION: &str = "expected_revision";
 const KEY_DURABILITY: &str = "durability";
 
 pub fn run(args: &EmitArgs) -> Outcome {
+    refuse_file(&args.dir)?;
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
-    let store = Store::open(&args.dir, options).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
+    let store = Store::open(&args.dir, options).map_err(|error| open_failure(&args.dir, &error))?;
     let emitted = emit_lines(&store, args.ack);
     // Closing syncs what was appended: the acknowledged events keep their promise either way,
     // and the buffered ones become durable. The first failure is the one to report.
@@ -73,7 +72,7 @@ pub fn run(args: &EmitArgs) -> Outcome {
         Err(failure) if !failure.is_quiet() => return Err(failure),
         _ => {}
     }
-    closed.map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+    closed.map_err(|error| library_failure("close", &error))?;
     emitted.map(|()| ExitCode::SUCCESS)
 }
 

@@ -1,15 +1,17 @@
 //! `factlog export`: every event of a store as one JSON object per line (JSON Lines), through
 //! a read-only open (no lock, nothing written).
 //!
-//! A line is the typed JSON of `dump --format json` plus the body schema version: the
-//! envelope `seq`, `task`, `revision`, `timestamp_us`, `type`, `schema`, then the body fields
-//! (one named like an envelope field as `body.NAME`). Tools that read agent transcripts as
-//! JSONL take one object per line with a `type`.
+//! A line is the typed JSON of `dump --json` plus the body schema version: the envelope
+//! `seq`, `task`, `revision`, `timestamp_us`, `time` (RFC 3339), `type`, `schema`, then the
+//! body fields (one named like an envelope field as `body.NAME`). Tools that read agent
+//! transcripts as JSONL take one object per line with a `type`. `--task`, `--since` and
+//! `--until` select events by their envelope; every event is checked (timestamps may jump
+//! back), the scan never stops at the first one out of range.
 //!
 //! A store holds only events, so a record that is not one (a raw `factlog append` record, or an
-//! event that does not decode) is not skipped: the export stops there with exit 1 and says
-//! which record it is, rather than hand on a transcript with a silent hole. The lines before it
-//! have been printed.
+//! event that does not decode) is not skipped: the export stops there with exit 3 (refused
+//! data) and says which record it is, rather than hand on a transcript with a silent hole. The
+//! lines before it have been printed.
 //!
 //! A damaged store is different: its records are not wrong, they are missing. Every event
 //! before the damage is exported, then the damage is named on standard error with a pointer
@@ -21,28 +23,26 @@ use std::process::ExitCode;
 use factlog::harness::codec;
 use factlog::{ErrorKind, Log, Options, Seq};
 
-use crate::dump::{event_json_line, write_failed};
+use crate::dump::{check_time_range, event_json_line, write_failed};
 use crate::progress::{Progress, Unit};
 use crate::{
-    EXIT_DAMAGED, EXIT_USAGE, ExportArgs, Failure, Outcome, damage_message, require_store,
+    EXIT_DAMAGED, ExportArgs, Failure, Outcome, damage_message, library_failure, open_failure,
+    require_store, tasks,
 };
 
-/// Exit code for every runtime failure of `export`.
-const EXIT_FAILURE: u8 = 1;
-
+/// `export`: opens the store read-only up to any damage and prints every selected event.
+/// `--json` and the deprecated `--jsonl` name the only format, the default.
 pub fn run(args: &ExportArgs) -> Outcome {
-    if !args.jsonl {
-        return Err(Failure::new(
-            EXIT_USAGE,
-            "export needs a format: --jsonl, the only one (see --help)",
-        ));
+    // JSON Lines is the only format: both flags only name it.
+    let _only_format = args.json || args.jsonl;
+    check_time_range(&args.time)?;
+    require_store(&args.dir)?;
+    let (log, mut damage) = Log::open_read_only_to_damage(&args.dir, Options::new())
+        .map_err(|error| open_failure(&args.dir, &error))?;
+    if let Some(task) = &args.task {
+        tasks::require_task_in_log(&args.dir, &log, task)?;
     }
-    require_store(&args.dir, EXIT_FAILURE)?;
-    let (log, mut damage) =
-        Log::open_read_only_to_damage(&args.dir, Options::new()).map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-        })?;
-    let read_error = |error| Failure::new(EXIT_FAILURE, format_args!("read: {error}"));
+    let read_error = |error| library_failure("read", &error);
     let first = log.first_seq().map_err(read_error)?;
     if first.0 > 1 {
         eprintln!("factlog: records before {first} were reclaimed; exporting from {first}");
@@ -65,7 +65,9 @@ pub fn run(args: &ExportArgs) -> Outcome {
         progress.set(record.seq.0 + 1 - first.0);
         let event = codec::decode(record.seq, &record.payload)
             .map_err(|error| not_an_event(record.seq, &record.payload, &error))?;
-        if args.task.as_deref().is_some_and(|task| event.task.as_str() != task) {
+        if args.task.as_deref().is_some_and(|task| event.task.as_str() != task)
+            || !args.time.contains(event.timestamp_us)
+        {
             continue;
         }
         line.clear();
@@ -83,11 +85,11 @@ pub fn run(args: &ExportArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The failure for a record that is not a decodable event.
+/// The failure for a record that is not a decodable event: refused data, exit 3.
 fn not_an_event(seq: Seq, payload: &[u8], error: &factlog::Error) -> Failure {
     if codec::peek(seq, payload).is_err() {
         return Failure::new(
-            EXIT_FAILURE,
+            EXIT_DAMAGED,
             format_args!(
                 "record {seq} is not an event (a raw record, as `factlog append` writes): \
                  export reads stores, which hold only events; `factlog dump` prints raw records"
@@ -99,10 +101,10 @@ fn not_an_event(seq: Seq, payload: &[u8], error: &factlog::Error) -> Failure {
         _ => error.to_string(),
     };
     Failure::new(
-        EXIT_FAILURE,
+        EXIT_DAMAGED,
         format_args!(
-            "record {seq} is an event that does not decode ({reason}); `factlog dump --format \
-             json` shows its bytes"
+            "record {seq} is an event that does not decode ({reason}); `factlog dump --json` \
+             shows its bytes"
         ),
     )
 }

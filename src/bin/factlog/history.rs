@@ -12,19 +12,18 @@ use factlog::harness::Entry;
 use factlog::harness::event::ResultOutcome;
 use serde_json::Value;
 
-use crate::{Failure, HistoryArgs, Outcome, dump, is_broken_pipe, open_read_only, state};
+use crate::{
+    EXIT_FAILURE, Failure, HistoryArgs, Outcome, dump, is_broken_pipe, library_failure,
+    open_read_only, tasks,
+};
 
-/// Exit code for every runtime failure of `history`.
-const EXIT_FAILURE: u8 = 1;
-
+/// `history`: opens the store read-only and prints the task's entries.
 pub fn run(args: &HistoryArgs) -> Outcome {
-    let store = open_read_only(&args.dir, EXIT_FAILURE)?;
+    let store = open_read_only(&args.dir)?;
     if store.task_state(&args.task).is_none() {
-        return Err(state::unknown_task(&args.task, &store.task_ids()));
+        return Err(tasks::unknown_store_task(&args.task, &store.task_ids()));
     }
-    let entries = store
-        .history(&args.task)
-        .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("read: {error}")))?;
+    let entries = store.history(&args.task).map_err(|error| library_failure("read", &error))?;
     let stdout = io::stdout();
     let mut output = BufWriter::new(stdout.lock());
     let mut line = String::new();

@@ -7,8 +7,9 @@
 //! For a store it also shows the snapshot files (each decoded to say whether it is valid) and
 //! the tasks (id, revision, last seq) through a read-only store open. A log whose first record
 //! is not an event (written by `factlog append`) has no tasks: they are skipped with a note,
-//! as they are when the store cannot be folded; neither changes the exit code, since the log
-//! itself was read.
+//! and the exit code is 0. A store that cannot be folded because it is damaged is reported
+//! the same way, then the exit code is 3 (damaged data) with one line on standard error
+//! pointing to `factlog salvage`.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -21,7 +22,10 @@ use serde_json::{Value, json};
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, checked_snapshots};
-use crate::{Failure, InfoArgs, Outcome, Output, require_store};
+use crate::{
+    EXIT_DAMAGED, Failure, InfoArgs, Outcome, Output, exit_code_of, library_failure, open_failure,
+    require_store,
+};
 
 /// One task of a store, as `info` shows it.
 struct TaskLine {
@@ -33,15 +37,12 @@ struct TaskLine {
 /// The tasks of the store, or why there are none to show.
 type Tasks = Result<Vec<TaskLine>, String>;
 
-/// Exit code for every runtime failure of `info`.
-const EXIT_FAILURE: u8 = 1;
-
 pub fn run(args: &InfoArgs) -> Outcome {
     let (fs, counters) = CountingFs::new();
     let progress = Progress::new("info: reading the store", None, Unit::Bytes, false);
     let gathered = progress.while_running(|| counters.mapped_bytes_done(), || gather(args, &fs));
     progress.finish();
-    let (info, tail_cut, snapshots, tasks) = gathered?;
+    let (info, tail_cut, snapshots, (tasks, damage)) = gathered?;
     let tail_cut = tail_cut.as_ref();
     let mut out = Output::new();
     if args.json {
@@ -51,43 +52,74 @@ pub fn run(args: &InfoArgs) -> Outcome {
         print_store_text(&mut out, &info, &snapshots, &tasks);
     }
     out.finish()?;
-    Ok(ExitCode::SUCCESS)
+    match damage {
+        Some(error) => Err(Failure::new(
+            EXIT_DAMAGED,
+            format_args!(
+                "{} is damaged: {error}; copy every intact record into a new store with \
+                 `factlog salvage {} --to NEWDIR`",
+                args.dir.display(),
+                args.dir.display()
+            ),
+        )),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// What `info` shows, read through `fs`.
-type Gathered = (LogInfo, Option<TailCut>, Vec<CheckedSnapshot>, Tasks);
+type Gathered = (LogInfo, Option<TailCut>, Vec<CheckedSnapshot>, (Tasks, Option<factlog::Error>));
 
 fn gather(args: &InfoArgs, fs: &Arc<CountingFs>) -> Result<Gathered, Failure> {
-    require_store(&args.dir, EXIT_FAILURE)?;
-    let log = Log::open_read_only(&args.dir, Options::new().fs(fs.clone())).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
-    let info =
-        log.info().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("info: {error}")))?;
+    require_store(&args.dir)?;
+    let log = Log::open_read_only(&args.dir, Options::new().fs(fs.clone()))
+        .map_err(|error| open_failure(&args.dir, &error))?;
+    let info = log.info().map_err(|error| library_failure("info", &error))?;
     let tail_cut = log.recovery_report().tail_cut.clone();
-    let snapshots = checked_snapshots(&args.dir).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"))
-    })?;
+    let snapshots = checked_snapshots(&args.dir)
+        .map_err(|error| library_failure("cannot list the snapshots", &error))?;
     let tasks = tasks(&args.dir, &log, &info, fs);
     Ok((info, tail_cut, snapshots, tasks))
 }
 
-/// The tasks, through a read-only store open, if the log holds events.
-fn tasks(dir: &Path, log: &Log, info: &LogInfo, fs: &Arc<CountingFs>) -> Tasks {
+/// The tasks, through a read-only store open, if the log holds events; and the damage that
+/// kept the store from opening, if that was why.
+fn tasks(
+    dir: &Path,
+    log: &Log,
+    info: &LogInfo,
+    fs: &Arc<CountingFs>,
+) -> (Tasks, Option<factlog::Error>) {
+    match store_tasks(dir, log, info, fs) {
+        Ok(tasks) => (Ok(tasks), None),
+        Err((note, error)) => {
+            let damage = error.filter(|error| exit_code_of(error) == EXIT_DAMAGED);
+            (Err(note), damage)
+        }
+    }
+}
+
+/// [`tasks`]: the task lines, or the note saying why there are none and the error behind it.
+fn store_tasks(
+    dir: &Path,
+    log: &Log,
+    info: &LogInfo,
+    fs: &Arc<CountingFs>,
+) -> Result<Vec<TaskLine>, (String, Option<factlog::Error>)> {
     let Some(first) = info.first_seq else { return Ok(Vec::new()) };
     let mut reader =
-        log.read_from(first).map_err(|error| format!("cannot read the log: {error}"))?;
+        log.read_from(first).map_err(|error| (format!("cannot read the log: {error}"), None))?;
     match reader.next() {
         None => return Ok(Vec::new()),
-        Some(Err(error)) => return Err(format!("cannot read the log: {error}")),
+        Some(Err(error)) => return Err((format!("cannot read the log: {error}"), Some(error))),
         Some(Ok(record)) if codec::peek(record.seq, &record.payload).is_err() => {
-            return Err("the log holds raw records, not events: it is not a store".to_owned());
+            let note = "the log holds raw records, not events: it is not a store";
+            return Err((note.to_owned(), None));
         }
         Some(Ok(_)) => {}
     }
     let options = StoreOptions::new().log(Options::new().fs(fs.clone()));
     let store = Store::open_read_only(dir, options)
-        .map_err(|error| format!("cannot open the store: {error}"))?;
+        .map_err(|error| (format!("cannot open the store: {error}"), Some(error)))?;
     Ok(store
         .task_ids()
         .into_iter()

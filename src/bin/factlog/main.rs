@@ -6,7 +6,9 @@
 //! `CLI` section of the README.
 //!
 //! Errors are one line `factlog: <message>` on standard error and a non-zero exit code, never
-//! a panic. Usage errors exit with 2, like clap's own. A standard output whose reader went
+//! a panic. Every command uses one exit-code table ([`EXIT_CODE_TABLE`], printed in each
+//! `--help` by [`help_tail`]): 1 operational error, 2 usage (like clap's own), 3 damaged or
+//! refused data; library errors are sorted by [`exit_code_of`]. A standard output whose reader went
 //! away (`factlog info DIR | head -1`) is not an error: the command stops writing, closes what
 //! it opened and exits 0 without a message ([`Output`], [`Failure::closed_output`]).
 
@@ -29,6 +31,8 @@ mod request_key;
 mod salvage;
 mod state;
 mod tail;
+mod tasks;
+mod time;
 mod verify;
 
 use std::fmt;
@@ -38,8 +42,80 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// Exit code for an operational error: the store or log cannot be opened (missing, not a
+/// directory, locked), an I/O failure, an unknown task, a failed write.
+const EXIT_FAILURE: u8 = 1;
+
 /// Exit code for a usage error (bad arguments), the same as clap's.
 const EXIT_USAGE: u8 = 2;
+
+/// Exit code for damaged or refused data: corruption, an unsupported format version, a record
+/// that is not an event where one is required, a migration or check the data refuses. A
+/// command that reads up to damage prints what precedes it first.
+const EXIT_DAMAGED: u8 = 3;
+
+/// The exit-code table every command shares, printed in each `--help` and stated in the
+/// README: one text, so the commands cannot drift apart.
+const EXIT_CODE_TABLE: [(u8, &str); 4] = [
+    (0, "done"),
+    (
+        EXIT_FAILURE,
+        "operational error: the store or log cannot be opened (missing, not a directory, \
+         locked), an I/O failure, an unknown task, a failed write",
+    ),
+    (EXIT_USAGE, "usage: bad arguments"),
+    (
+        EXIT_DAMAGED,
+        "damaged or refused data: corruption, an unsupported format version, a record that is \
+         not an event where one is required, a migration or check refused by the data",
+    ),
+];
+
+/// Width the exit-code lines of `--help` are wrapped to.
+const HELP_WIDTH: usize = 90;
+
+/// The end of a command's `--help`: the shared exit-code table, what the codes mean for this
+/// command (`details`, may be empty), and the example lines.
+fn help_tail(details: &[(u8, &str)], example: &str) -> String {
+    let mut out = exit_code_table();
+    if !details.is_empty() {
+        out.push_str("\nFor this command:\n");
+        for &(code, meaning) in details {
+            push_wrapped(&mut out, code, meaning);
+        }
+    }
+    out.push_str("\nExample:\n");
+    out.push_str(example);
+    out
+}
+
+/// The shared table as `--help` prints it: a heading and one wrapped line per code.
+fn exit_code_table() -> String {
+    let mut out = String::from("Exit codes (the same for every command):\n");
+    for (code, meaning) in EXIT_CODE_TABLE {
+        push_wrapped(&mut out, code, meaning);
+    }
+    out
+}
+
+/// Appends `  CODE  meaning`, wrapped at [`HELP_WIDTH`] with continuation lines indented
+/// under the meaning.
+fn push_wrapped(out: &mut String, code: u8, meaning: &str) {
+    let mut line = format!("  {code}  ");
+    let indent = line.len();
+    for word in meaning.split_whitespace() {
+        if line.len() > indent && line.len() + 1 + word.len() > HELP_WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = " ".repeat(indent);
+        } else if line.len() > indent {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -47,10 +123,10 @@ const EXIT_USAGE: u8 = 2;
     version,
     about = "Inspect and feed a factlog log or store: an embedded, crash-safe, segmented record \
              log with the typed events of agent harnesses on top.",
-    after_help = "Example:\n  printf 'hello\\nworld\\n' | factlog append /tmp/factlog-demo\n  \
-                  factlog dump /tmp/factlog-demo --format json\n  \
+    after_help = help_tail(&[], "  printf 'hello\\nworld\\n' | factlog append /tmp/factlog-demo\n  \
+                  factlog dump /tmp/factlog-demo --json\n  \
                   echo '{\"task\":\"t1\",\"type\":\"user/message\",\"text\":\"hi\"}' | \
-                  factlog emit /tmp/factlog-store"
+                  factlog emit /tmp/factlog-store")
 )]
 struct Cli {
     #[command(subcommand)]
@@ -64,15 +140,19 @@ enum Command {
     /// Creates the log if needed; refuses a harness store (a raw record there is not an event:
     /// use `factlog emit`). Each line (without its "\n"; any other byte, "\r" included, is
     /// kept) becomes one record. Its sequence number is printed as a decimal line on
-    /// standard output, flushed, once the record meets the requested durability. At the end
+    /// standard output (`--json`: {"seq":N,"durability":"buffered|flushed|synced"}), flushed,
+    /// once the record meets the requested durability. At the end
     /// of input everything is flushed and synced, and the command exits 0; also when standard
     /// output is closed, after syncing what was appended.
-    #[command(after_help = "Exit codes:\n  0  end of input reached, every record appended, \
-                            flushed and synced\n  1  the log could not be opened or an append \
-                            failed, or DIR is a harness store (the message says why)\n  2  bad \
-                            arguments\n\n\
-                            Example:\n  printf 'hello\\nworld\\n' | factlog append \
-                            /tmp/factlog-demo --durability synced")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "end of input reached, every record appended, flushed and synced"),
+            (1, "the log could not be opened or an append failed, or DIR is a harness store or a file"),
+        ],
+        concat!(
+            "  printf 'hello\\nworld\\n' | factlog append /tmp/factlog-demo --json",
+        ),
+    ))]
     Append(AppendArgs),
 
     /// Measure the persistence cost per token of an agent session under each policy.
@@ -103,47 +183,59 @@ enum Command {
     /// time per token of each policy (log scale) and the cumulative distribution of its
     /// synced-append latencies (log scale). A progress line goes to standard error when it is
     /// a terminal and the bench takes over a second.
-    #[command(after_help = "Exit codes:\n  0  every policy measured, the report printed and \
-                            the SVG written\n  1  a policy could not run, or the scratch \
-                            directory, the report or (after the report is printed) the SVG \
-                            could not be written (the message says why)\n  2  bad arguments, \
-                            or an --svg FILE that cannot be created (checked before \
-                            measuring)\n\n\
-                            Example:\n  factlog bench --runs 3\n  \
-                            factlog bench --turns 2 --steps 2 --tokens 10 --runs 1 --json \
-                            --svg /tmp/bench.svg")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "every policy measured, the report printed and the SVG written"),
+            (1, "a policy could not run, or the scratch directory, the report or (after the report is printed) the SVG could not be written"),
+            (2, "also an --svg FILE that cannot be created (checked before measuring)"),
+        ],
+        concat!(
+            "  factlog bench --runs 3\n",
+            "  factlog bench --turns 2 --steps 2 --tokens 10 --runs 1 --json --svg /tmp/bench.svg",
+        ),
+    ))]
     Bench(bench::BenchArgs),
 
     /// Print every record from a sequence number on, one line per record (read-only).
     ///
     /// A record holding a typed event (written by `factlog emit` or the library's `Store`) is
-    /// decoded. text: `SEQ<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>body as compact JSON` (the task
-    /// escaped like a payload). json: `{"seq":N,"task":"..","revision":N,"timestamp_us":N,
+    /// decoded. text: `SEQ<TAB>TIME<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>body as compact JSON`
+    /// (TIME in RFC 3339 UTC, the task escaped like a payload). --json: one object per line,
+    /// `{"seq":N,"task":"..","revision":N,"timestamp_us":N,"time":"2026-12-03T14:42:26.123456Z",
     /// "type":"tool/call", ..body fields}`; a body field named like an envelope field is
-    /// written as `body.NAME`.
+    /// written as `body.NAME`. `--format json|text` is a deprecated alias (of --json, and of
+    /// the default text), still accepted.
     ///
     /// Any other record (a raw `factlog append` record), and every record with `--raw`:
     /// text: `SEQ<TAB>payload`, where backslash, control characters and bytes that are not
     /// UTF-8 are escaped (`\\`, `\t`, `\n`, `\r`, `\xNN`, `\u{NN}`).
-    /// json: `{"seq":N,"payload":"..."}`; when the payload is not valid UTF-8, "payload" holds
+    /// --json: `{"seq":N,"payload":"..."}`; when the payload is not valid UTF-8, "payload" holds
     /// a lossy string and `payload_b64` the exact bytes in standard base64. A record that
-    /// starts like an event but does not decode is printed raw; in json with a
+    /// starts like an event but does not decode is printed raw; with --json with a
     /// `corrupt_event` field saying why.
     ///
     /// `--task` and `--type` keep only the events of that task and of that type (by their
-    /// envelope; records that are not events are left out); `--to` ends the range, inclusive.
+    /// envelope; records that are not events are left out); a --task the store has no events
+    /// of is refused (exit 1). `--to` ends the range, inclusive. `--since` (inclusive) and
+    /// `--until` (exclusive) keep the events whose timestamp_us is in the range, each event
+    /// checked on its own (clocks may jump back); records that are not events are left out.
     ///
     /// On a damaged log every selected record before the damage is printed, then one line on
     /// standard error names the damage (segment, offset, reason) and points to `factlog
     /// salvage DIR --to NEWDIR`; a range that ends before the damage (`--to`) is printed whole.
-    #[command(after_help = "Exit codes:\n  0  every selected record was printed\n  1  the log \
-                            could not be opened or read (the message says why)\n  2  bad \
-                            arguments (an unknown --type, --to before --from)\n  3  the log \
-                            is damaged within the range: every selected record before the \
-                            damage was printed, standard error names it and points to \
-                            `factlog salvage`\n\n\
-                            Example:\n  factlog dump /tmp/factlog-demo --from 2 --format json\n  \
-                            factlog dump /tmp/factlog-store --task t1 --type tool/call --to 40")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "every selected record was printed"),
+            (1, "also an unknown --task"),
+            (2, "also an unknown --type, --to before --from, --until before --since"),
+            (3, "the log is damaged within the range: every selected record before the damage was printed, standard error names it and points to `factlog salvage`"),
+        ],
+        concat!(
+            "  factlog dump /tmp/factlog-demo --from 2 --json\n",
+            "  factlog dump /tmp/factlog-store --since 2026-12-03T14:00:00Z --until 2026-12-04\n",
+            "  factlog dump /tmp/factlog-store --task t1 --type tool/call --to 40",
+        ),
+    ))]
     Dump(DumpArgs),
 
     /// Check every segment of a log, record by record (read-only).
@@ -156,14 +248,16 @@ enum Command {
     ///
     /// On corruption the segments before it are still reported, and one line on standard error
     /// names the damage and points to `factlog salvage DIR --to NEWDIR`.
-    #[command(after_help = "Exit codes:\n  0  clean\n  1  only a torn tail, which an open would \
-                            cut\n  2  corruption (standard error then points to `factlog \
-                            salvage`), an unsupported format version, or the log \
-                            could not be read; with --deep also a record that is not an event, \
-                            or a snapshot or state that differs from the fold of the events; \
-                            also bad arguments\n\n\
-                            Example:\n  factlog verify /tmp/factlog-demo --json\n  \
-                            factlog verify /tmp/factlog-store --deep")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "clean, or only a torn tail (which an open cuts; the report says torn_tail)"),
+            (3, "corruption (standard error then points to `factlog salvage`) or an unsupported format version; with --deep also a record that is not an event, or a snapshot or state that differs from the fold of the events"),
+        ],
+        concat!(
+            "  factlog verify /tmp/factlog-demo --json\n",
+            "  factlog verify /tmp/factlog-store --deep",
+        ),
+    ))]
     Verify(VerifyArgs),
 
     /// Show the segments, sequence range and durable sequence number of a log (read-only).
@@ -171,41 +265,62 @@ enum Command {
     /// For a store also its snapshot files (covered seq, size, valid or why not), its tasks
     /// (id, revision, last seq), the total sizes and the seqs removed by a purge. A log of raw
     /// records has no tasks: they are skipped with a note.
-    #[command(after_help = "Exit codes:\n  0  information printed\n  1  the log could not be \
-                            opened (the message says why)\n  2  bad arguments\n\n\
-                            Example:\n  factlog info /tmp/factlog-demo --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "information printed"),
+            (3, "the log is damaged so that it cannot be opened"),
+        ],
+        concat!(
+            "  factlog info /tmp/factlog-demo --json",
+        ),
+    ))]
     Info(InfoArgs),
 
     /// Print the records of a log like `dump`; with --follow keep printing new ones (read-only).
     ///
-    /// Lines as `dump` prints them (`--json`: as `dump --format json`). With `-f` the command
+    /// Lines as `dump` prints them (`--json`: as `dump --json`); `--task` keeps one task's
+    /// events, as in `dump`, checked against the store once at the start. With `-f` the command
     /// runs beside a live writer as a second process: every 100 ms it opens the log again
     /// read-only (no lock) and prints the records written since the last one printed, until it
     /// is interrupted or its reader goes away. A record shows once it is at least flushed.
-    #[command(after_help = "Exit codes:\n  0  every record printed (without -f), or the reader \
-                            of standard output went away\n  1  the log could not be opened or \
-                            read; with -f, for 5 s in a row (the message says why)\n  2  bad \
-                            arguments\n\n\
-                            Example:\n  factlog tail /tmp/factlog-store -f --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "every record printed (without -f), or the reader of standard output went away"),
+            (1, "also an unknown --task; with -f, the log unreadable for 5 s in a row"),
+        ],
+        concat!(
+            "  factlog tail /tmp/factlog-store -f --json",
+        ),
+    ))]
     Tail(TailArgs),
 
     /// Export every event of a store as JSON Lines, one object per event (read-only).
     ///
-    /// Each line is the typed JSON of `dump --format json` plus the body schema: `seq`,
-    /// `task`, `revision`, `timestamp_us`, `type`, `schema`, then the body fields (one named
-    /// like an envelope field as `body.NAME`). A store holds only events: a record that is not
-    /// one (a raw `factlog append` record, a damaged event) stops the export with exit 1,
-    /// naming the record, after the lines before it.
+    /// Each line is the typed JSON of `dump --json` plus the body schema: `seq`, `task`,
+    /// `revision`, `timestamp_us`, `time` (RFC 3339 UTC), `type`, `schema`, then the body
+    /// fields (one named like an envelope field as `body.NAME`). JSON Lines is the only format
+    /// and the default: `--json` may be given, `--jsonl` is a deprecated alias. A store holds
+    /// only events: a record that is not one (a raw `factlog append` record, a damaged event)
+    /// stops the export with exit 3, naming the record, after the lines before it.
+    ///
+    /// `--task` keeps one task's events (a task the store has no events of: exit 1);
+    /// `--since` (inclusive) and `--until` (exclusive) keep the events whose timestamp_us is
+    /// in the range, each event checked on its own (clocks may jump back).
     ///
     /// On a damaged store every event before the damage is exported, then one line on
     /// standard error names the damage and points to `factlog salvage DIR --to NEWDIR`.
-    #[command(after_help = "Exit codes:\n  0  every event exported\n  1  the store could not \
-                            be opened or read, or holds a record that is not an event (the \
-                            message says why)\n  2  bad arguments (--jsonl missing)\n  3  the \
-                            store is damaged: every event before the damage was exported, \
-                            standard error names it and points to `factlog salvage`\n\n\
-                            Example:\n  factlog export /tmp/factlog-store --jsonl --task t1 \
-                            > t1.jsonl")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "every event exported"),
+            (1, "also an unknown --task"),
+            (2, "also --until before --since"),
+            (3, "the store is damaged, or holds a record that is not an event: every event before it was exported and standard error names it"),
+        ],
+        concat!(
+            "  factlog export /tmp/factlog-store --task t1 > t1.jsonl\n",
+            "  factlog export /tmp/factlog-store --since 2026-12-03T14:00:00+01:00 --json",
+        ),
+    ))]
     Export(ExportArgs),
 
     /// Reclaim disk space: delete the log segments the oldest valid snapshot covers.
@@ -216,13 +331,17 @@ enum Command {
     /// possible afterwards (`verify --deep` then rebuilds from that snapshot). Without a valid
     /// snapshot nothing is removed.
     /// `--dry-run` opens the store read-only and only prints what would be removed.
-    #[command(after_help = "Exit codes:\n  0  done (also when nothing was to be removed)\n  \
-                            1  the store could not be opened (missing, locked, damaged) or a \
-                            segment could not be removed (the message says why)\n  2  bad \
-                            arguments\n\n\
-                            Example:\n  factlog checkpoint /tmp/factlog-store\n  \
-                            factlog purge /tmp/factlog-store --dry-run\n  \
-                            factlog purge /tmp/factlog-store --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "done (also when nothing was to be removed)"),
+            (1, "also a segment that could not be removed"),
+        ],
+        concat!(
+            "  factlog checkpoint /tmp/factlog-store\n",
+            "  factlog purge /tmp/factlog-store --dry-run\n",
+            "  factlog purge /tmp/factlog-store --json",
+        ),
+    ))]
     Purge(PurgeArgs),
 
     /// Append typed events, one JSON object per line of standard input, and reply to each.
@@ -266,15 +385,16 @@ enum Command {
     /// cancels expire, the open turn and step close, and a high-risk task asks for a
     /// control/resume again. A side-effecting call is refused with NEEDS_RECOVERY until each
     /// unknown outcome that is not read-only has a tool/result or a retry of the same request.
-    #[command(after_help = "Exit codes:\n  0  end of input reached (refused lines included), \
-                            the store synced and closed\n  1  the store could not be opened \
-                            (locked, damaged, not a store), or writing to it or to standard \
-                            output failed (the message says why; a closed standard output \
-                            exits 0)\n  2  bad arguments\n\n\
-                            Example:\n  echo '{\"id\":1,\"task\":\"t1\",\"type\":\
-                            \"task/contract\",\"goal\":\"publish\",\"risk\":\"high\"}' | \
-                            factlog emit /tmp/factlog-store\n  factlog emit /tmp/factlog-store \
-                            --ack durable-only < events.jsonl")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "end of input reached (refused lines included), the store synced and closed; a closed standard output also exits 0"),
+            (1, "also a failed write to the store"),
+        ],
+        concat!(
+            "  echo '{\"id\":1,\"task\":\"t1\",\"type\":\"task/contract\",\"goal\":\"publish\",\"risk\":\"high\"}' | factlog emit /tmp/factlog-store\n",
+            "  factlog emit /tmp/factlog-store --ack durable-only < events.jsonl",
+        ),
+    ))]
     Emit(EmitArgs),
 
     /// Restore every task after a restart: classify open tool calls, expire approvals.
@@ -286,22 +406,32 @@ enum Command {
     /// interrupted, and whether the task may resume by itself (ready) or needs a recorded
     /// control/resume first (needs_confirmation). Running it again writes nothing.
     /// `--dry-run` opens the store read-only and writes nothing at all.
-    #[command(after_help = "Exit codes:\n  0  report printed\n  1  the store could not be \
-                            opened (missing, locked, damaged) or the repair could not be \
-                            written (the message says why)\n  2  bad arguments\n\n\
-                            Example:\n  factlog recover /tmp/factlog-store --dry-run --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "report printed"),
+            (1, "also a repair that could not be written"),
+        ],
+        concat!(
+            "  factlog recover /tmp/factlog-store --dry-run --json",
+        ),
+    ))]
     Recover(RecoverArgs),
 
     /// Show the folded state of every task, or of one (read-only).
     ///
     /// Text: per task its goal, risk, phase, turn and step, tool calls with their status,
     /// side effects by request key, approvals and whether it needs a resume confirmation.
-    /// JSON: {"last_seq":N,"tasks":{ID: state}}, or with --task the task's state object with
-    /// the id as "task" (its goal, risk, phase, plan and todos then under "facts").
-    #[command(after_help = "Exit codes:\n  0  state printed\n  1  the store could not be \
-                            opened, or the task has no events (the message says why)\n  \
-                            2  bad arguments\n\n\
-                            Example:\n  factlog state /tmp/factlog-store --task t1 --json")]
+    /// JSON, with or without --task: {"last_seq":N,"tasks":{ID: state}}, with --task holding
+    /// only that task. An approval's "expires_at_us" is followed by "expires_at" (RFC 3339).
+    #[command(after_help = help_tail(
+        &[
+            (0, "state printed"),
+            (1, "also an unknown --task"),
+        ],
+        concat!(
+            "  factlog state /tmp/factlog-store --task t1 --json",
+        ),
+    ))]
     State(StateArgs),
 
     /// Show the model-visible history of a task (read-only).
@@ -312,20 +442,30 @@ enum Command {
     /// `summary: ..`). JSON: one object per line with a "role" field and the "seq" of the
     /// event it came from; a tool entry also has "result_seq", the seq of its tool/result or
     /// recorded unknown outcome, once it has one.
-    #[command(after_help = "Exit codes:\n  0  history printed\n  1  the store could not be \
-                            opened or read, or the task has no events (the message says why)\n  \
-                            2  bad arguments\n\n\
-                            Example:\n  factlog history /tmp/factlog-store --task t1")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "history printed"),
+            (1, "also an unknown --task"),
+        ],
+        concat!(
+            "  factlog history /tmp/factlog-store --task t1",
+        ),
+    ))]
     History(HistoryArgs),
 
     /// Write a snapshot of every task's state now and print its path and covered seq.
     ///
     /// The snapshot is folded from the events (never taken from memory) and written
     /// atomically; the newest few are kept. It only speeds up the next open.
-    #[command(after_help = "Exit codes:\n  0  snapshot written\n  1  the store could not be \
-                            opened (missing, locked, damaged) or the snapshot could not be \
-                            written (the message says why)\n  2  bad arguments\n\n\
-                            Example:\n  factlog checkpoint /tmp/factlog-store --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "snapshot written"),
+            (1, "also a snapshot that could not be written"),
+        ],
+        concat!(
+            "  factlog checkpoint /tmp/factlog-store --json",
+        ),
+    ))]
     Checkpoint(CheckpointArgs),
 
     /// Run a simulated agent harness whose writer is killed mid tool call, then recover it.
@@ -340,11 +480,16 @@ enum Command {
     /// persistence cost. The seed picks the service (queryable: verify; idempotent:
     /// retry_same_key) and whether the article landed before the crash. Without DIR it runs
     /// in a temporary directory and leaves nothing behind.
-    #[command(after_help = "Exit codes:\n  0  the demo ran as described\n  1  it could not \
-                            run or did not go as designed (the message says why)\n  2  bad \
-                            arguments\n\n\
-                            Example:\n  factlog demo\n  factlog demo /tmp/factlog-demo-store \
-                            --seed 3 --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "the demo ran as described, with exactly one side effect"),
+            (1, "it could not run or did not go as designed"),
+        ],
+        concat!(
+            "  factlog demo\n",
+            "  factlog demo /tmp/factlog-demo-store --seed 3 --json",
+        ),
+    ))]
     Demo(DemoArgs),
 
     /// Rewrite a store into a newer format version, checked, backed up and switched atomically.
@@ -358,14 +503,18 @@ enum Command {
     /// new store, never a mix. Running it again is a no-op; `--dry-run` writes nothing.
     /// An event that cannot be rewritten without guessing stops it, naming the event. A
     /// failed check of the staged files removes them and the backup again.
-    #[command(after_help = "Exit codes:\n  0  migrated, already at the version, or dry run \
-                            printed\n  1  the store could not be opened or migrated (the \
-                            message says why; the store is unchanged, unless the message \
-                            says the switch was committed: then the next writable open \
-                            finishes it)\n  2  bad arguments (also a --to this build cannot \
-                            write)\n\n\
-                            Example:\n  factlog migrate /tmp/factlog-store --dry-run\n  \
-                            factlog migrate /tmp/factlog-store --to 2 --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "migrated, already at the version, or dry run printed"),
+            (1, "not migrated, the store unchanged; or the switch was committed but not finished (the next writable open finishes it)"),
+            (2, "also a --to this build cannot write"),
+            (3, "the data refused the migration (an event that cannot be rewritten without guessing, a check that differs) or is damaged; nothing changed"),
+        ],
+        concat!(
+            "  factlog migrate /tmp/factlog-store --dry-run\n",
+            "  factlog migrate /tmp/factlog-store --to 2 --json",
+        ),
+    ))]
     Migrate(MigrateArgs),
 
     /// Copy every intact record of a damaged log into a new store, with the same seqs.
@@ -389,14 +538,17 @@ enum Command {
     /// "last_seq","to_end"}}],"declared_gaps":[{"first_seq","end_seq"}],"store",
     /// "snapshots":[covered seq],"recovery": the object of `recover --json`, or null (dry run, or records that are not
     /// events)}. --dry-run scans and reports, and writes nothing anywhere.
-    #[command(after_help = "Exit codes:\n  0  the new store was written and recovered (or, \
-                            with --dry-run, the report printed); also when DIR had no damage\n  \
-                            1  DIR could not be read, NEWDIR exists and is not empty or lies \
-                            inside DIR, or the new store could not be written, opened or \
-                            recovered (the message says why)\n  2  bad arguments\n\n\
-                            Example:\n  factlog verify /tmp/factlog-store\n  \
-                            factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --dry-run\n  \
-                            factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "the new store was written and recovered (or, with --dry-run, the report printed); also when DIR had no damage"),
+            (1, "also NEWDIR not empty or inside DIR, or the new store could not be written, opened or recovered"),
+        ],
+        concat!(
+            "  factlog verify /tmp/factlog-store\n",
+            "  factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --dry-run\n",
+            "  factlog salvage /tmp/factlog-store --to /tmp/factlog-saved --json",
+        ),
+    ))]
     Salvage(SalvageArgs),
 
     /// Print the request key of a logical request: the documented derivation, for any language.
@@ -406,19 +558,29 @@ enum Command {
     /// "Request keys"; vector 024). The same TASK, OPERATION and REVISION always give the same
     /// key; a real change of content (a new revision) gives a new one. Prints the key as one
     /// line, or with --json {"task","operation","revision","request_key"}.
-    #[command(after_help = "Exit codes:\n  0  the key was printed\n  2  bad arguments (a task \
-                            id that is empty or over 128 bytes, a revision that is not a \
-                            non-negative integer)\n\n\
-                            Example:\n  factlog request-key session-1 publish_article:weekly 6\n  \
-                            factlog request-key t1 send_email:draft-7 12 --json")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "the key was printed"),
+            (2, "also a task id that is empty or over 128 bytes, a revision that is not a non-negative integer"),
+        ],
+        concat!(
+            "  factlog request-key session-1 publish_article:weekly 6\n",
+            "  factlog request-key t1 send_email:draft-7 12 --json",
+        ),
+    ))]
     RequestKey(RequestKeyArgs),
 
     /// Print a shell completion script for bash, zsh or fish to standard output.
-    #[command(after_help = "Exit codes:\n  0  the script was printed\n  2  bad arguments\n\n\
-                            Example:\n  factlog completions bash > \
-                            ~/.local/share/bash-completion/completions/factlog\n  \
-                            factlog completions zsh > ~/.zfunc/_factlog\n  \
-                            factlog completions fish > ~/.config/fish/completions/factlog.fish")]
+    #[command(after_help = help_tail(
+        &[
+            (0, "the script was printed"),
+        ],
+        concat!(
+            "  factlog completions bash > ~/.local/share/bash-completion/completions/factlog\n",
+            "  factlog completions zsh > ~/.zfunc/_factlog\n",
+            "  factlog completions fish > ~/.config/fish/completions/factlog.fish",
+        ),
+    ))]
     Completions(CompletionsArgs),
 }
 
@@ -460,6 +622,9 @@ struct AppendArgs {
     /// What each append waits for before its sequence number is printed.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Synced)]
     durability: DurabilityArg,
+    /// Print `{"seq":N,"durability":".."}` per record instead of the bare sequence number.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -470,9 +635,12 @@ struct DumpArgs {
     #[arg(long, value_name = "SEQ", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..))]
     from: u64,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = DumpFormat::Text)]
-    format: DumpFormat,
+    /// Print one JSON object per line (JSON Lines) instead of text.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+    /// Deprecated alias: `--format json` is `--json`, `--format text` the default.
+    #[arg(long, value_enum, hide = true)]
+    format: Option<DumpFormat>,
     /// Print every record raw (as `factlog append` records), without decoding events.
     #[arg(long)]
     raw: bool,
@@ -485,6 +653,27 @@ struct DumpArgs {
     /// Last sequence number to print (inclusive).
     #[arg(long, value_name = "SEQ")]
     to: Option<u64>,
+    #[command(flatten)]
+    time: TimeArgs,
+}
+
+impl DumpArgs {
+    /// Whether lines are JSON: `--json`, or the deprecated `--format json`.
+    fn json(&self) -> bool {
+        self.json || self.format == Some(DumpFormat::Json)
+    }
+}
+
+/// `--since` and `--until`, shared by `dump` and `export`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+struct TimeArgs {
+    /// Only events appended at or after TIME (inclusive): RFC 3339 (2026-12-03T14:00:00Z,
+    /// +01:00 offsets), a date (midnight UTC) or microseconds since 1970.
+    #[arg(long, value_name = "TIME", value_parser = time::parse_time)]
+    since: Option<u64>,
+    /// Only events appended before TIME (exclusive), in the forms of --since.
+    #[arg(long, value_name = "TIME", value_parser = time::parse_time)]
+    until: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -522,18 +711,26 @@ struct TailArgs {
     /// Print one JSON object per record instead of text.
     #[arg(long)]
     json: bool,
+    /// Only the events of this task (a task the store has no events of: exit 1).
+    #[arg(long, value_name = "TASK")]
+    task: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
 struct ExportArgs {
     /// Store directory.
     dir: PathBuf,
-    /// Write JSON Lines, one object per event (the only format, and required).
+    /// JSON Lines, one object per event: the only format and the default (may be left out).
     #[arg(long)]
+    json: bool,
+    /// Deprecated alias of --json, accepted for scripts written when it was required.
+    #[arg(long, hide = true)]
     jsonl: bool,
     /// Only the events of this task.
     #[arg(long, value_name = "TASK")]
     task: Option<String>,
+    #[command(flatten)]
+    time: TimeArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -684,6 +881,17 @@ enum DurabilityArg {
     Synced,
 }
 
+impl DurabilityArg {
+    /// The value's name, as given on the command line and printed in JSON.
+    fn name(self) -> &'static str {
+        match self {
+            DurabilityArg::Buffered => "buffered",
+            DurabilityArg::Flushed => "flushed",
+            DurabilityArg::Synced => "synced",
+        }
+    }
+}
+
 impl From<DurabilityArg> for factlog::Durability {
     fn from(value: DurabilityArg) -> Self {
         match value {
@@ -694,7 +902,7 @@ impl From<DurabilityArg> for factlog::Durability {
     }
 }
 
-/// The `--format` values of `dump`.
+/// The values of `dump --format`, the deprecated alias of `--json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum DumpFormat {
     /// `SEQ<TAB>payload`, payload escaped.
@@ -899,47 +1107,82 @@ fn report_failure(message: &str) {
     let _ = writeln!(std::io::stderr().lock(), "factlog: {single}");
 }
 
+/// Why `path` cannot be a store's directory: it is a file (or another non-directory), or it
+/// cannot be examined. `None` when it is a directory or does not exist.
+fn not_a_directory(path: &Path) -> Option<Failure> {
+    match std::fs::metadata(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => Some(Failure::new(
+            EXIT_FAILURE,
+            format_args!("cannot read {}: {error}", path.display()),
+        )),
+        Ok(meta) if meta.is_dir() => None,
+        Ok(_) => Some(Failure::new(
+            EXIT_FAILURE,
+            format_args!(
+                "no store at {}: it is a file, not a directory (name the store's directory)",
+                path.display()
+            ),
+        )),
+    }
+}
+
+/// Refuses a path that exists and is not a directory, for the commands that create a store
+/// or log when it is missing (`append`, `emit`).
+fn refuse_file(dir: &Path) -> Result<(), Failure> {
+    not_a_directory(dir).map_or(Ok(()), Err)
+}
+
 /// Checks that `dir` is a directory holding a log before a command that must not create one
-/// opens it, so that a wrong path is one clear line instead of a new, empty store.
-fn require_store(dir: &Path, exit_code: u8) -> Result<(), Failure> {
-    let problem = match std::fs::metadata(dir) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            "the directory does not exist (check the path; `factlog emit` creates a store)"
+/// opens it, so that a wrong path is one clear line (exit 1) instead of a new, empty store or
+/// a library error about a file. Every command that reads an existing log or store calls it
+/// first.
+fn require_store(dir: &Path) -> Result<(), Failure> {
+    if let Some(failure) = not_a_directory(dir) {
+        return Err(failure);
+    }
+    let problem = if dir.exists() {
+        let entries = std::fs::read_dir(dir).map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("cannot list {}: {error}", dir.display()))
+        })?;
+        let has_segment = entries.filter_map(Result::ok).any(|entry| {
+            entry.file_name().to_str().and_then(factlog::segment::parse_file_name).is_some()
+        });
+        if has_segment {
+            return Ok(());
         }
-        Err(error) => {
-            return Err(Failure::new(
-                exit_code,
-                format_args!("cannot read {}: {error}", dir.display()),
-            ));
-        }
-        Ok(meta) if !meta.is_dir() => "it is a file, not a directory (name the store's directory)",
-        Ok(_) => {
-            let entries = std::fs::read_dir(dir).map_err(|error| {
-                Failure::new(exit_code, format_args!("cannot list {}: {error}", dir.display()))
-            })?;
-            let has_segment = entries.filter_map(Result::ok).any(|entry| {
-                entry.file_name().to_str().and_then(factlog::segment::parse_file_name).is_some()
-            });
-            if has_segment {
-                return Ok(());
-            }
-            "the directory holds no factlog segments (check the path; `factlog emit` creates a \
-             store)"
-        }
+        "the directory holds no factlog segments (check the path; `factlog emit` creates a store)"
+    } else {
+        "the directory does not exist (check the path; `factlog emit` creates a store)"
     };
-    Err(Failure::new(exit_code, format_args!("no store at {}: {problem}", dir.display())))
+    Err(Failure::new(EXIT_FAILURE, format_args!("no store at {}: {problem}", dir.display())))
+}
+
+/// The exit code of a library error: [`EXIT_DAMAGED`] when the data is damaged or refused,
+/// [`EXIT_FAILURE`] for everything else (I/O, a lock, a missing log).
+fn exit_code_of(error: &factlog::Error) -> u8 {
+    use factlog::ErrorKind;
+    let refused_data =
+        matches!(error.kind(), ErrorKind::CannotUpcast { .. } | ErrorKind::MigrationRefused { .. });
+    if error.is_corruption() || refused_data { EXIT_DAMAGED } else { EXIT_FAILURE }
+}
+
+/// A failure for a library error met while `doing` something, with the code of the table.
+fn library_failure(doing: impl fmt::Display, error: &factlog::Error) -> Failure {
+    Failure::new(exit_code_of(error), format_args!("{doing}: {error}"))
+}
+
+/// The failure of opening `dir`: `cannot open DIR: why`.
+fn open_failure(dir: &Path, error: &factlog::Error) -> Failure {
+    library_failure(format_args!("cannot open {}", dir.display()), error)
 }
 
 /// Opens the store in `dir` read-only, or says why it cannot be.
-fn open_read_only(dir: &Path, exit_code: u8) -> Result<factlog::Store, Failure> {
-    require_store(dir, exit_code)?;
-    factlog::Store::open_read_only(dir, factlog::StoreOptions::new()).map_err(|error| {
-        Failure::new(exit_code, format_args!("cannot open {}: {error}", dir.display()))
-    })
+fn open_read_only(dir: &Path) -> Result<factlog::Store, Failure> {
+    require_store(dir)?;
+    factlog::Store::open_read_only(dir, factlog::StoreOptions::new())
+        .map_err(|error| open_failure(dir, &error))
 }
-
-/// Exit code of `dump` and `export` for a damaged log: what precedes the damage was printed.
-const EXIT_DAMAGED: u8 = 3;
 
 /// The one line that names damage met by `dump`, `export` or `verify` and points to salvage.
 fn damage_message(dir: &Path, error: &factlog::Error) -> String {
@@ -982,7 +1225,7 @@ mod tests {
             }
             let help = sub.render_long_help().to_string();
             assert!(help.contains("Example:"), "{} --help has no example", sub.get_name());
-            assert!(help.contains("Exit codes:"), "{} --help has no exit codes", sub.get_name());
+            assert!(help.contains(&exit_code_table()), "{} --help lacks the table", sub.get_name());
         }
     }
 

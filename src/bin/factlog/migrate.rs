@@ -9,20 +9,19 @@ use std::process::ExitCode;
 use factlog::harness::migrate::{MigrateOptions, MigrationReport, migrate};
 use factlog::{Options, StoreOptions};
 
-use crate::{Failure, MigrateArgs, Outcome, print_out, require_store};
-
-/// Exit code for every runtime failure of `migrate`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{
+    EXIT_FAILURE, Failure, MigrateArgs, Outcome, library_failure, print_out, require_store,
+};
 
 pub fn run(args: &MigrateArgs) -> Outcome {
-    require_store(&args.dir, EXIT_FAILURE)?;
+    require_store(&args.dir)?;
     let options =
         MigrateOptions { to: args.to, dry_run: args.dry_run, backup: args.backup.clone() };
     // No background threads: a migration appends nothing but its audit events, and a refused
     // one must not leave a preallocated segment behind.
     let store_options = StoreOptions::new().log(Options::new().background_threads(false));
     let report = migrate(&args.dir, store_options, &options).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot migrate {}: {error}", args.dir.display()))
+        library_failure(format_args!("cannot migrate {}", args.dir.display()), &error)
     })?;
     if args.json {
         let text = serde_json::to_string(&report).map_err(|error| {

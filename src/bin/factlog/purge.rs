@@ -19,10 +19,7 @@ use serde_json::{Value, json};
 
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
-use crate::{Failure, Outcome, Output, PurgeArgs, require_store};
-
-/// Exit code for every runtime failure of `purge`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{Failure, Outcome, Output, PurgeArgs, library_failure, open_failure, require_store};
 
 /// A snapshot file with the outcome of decoding it.
 pub struct CheckedSnapshot {
@@ -67,14 +64,12 @@ type Purged = (Vec<CheckedSnapshot>, Vec<SegmentInfo>, Seq);
 
 /// Purges (or with `--dry-run` only computes what it would remove), reading through `fs`.
 fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<Purged, Failure> {
-    let snapshot_error =
-        |error| Failure::new(EXIT_FAILURE, format_args!("cannot list the snapshots: {error}"));
+    let snapshot_error = |error| library_failure("cannot list the snapshots", &error);
     let log_options = Options::new().fs(fs.clone());
-    require_store(&args.dir, EXIT_FAILURE)?;
+    require_store(&args.dir)?;
     Ok(if args.dry_run {
-        let log = Log::open_read_only(&args.dir, log_options).map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-        })?;
+        let log = Log::open_read_only(&args.dir, log_options)
+            .map_err(|error| open_failure(&args.dir, &error))?;
         let info = info(&log)?;
         let snapshots = checked_snapshots(&args.dir).map_err(snapshot_error)?;
         let removed = oldest_valid(&snapshots)
@@ -83,22 +78,13 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<Purged, Failure> {
         let first_seq = kept_first_seq(&info, &removed);
         (snapshots, removed, first_seq)
     } else {
-        let store =
-            Store::open(&args.dir, StoreOptions::new().log(log_options)).map_err(|error| {
-                Failure::new(
-                    EXIT_FAILURE,
-                    format_args!("cannot open {}: {error}", args.dir.display()),
-                )
-            })?;
+        let store = Store::open(&args.dir, StoreOptions::new().log(log_options))
+            .map_err(|error| open_failure(&args.dir, &error))?;
         let snapshots = checked_snapshots(&args.dir).map_err(snapshot_error)?;
         let before = info(store.log())?;
-        store.reclaim().map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("cannot reclaim segments: {error}"))
-        })?;
+        store.reclaim().map_err(|error| library_failure("cannot reclaim segments", &error))?;
         let after = info(store.log())?;
-        store
-            .close()
-            .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+        store.close().map_err(|error| library_failure("close", &error))?;
         let removed: Vec<SegmentInfo> = before
             .segments
             .into_iter()
@@ -110,7 +96,7 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<Purged, Failure> {
 }
 
 fn info(log: &Log) -> Result<LogInfo, Failure> {
-    log.info().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("info: {error}")))
+    log.info().map_err(|error| library_failure("info", &error))
 }
 
 /// The covered seq of the oldest snapshot that decodes.

@@ -15,25 +15,22 @@ use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
 use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
 use factlog::{Store, StoreOptions};
 
-use crate::{Failure, Outcome, RecoverArgs, print_out, require_store};
-
-/// Exit code for every runtime failure of `recover`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{
+    EXIT_FAILURE, Failure, Outcome, RecoverArgs, library_failure, open_failure, print_out,
+    require_store,
+};
 
 pub fn run(args: &RecoverArgs) -> Outcome {
-    require_store(&args.dir, EXIT_FAILURE)?;
+    require_store(&args.dir)?;
     let open = if args.dry_run { Store::open_read_only } else { Store::open };
-    let store = open(&args.dir, StoreOptions::new()).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {error}", args.dir.display()))
-    })?;
+    let store =
+        open(&args.dir, StoreOptions::new()).map_err(|error| open_failure(&args.dir, &error))?;
     let report = if args.dry_run {
         store.plan_recovery()
     } else {
-        store.recover().map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("recovery could not be written: {error}"))
-        })?
+        store.recover().map_err(|error| library_failure("recovery could not be written", &error))?
     };
-    store.close().map_err(|error| Failure::new(EXIT_FAILURE, format_args!("close: {error}")))?;
+    store.close().map_err(|error| library_failure("close", &error))?;
     if args.json {
         let text = serde_json::to_string(&report).map_err(|error| {
             Failure::new(EXIT_FAILURE, format_args!("cannot format the report: {error}"))

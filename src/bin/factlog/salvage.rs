@@ -14,25 +14,20 @@ use factlog::salvage::{Damage, KeptRange, Lost};
 use factlog::{SalvageOptions, SalvageReport};
 use serde_json::{Value, json};
 
-use crate::{Failure, Outcome, SalvageArgs, is_broken_pipe, require_store};
+use crate::{
+    EXIT_FAILURE, Failure, Outcome, SalvageArgs, is_broken_pipe, library_failure, require_store,
+};
 
 /// Exit code: the new store was written (or, dry run, the report printed).
 const EXIT_DONE: u8 = 0;
-/// Exit code: nothing could be salvaged (the log cannot be read, NEWDIR is refused) or the
-/// new store could not be written, opened or recovered.
-const EXIT_FAILURE: u8 = 1;
 
 pub fn run(args: &SalvageArgs) -> Outcome {
-    require_store(&args.dir, EXIT_FAILURE)?;
+    require_store(&args.dir)?;
     let options = SalvageOptions::new().dry_run(args.dry_run);
     let report = factlog::salvage(&args.dir, &args.to, options).map_err(|error| {
-        Failure::new(
-            EXIT_FAILURE,
-            format_args!(
-                "cannot salvage {} into {}: {error}",
-                args.dir.display(),
-                args.to.display()
-            ),
+        library_failure(
+            format_args!("cannot salvage {} into {}", args.dir.display(), args.to.display()),
+            &error,
         )
     })?;
     let mut out = io::stdout().lock();

@@ -1,79 +1,79 @@
 //! `factlog state`: the folded state of every task, or of one, through a read-only open (no
 //! lock, nothing written).
 //!
-//! JSON is the library's `State` serialised as it is, or with `--task` one `TaskState` with
-//! the id under `"task"` (and the state's own `task` part, the goal and plan, under
-//! `"facts"`); the text form is a summary per task. Values are printed as stored, where secrets
-//! are already references.
+//! JSON has one shape with or without `--task`: `{"last_seq":N,"tasks":{ID: TaskState}}`, the
+//! library's serialisation, with `--task` holding only that task. Each approval's
+//! `expires_at_us` is followed by `expires_at`, the same instant in RFC 3339 (added here: the
+//! library's serialisation stays as it is). The text form is a summary per task. Values are
+//! printed as stored, where secrets are already references.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use factlog::harness::state::{Call, State, TaskState};
-use factlog::harness::{ApprovalId, CallId, TaskId};
+use factlog::harness::{ApprovalId, CallId};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::{Failure, Outcome, StateArgs, open_read_only, print_out};
+use crate::time::format_rfc3339;
+use crate::{EXIT_FAILURE, Failure, Outcome, StateArgs, open_read_only, print_out, tasks};
 
-/// Exit code for every runtime failure of `state`.
-const EXIT_FAILURE: u8 = 1;
-
-/// The key of the task id in `--task` JSON.
-const TASK_KEY: &str = "task";
-/// Where `TaskState::task` goes in `--task` JSON, since `"task"` holds the id.
-const FACTS_KEY: &str = "facts";
-
+/// `state`: folds the store read-only and prints every task, or the one of `--task`.
 pub fn run(args: &StateArgs) -> Outcome {
-    let store = open_read_only(&args.dir, EXIT_FAILURE)?;
-    let text = match &args.task {
-        Some(id) => {
-            let task = store.task_state(id).ok_or_else(|| unknown_task(id, &store.task_ids()))?;
-            if args.json { task_json(id, &task)? } else { task_text(id, &task) }
+    let store = open_read_only(&args.dir)?;
+    let mut state = store.state();
+    if let Some(id) = &args.task {
+        state.tasks.retain(|task, _| task.as_str() == id);
+        if state.tasks.is_empty() {
+            return Err(tasks::unknown_store_task(id, &store.task_ids()));
         }
-        None => {
-            let state = store.state();
-            if args.json { to_json(&state)? } else { state_text(&state) }
-        }
+    }
+    let text = if args.json {
+        state_json(&state)?
+    } else if args.task.is_some() {
+        state.tasks.iter().map(|(id, task)| task_text(id.as_str(), task)).collect()
+    } else {
+        state_text(&state)
     };
     print_out(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The message for a task without events, listing the ones there are.
-pub fn unknown_task(id: &str, known: &[TaskId]) -> Failure {
-    let known = if known.is_empty() {
-        "the store has no tasks".to_owned()
-    } else {
-        let ids: Vec<&str> = known.iter().map(TaskId::as_str).collect();
-        format!("its tasks are: {}", ids.join(", "))
-    };
-    Failure::new(EXIT_FAILURE, format_args!("task {id:?} has no events in this store ({known})"))
-}
-
-fn to_json(value: &impl Serialize) -> Result<String, Failure> {
-    let mut text = serde_json::to_string(value).map_err(|error| {
+/// `{"last_seq":N,"tasks":{..}}` and a newline, each approval's `expires_at_us` followed by
+/// its RFC 3339 `expires_at`.
+fn state_json(state: &State) -> Result<String, Failure> {
+    let mut value = serde_json::to_value(state).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot format the state: {error}"))
     })?;
+    if let Some(Value::Object(tasks)) = value.get_mut("tasks") {
+        for task in tasks.values_mut() {
+            if let Some(Value::Object(approvals)) = task.pointer_mut("/control/approvals") {
+                for approval in approvals.values_mut() {
+                    add_expires_at(approval);
+                }
+            }
+        }
+    }
+    let mut text = value.to_string();
     text.push('\n');
     Ok(text)
 }
 
-/// The task's state object with `"task": id` first. `TaskState` has a field `task` of its
-/// own (goal, risk, phase, plan, todos): it moves to `"facts"`, in its place.
-fn task_json(id: &str, task: &TaskState) -> Result<String, Failure> {
-    let value = serde_json::to_value(task).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot format the state: {error}"))
-    })?;
-    let mut object = Map::new();
-    object.insert(TASK_KEY.to_owned(), Value::from(id));
-    if let Value::Object(fields) = value {
-        for (key, field) in fields {
-            let key = if key == TASK_KEY { FACTS_KEY.to_owned() } else { key };
-            object.insert(key, field);
+/// Inserts `"expires_at": RFC 3339` right after a numeric `"expires_at_us"` of an approval.
+fn add_expires_at(approval: &mut Value) {
+    let Value::Object(fields) = approval else { return };
+    let Some(expires_at_us) = fields.get("expires_at_us").and_then(Value::as_u64) else {
+        return;
+    };
+    let mut annotated = Map::new();
+    for (key, field) in std::mem::take(fields) {
+        let is_timestamp = key == "expires_at_us";
+        annotated.insert(key, field);
+        if is_timestamp {
+            annotated.insert("expires_at".to_owned(), Value::from(format_rfc3339(expires_at_us)));
         }
     }
-    to_json(&object)
+    *fields = annotated;
 }
 
 /// The snake-case name a state enum serialises to.
@@ -185,7 +185,7 @@ fn approvals_text(
             let _ = write!(line, ", scope {}", name(scope));
         }
         if let Some(end) = approval.expires_at_us {
-            let _ = write!(line, ", expires at {end} us");
+            let _ = write!(line, ", expires at {}", format_rfc3339(end));
         }
         out.push_str(&line);
         out.push('\n');

@@ -8,7 +8,8 @@
 //! writer rolling or reclaiming a segment at that moment, a record half written) is retried
 //! for up to [`FOLLOW_RETRIES`] polls before it ends the command; the first open must succeed.
 //! A reader that goes away (`factlog tail -f DIR | head`) ends the command with exit 0 at the
-//! next record printed.
+//! next record printed. `--task` keeps one task's events; a task the store has no events of
+//! when the command starts is refused (exit 1), as in `dump`.
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
@@ -17,10 +18,10 @@ use std::time::Duration;
 use factlog::{Log, Options, Seq};
 
 use crate::dump::{Printer, write_failed};
-use crate::{DumpFormat, Failure, Outcome, TailArgs};
-
-/// Exit code for every runtime failure of `tail`.
-const EXIT_FAILURE: u8 = 1;
+use crate::{
+    DumpFormat, Failure, Outcome, TailArgs, TimeArgs, exit_code_of, open_failure, require_store,
+    tasks,
+};
 
 /// How often `--follow` looks for new records.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -36,12 +37,20 @@ enum PollError {
     Write(io::Error),
 }
 
+/// `tail`: prints the records from `--from` on, and with `-f` keeps polling for new ones.
 pub fn run(args: &TailArgs) -> Outcome {
+    require_store(&args.dir)?;
+    if let Some(task) = &args.task {
+        let log = Log::open_read_only(&args.dir, Options::new())
+            .map_err(|error| open_failure(&args.dir, &error))?;
+        tasks::require_task_in_log(&args.dir, &log, task)?;
+    }
     let printer = Printer {
         format: if args.json { DumpFormat::Json } else { DumpFormat::Text },
         raw: false,
-        task: None,
+        task: args.task.as_deref(),
         event_type: None,
+        time: TimeArgs { since: None, until: None },
     };
     let stdout = io::stdout();
     let mut output = BufWriter::new(stdout.lock());
@@ -56,7 +65,7 @@ pub fn run(args: &TailArgs) -> Outcome {
                 failures += 1;
                 if !args.follow || !polled_once || failures > FOLLOW_RETRIES {
                     return Err(Failure::new(
-                        EXIT_FAILURE,
+                        exit_code_of(&error),
                         format_args!("cannot read {}: {error}", args.dir.display()),
                     ));
                 }

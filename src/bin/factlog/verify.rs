@@ -1,9 +1,11 @@
-//! `factlog verify`: a read-only full scan of every segment, with an exit code that says what
-//! was found (0 clean, 1 only a torn tail, 2 corruption or anything else that stops the scan).
+//! `factlog verify`: a read-only full scan of every segment, with an exit code from the table
+//! every command shares: 0 clean or only a torn tail (which an open cuts: not damage; the
+//! report says `torn_tail`), 3 corruption or an unsupported format version, 1 a log that
+//! cannot be read at all (missing, a file, an I/O error).
 //!
 //! Finding damage is the command's answer, not its failure: the report goes to standard output
-//! (text, or one JSON object with `--json`). Only a log that cannot be read at all (a missing
-//! directory, an I/O error) also gets the one-line `factlog: ...` message on standard error.
+//! (text, or one JSON object with `--json`). Only a log that cannot be read at all also gets
+//! the one-line `factlog: ...` message on standard error.
 //! Corruption also gets one line there, naming it and pointing to `factlog salvage`.
 //! The report is written whole through a locked standard output; a reader that went away
 //! (`factlog verify DIR | head -1`) ends it quietly with the finding's exit code.
@@ -11,10 +13,10 @@
 //! `--deep` then opens the store read-only and asks the library to rebuild the state from the
 //! events ([`factlog::Store::verify_deep`]): the newest snapshot must equal the rebuild folded
 //! up to the seq it covers and the state an open builds the rebuild through the last event, or
-//! the exit code is 2. The rebuild starts from the first event, or, after `factlog purge`
+//! the exit code is 3. The rebuild starts from the first event, or, after `factlog purge`
 //! reclaimed segments, from the oldest valid snapshot the kept log continues, which is then
 //! named in the report; a purged store whose reclaimed events no valid snapshot covers cannot
-//! be rebuilt at all, and is also exit code 2. A snapshot that had to be skipped is reported but
+//! be rebuilt at all, and is also exit code 3. A snapshot that had to be skipped is reported but
 //! does not change the exit code: it is only an accelerator, and an open falls back past it.
 
 use std::fmt::Write as _;
@@ -32,11 +34,13 @@ use serde_json::{Value, json};
 
 use crate::counting_fs::{Counters, CountingFs};
 use crate::progress::{Progress, Unit, segment_bytes};
-use crate::{Failure, Outcome, VerifyArgs, damage_message, is_broken_pipe, report_failure};
+use crate::{
+    EXIT_DAMAGED, EXIT_FAILURE, Failure, Outcome, VerifyArgs, damage_message, exit_code_of,
+    is_broken_pipe, report_failure, require_store,
+};
 
+/// A clean log, or one with only a torn tail.
 const EXIT_CLEAN: u8 = 0;
-const EXIT_TORN_TAIL: u8 = 1;
-const EXIT_CORRUPT: u8 = 2;
 
 /// What the scan concluded, in the order of the exit codes.
 enum Finding<'a> {
@@ -53,7 +57,9 @@ struct Scan {
     progress: Progress,
 }
 
+/// `verify`: scans every segment, then with `--deep` folds the events, and prints the report.
 pub fn run(args: &VerifyArgs) -> Outcome {
+    require_store(&args.dir)?;
     let (fs, counters) = CountingFs::new();
     let total = segment_bytes(&args.dir);
     let progress = Progress::new("verify", Some(total), Unit::Bytes, false);
@@ -92,7 +98,7 @@ pub fn run(args: &VerifyArgs) -> Outcome {
                 if args.json {
                     let object = json!({
                         "outcome": "error",
-                        "exit_code": EXIT_CORRUPT,
+                        "exit_code": exit_code_of(&error),
                         "error": error_json(&error),
                     });
                     let mut out = String::new();
@@ -101,7 +107,7 @@ pub fn run(args: &VerifyArgs) -> Outcome {
                     let _ = write_stdout(&out);
                 }
                 Err(Failure::new(
-                    EXIT_CORRUPT,
+                    exit_code_of(&error),
                     format_args!("cannot verify {}: {error}", args.dir.display()),
                 ))
             }
@@ -143,14 +149,13 @@ fn print(
     finding: &Finding<'_>,
 ) -> ExitCode {
     let mut exit_code = match finding {
-        Finding::Clean => EXIT_CLEAN,
-        Finding::TornTail { .. } => EXIT_TORN_TAIL,
-        Finding::Corrupt(_) => EXIT_CORRUPT,
+        Finding::Clean | Finding::TornTail { .. } => EXIT_CLEAN,
+        Finding::Corrupt(_) => EXIT_DAMAGED,
     };
-    let deep = (args.deep && exit_code != EXIT_CORRUPT).then(|| deep_check(args, scan));
+    let deep = (args.deep && exit_code != EXIT_DAMAGED).then(|| deep_check(args, scan));
     scan.progress.finish();
     if deep.as_ref().is_some_and(|deep| !deep_ok(deep)) {
-        exit_code = EXIT_CORRUPT;
+        exit_code = EXIT_DAMAGED;
     }
     let mut out = String::new();
     if args.json {
@@ -169,7 +174,7 @@ fn print(
         && !is_broken_pipe(&error)
     {
         report_failure(&format!("writing stdout: {error}"));
-        return ExitCode::from(EXIT_CORRUPT);
+        return ExitCode::from(EXIT_FAILURE);
     }
     if let Finding::Corrupt(error) = finding
         && matches!(error.kind(), ErrorKind::Corruption { .. })
