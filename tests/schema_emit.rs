@@ -58,16 +58,31 @@ fn written_duplicate_and_refusal_replies_are_valid() {
                 "args": { "headers": { "Authorization": bearer() } },
             }),
         ),
-        event("t1", "tool/result", json!({ "call_id": "c1", "outcome": "ok", "receipt": { "id": 9 } })),
+        event(
+            "t1",
+            "tool/result",
+            json!({ "call_id": "c1", "outcome": "ok", "receipt": { "id": 9 } }),
+        ),
         // Duplicate: the request already has a result.
         with_id(
-            event("t1", "tool/call", json!({ "call_id": "c2", "tool": "fetch", "effect": "idempotent", "request_key": "k1" })),
+            event(
+                "t1",
+                "tool/call",
+                json!({ "call_id": "c2", "tool": "fetch", "effect": "idempotent", "request_key": "k1" }),
+            ),
             json!("dup"),
         ),
         // STALE_REVISION.
-        with_id(event("t1", "task/phase", json!({ "phase": "p", "expected_revision": 1 })), json!(3.5)),
+        with_id(
+            event("t1", "task/phase", json!({ "phase": "p", "expected_revision": 1 })),
+            json!(3.5),
+        ),
         // APPROVAL_REFUSED.
-        event("t1", "tool/call", json!({ "call_id": "c3", "tool": "send", "effect": "unsafe", "approval_id": "nope" })),
+        event(
+            "t1",
+            "tool/call",
+            json!({ "call_id": "c3", "tool": "send", "effect": "unsafe", "approval_id": "nope" }),
+        ),
         // CALL_ID_REUSED: c1 already names another request.
         event("t1", "tool/call", json!({ "call_id": "c1", "tool": "other", "effect": "unsafe" })),
         // LIMIT_EXCEEDED: a task id over 128 bytes.
@@ -78,7 +93,9 @@ fn written_duplicate_and_refusal_replies_are_valid() {
         with_id(event("t1", "tool/call", json!({ "call_id": "c4" })), json!("bad")),
     ];
     let mut bytes = input(&lines);
-    bytes.extend_from_slice(b"not json\n[1,2]\n{\"id\":null,\"task\":\"t1\",\"type\":\"turn/start\"}\n");
+    bytes.extend_from_slice(
+        b"not json\n[1,2]\n{\"id\":null,\"task\":\"t1\",\"type\":\"turn/start\"}\n",
+    );
     let run = factlog(&["emit", arg(dir.path())], &bytes);
     run.assert_success();
     let replies = json_lines(&run);
@@ -90,8 +107,15 @@ fn written_duplicate_and_refusal_replies_are_valid() {
     assert_eq!(
         codes,
         [
-            "STALE_REVISION", "APPROVAL_REFUSED", "CALL_ID_REUSED", "LIMIT_EXCEEDED",
-            "INVALID_EVENT", "INVALID_EVENT", "INVALID_EVENT", "INVALID_EVENT", "INVALID_EVENT",
+            "STALE_REVISION",
+            "APPROVAL_REFUSED",
+            "CALL_ID_REUSED",
+            "LIMIT_EXCEEDED",
+            "INVALID_EVENT",
+            "INVALID_EVENT",
+            "INVALID_EVENT",
+            "INVALID_EVENT",
+            "INVALID_EVENT",
             "INVALID_EVENT",
         ],
         "{replies:#?}"
@@ -110,7 +134,11 @@ fn takeover_refusals_are_valid() {
         &[
             event("high", "task/contract", json!({ "goal": "move money", "risk": "high" })),
             event("low", "task/contract", json!({ "goal": "publish" })),
-            event("low", "tool/call", json!({ "call_id": "c1", "tool": "publish", "effect": "unsafe" })),
+            event(
+                "low",
+                "tool/call",
+                json!({ "call_id": "c1", "tool": "publish", "effect": "unsafe" }),
+            ),
         ],
     );
     // A second process takes both tasks over.
@@ -118,8 +146,16 @@ fn takeover_refusals_are_valid() {
         dir.path(),
         &[],
         &[
-            event("high", "tool/call", json!({ "call_id": "w1", "tool": "wire", "effect": "unsafe" })),
-            event("low", "tool/call", json!({ "call_id": "c2", "tool": "publish", "effect": "idempotent" })),
+            event(
+                "high",
+                "tool/call",
+                json!({ "call_id": "w1", "tool": "wire", "effect": "unsafe" }),
+            ),
+            event(
+                "low",
+                "tool/call",
+                json!({ "call_id": "c2", "tool": "publish", "effect": "idempotent" }),
+            ),
         ],
     );
     assert_eq!(replies[0]["error"], "NEEDS_CONFIRMATION", "{}", replies[0]);
@@ -160,7 +196,10 @@ fn durable_only_replies_are_valid() {
     let replies = emit_valid(dir.path(), &["--ack", "durable-only"], &lines);
     let covers: u64 = replies.iter().map(|r| r["covers"].as_u64().expect("covers")).sum();
     assert_eq!(covers, lines.len() as u64, "{replies:#?}");
-    assert!(replies.iter().any(|r| r.as_object().is_some_and(|o| o.len() == 2)), "a covering reply");
+    assert!(
+        replies.iter().any(|r| r.as_object().is_some_and(|o| o.len() == 2)),
+        "a covering reply"
+    );
     let last = replies.last().expect("an end reply");
     assert_eq!(last["end"], true, "{last}");
     // An empty input still ends with the end reply.
@@ -173,9 +212,20 @@ fn durable_only_replies_are_valid() {
 fn the_codes_that_end_the_stream_have_a_valid_shape() {
     // As emit.rs's error_reply builds them; a test cannot make the disk fail through the CLI.
     for code in [
-        "IO", "DISK_FULL", "POISONED", "READ_ONLY", "LOCKED", "CORRUPTION", "TORN_TAIL",
-        "UNSUPPORTED_VERSION", "NOT_A_LOG", "INVALID_OPTIONS", "CORRUPT_EVENT", "CANNOT_UPCAST",
-        "CORRUPT_SNAPSHOT", "ERROR",
+        "IO",
+        "DISK_FULL",
+        "POISONED",
+        "READ_ONLY",
+        "LOCKED",
+        "CORRUPTION",
+        "TORN_TAIL",
+        "UNSUPPORTED_VERSION",
+        "NOT_A_LOG",
+        "INVALID_OPTIONS",
+        "CORRUPT_EVENT",
+        "CANNOT_UPCAST",
+        "CORRUPT_SNAPSHOT",
+        "ERROR",
     ] {
         assert_valid(SCHEMA, &json!({ "id": "r", "error": code, "message": "m", "covers": 3 }));
         assert_valid(SCHEMA, &json!({ "error": code, "message": "m" }));
