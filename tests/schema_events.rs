@@ -323,3 +323,23 @@ fn envelope_keys_are_checked_as_emit_checks_them() {
         }
     }
 }
+
+#[test]
+fn unknown_body_fields_are_allowed_because_the_store_keeps_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines = [
+        event("t1", "user/message", json!({ "text": "hi", "x_trace": { "span": 7 } })),
+        // The body of a delta is its text alone: other keys are accepted and not stored.
+        event("t1", "assistant/delta", json!({ "text": "a", "x_trace": 1 })),
+    ];
+    for line in &lines {
+        assert_valid(SCHEMA, line);
+    }
+    let run = factlog(&["emit", arg(dir.path())], &input(&lines));
+    run.assert_success();
+    let dump = factlog(&["dump", arg(dir.path()), "--format", "json"], b"");
+    dump.assert_success();
+    let stored = json_lines(&dump);
+    assert_eq!(stored[0]["x_trace"], json!({ "span": 7 }), "{}", stored[0]);
+    assert!(stored[1].get("x_trace").is_none(), "{}", stored[1]);
+}

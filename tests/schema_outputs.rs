@@ -15,6 +15,7 @@ mod common;
 use std::path::Path;
 
 use common::cli::{crashed_store, emit, event, json_lines, json_of};
+use common::damage::{flip_byte, frame_of, result_inside_segment, store_with_calls};
 use common::fixtures::copy_of;
 use common::schema::{assert_invalid, assert_lines_valid, assert_valid};
 use common::{Run, arg, factlog};
@@ -305,6 +306,55 @@ fn event_lines_of_dump_tail_and_export_are_valid_apart_from_time() {
     let mut bad = with_time(line);
     bad["type"] = json!("tool/call");
     assert_invalid("dump-line.json", &bad);
+}
+
+#[test]
+fn damaged_old_and_unusual_stores_give_valid_output() {
+    // A record that starts like an event and does not decode: a raw line with corrupt_event.
+    let (_keep, free_text) = copy_of("v1-free-text-status");
+    let lines = lines_of(&["dump", arg(&free_text), "--format", "json"], b"", 0);
+    assert!(lines.iter().any(|line| line.get("corrupt_event").is_some()), "{lines:?}");
+    assert_lines_valid("dump-line.json", &lines.into_iter().map(with_time).collect::<Vec<_>>());
+    // Events of types and schemas this build does not read: opaque/0xTAG lines.
+    let (_keep, unknown) = copy_of("v1-unknown-data");
+    let lines = json_lines_of("dump", &unknown, &["--format", "json"]);
+    assert!(
+        lines.iter().any(|line| line["type"].as_str().is_some_and(|t| t.starts_with("opaque/")))
+    );
+    assert_lines_valid("dump-line.json", &lines.into_iter().map(with_time).collect::<Vec<_>>());
+    let export = json_lines_of("export", &unknown, &["--jsonl"]);
+    assert_lines_valid("export-line.json", &export.into_iter().map(with_time).collect::<Vec<_>>());
+    assert_valid("state.json", &json_of("state", &unknown, &[]));
+    // A torn tail: verify exits 1, info reports it.
+    let (_keep, torn) = copy_of("v1-torn-tail");
+    let lines = lines_of(&["verify", arg(&torn), "--json"], b"", 1);
+    assert_lines_valid("verify.json", &lines);
+    assert_eq!(lines[0]["outcome"], "torn_tail");
+    let info = json_of("info", &torn, &[]);
+    assert_valid("info.json", &info);
+    assert!(info["torn_tail"].is_object(), "{info}");
+    // A flipped byte inside a sealed segment: corruption, and a salvage with a gap.
+    let temp = tempfile::tempdir().expect("tempdir");
+    let dir = temp.path().join("store");
+    let results = store_with_calls(&dir, 70);
+    let (_, lost) = result_inside_segment(&dir, &results, 1);
+    let (path, offset, _) = frame_of(&dir, lost);
+    flip_byte(&path, offset + 40);
+    for extra in [&[][..], &["--deep"][..]] {
+        let mut args = vec!["verify", arg(&dir), "--json"];
+        args.extend_from_slice(extra);
+        let lines = lines_of(&args, b"", 2);
+        assert_lines_valid("verify.json", &lines);
+        assert_eq!(lines[0]["outcome"], "corrupt", "{}", lines[0]);
+    }
+    let to = temp.path().join("saved");
+    for extra in [&["--dry-run"][..], &[][..]] {
+        let mut args = vec!["salvage", arg(&dir), "--to", arg(&to), "--json"];
+        args.extend_from_slice(extra);
+        let lines = lines_of(&args, b"", 0);
+        assert_lines_valid("salvage.json", &lines);
+        assert_eq!(lines[0]["gaps"].as_array().map(Vec::len), Some(1), "{}", lines[0]);
+    }
 }
 
 // The shapes decided for the `cli` branch: these fail until it is merged.
