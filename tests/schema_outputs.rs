@@ -414,6 +414,16 @@ fn dump_and_tail_event_lines_have_time_waits_for_cli() {
         assert!(types.contains(expected), "{expected} in {types:?}");
     }
     assert_lines_valid("dump-line.json", &lines_of(&["tail", arg(dir.path()), "--json"], b"", 0));
+    // `time` comes right after `timestamp_us`.
+    for line in &lines {
+        let keys: Vec<&str> =
+            line.as_object().expect("object").keys().map(String::as_str).collect();
+        assert_eq!(
+            keys[..6],
+            ["seq", "task", "revision", "timestamp_us", "time", "type"],
+            "{line}"
+        );
+    }
 }
 
 #[test]
