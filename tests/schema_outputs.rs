@@ -302,6 +302,12 @@ fn event_lines_of_dump_tail_and_export_are_valid_apart_from_time() {
         json!({ "seq": 1, "task": "t", "revision": 1, "timestamp_us": 5, "type": "turn/start" });
     assert_invalid("dump-line.json", &line);
     assert_valid("dump-line.json", &with_time(line.clone()));
+    // The time is an RFC 3339 date-time (the format is asserted, not only its pattern).
+    let mut bad = with_time(line.clone());
+    bad["time"] = json!("2026-13-03T14:50:41.104362Z");
+    assert_invalid("dump-line.json", &bad);
+    bad["time"] = json!("2026-12-03T14:50:41Z");
+    assert_invalid("dump-line.json", &bad);
     // A body the type does not allow is refused.
     let mut bad = with_time(line);
     bad["type"] = json!("tool/call");
