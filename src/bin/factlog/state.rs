@@ -11,23 +11,38 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use factlog::harness::state::{Call, State, TaskState};
-use factlog::harness::{ApprovalId, CallId};
+use factlog::harness::{ApprovalId, CallId, TaskId};
+use factlog::{Store, StoreOptions};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::time::format_rfc3339;
-use crate::{EXIT_FAILURE, Failure, Outcome, StateArgs, open_read_only, print_out, tasks};
+use crate::{
+    EXIT_FAILURE, Failure, Outcome, StateArgs, open_failure, open_read_only, print_out,
+    require_store, tasks,
+};
 
 /// `state`: folds the store read-only and prints every task, or the one of `--task`.
+///
+/// With `--task` only that task's events are decoded and folded ([`Store::read_task`]): the
+/// other tasks' events after the snapshot are only read.
 pub fn run(args: &StateArgs) -> Outcome {
-    let store = open_read_only(&args.dir)?;
-    let mut state = store.state();
-    if let Some(id) = &args.task {
-        state.tasks.retain(|task, _| task.as_str() == id);
-        if state.tasks.is_empty() {
-            return Err(tasks::unknown_store_task(id, &store.task_ids()));
+    let state = match &args.task {
+        None => open_read_only(&args.dir)?.state(),
+        Some(id) => {
+            require_store(&args.dir)?;
+            let read = Store::read_task(&args.dir, StoreOptions::new(), id)
+                .map_err(|error| open_failure(&args.dir, &error))?;
+            let Some(task) = read.state else {
+                return Err(tasks::unknown_store_task(id, &read.task_ids));
+            };
+            let mut state = State { last_seq: read.last_seq, ..State::default() };
+            state
+                .tasks
+                .insert(TaskId::new(id).map_err(|error| open_failure(&args.dir, &error))?, task);
+            state
         }
-    }
+    };
     let text = if args.json {
         state_json(&state)?
     } else if args.task.is_some() {
