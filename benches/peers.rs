@@ -278,7 +278,7 @@ fn peers(c: &mut Criterion) {
     );
     let floor_dir = common::temp_dir("peers-prealloc");
     let floor_file =
-        events::preallocated_file(&floor_dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
+        settle::preallocated_file(&floor_dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
     assert!(full.line_bytes() < FLOOR_FILE_BYTES, "the session fits in the floor file");
 
     let mut group = c.benchmark_group("peers");

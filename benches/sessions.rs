@@ -155,6 +155,12 @@ struct Run {
     max_any_ns: u64,
 }
 
+impl Run {
+    fn new(elapsed: Duration, syncs: Option<u64>, timings: Timings) -> Run {
+        Run { elapsed, syncs, synced_ns: timings.synced_ns, max_any_ns: timings.max_any_ns }
+    }
+}
+
 /// What one session's thread timed.
 #[derive(Default)]
 struct Timings {
@@ -236,12 +242,7 @@ fn factlog_run(sessions: &[Workload]) -> Run {
     let counts = counters.read().since(&before);
     drop(tasks);
     store.close().expect("close the store");
-    Run {
-        elapsed,
-        syncs: Some(counts.segment_syncs() + counts.other_syncs),
-        synced_ns: timings.synced_ns,
-        max_any_ns: timings.max_any_ns,
-    }
+    Run::new(elapsed, Some(counts.segment_syncs() + counts.other_syncs), timings)
 }
 
 fn sqlite_run(sessions: &[Workload]) -> Run {
@@ -293,7 +294,7 @@ fn sqlite_run(sessions: &[Workload]) -> Run {
     });
     drop(connections);
     setup.close().expect("close the database");
-    Run { elapsed, syncs: None, synced_ns: timings.synced_ns, max_any_ns: timings.max_any_ns }
+    Run::new(elapsed, None, timings)
 }
 
 fn jsonl_run(sessions: &[Workload]) -> Run {
@@ -321,12 +322,7 @@ fn jsonl_run(sessions: &[Workload]) -> Run {
         timings
     });
     let syncs = sessions.iter().map(|w| w.chunks.len() as u64).sum();
-    Run {
-        elapsed,
-        syncs: Some(syncs),
-        synced_ns: timings.synced_ns,
-        max_any_ns: timings.max_any_ns,
-    }
+    Run::new(elapsed, Some(syncs), timings)
 }
 
 fn floor_run(sessions: &[Workload], files: &[File]) -> Run {
@@ -340,12 +336,7 @@ fn floor_run(sessions: &[Workload], files: &[File]) -> Run {
         timings
     });
     let syncs = sessions.iter().map(|w| w.chunks.len() as u64).sum();
-    Run {
-        elapsed,
-        syncs: Some(syncs),
-        synced_ns: timings.synced_ns,
-        max_any_ns: timings.max_any_ns,
-    }
+    Run::new(elapsed, Some(syncs), timings)
 }
 
 /// The sessions of one N, and the floor's files.
@@ -365,7 +356,7 @@ fn prepare(n: usize, shape: Shape) -> Prepared {
         .enumerate()
         .map(|(i, w)| {
             let path = floor_dir.path().join(format!("session-{i}.bin"));
-            events::preallocated_file(&path, w.line_bytes().next_multiple_of(1 << 16))
+            settle::preallocated_file(&path, w.line_bytes().next_multiple_of(1 << 16))
         })
         .collect();
     Prepared { sessions, floor_files, _floor_dir: floor_dir }

@@ -4,8 +4,9 @@
 //! binary on N = 1 and 3 with sessions of 1 turn x 1 step x 2 tokens; no timing is checked,
 //! only the shape of the report and the counts that follow from the workload.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 use tempfile::TempDir;
@@ -23,37 +24,26 @@ const CRITICAL_PER_SESSION: u64 = 3;
 /// Events of one session of 1 turn x 1 step x 2 tokens: 3 a turn, 4 + 2 tokens a step.
 const EVENTS_PER_SESSION: u64 = 3 + 4 + 2;
 
-fn bench(dir: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_factlog"))
-        .arg("bench")
-        .args(TINY)
-        .arg("--dir")
-        .arg(dir)
-        .args(extra)
-        .output()
-        .expect("run factlog bench")
-}
-
-fn success(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "bench failed: {:?}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).expect("UTF-8 output")
-}
-
-/// The scratch directory is removed at the end: nothing is left in `--dir`.
-fn assert_empty(dir: &Path) {
+/// Runs `factlog bench` on the tiny many-session workload with `--dir DIR` and `extra`;
+/// asserts success and an empty standard error (a pipe, so no progress line), and returns
+/// standard output.
+fn bench(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["bench"];
+    args.extend(TINY);
+    args.extend(["--dir", common::arg(dir)]);
+    args.extend(extra);
+    let run = common::factlog(&args, b"");
+    run.assert_success();
+    // The scratch directory is removed at the end: nothing is left in `--dir`.
     let left: Vec<_> = std::fs::read_dir(dir).expect("list --dir").collect();
     assert!(left.is_empty(), "bench left {left:?} behind");
+    run.stdout_text()
 }
 
 #[test]
 fn table_has_a_row_per_count_and_policy() {
     let dir = TempDir::new().expect("tempdir");
-    let text = success(&bench(dir.path(), &[]));
+    let text = bench(dir.path(), &[]);
     for n in COUNTS {
         for policy in POLICIES {
             let rows = text
@@ -67,13 +57,12 @@ fn table_has_a_row_per_count_and_policy() {
         }
     }
     assert!(text.contains("events/s") && text.contains("x floor"), "{text}");
-    assert_empty(dir.path());
 }
 
 #[test]
 fn json_has_one_result_per_count_and_policy_with_the_workload_counts() {
     let dir = TempDir::new().expect("tempdir");
-    let text = success(&bench(dir.path(), &["--json"]));
+    let text = bench(dir.path(), &["--json"]);
     assert_eq!(text.lines().count(), 1, "one JSON object: {text}");
     let report: Value = serde_json::from_str(&text).expect("valid JSON");
     let workload = &report["workload"];
@@ -119,7 +108,6 @@ fn json_has_one_result_per_count_and_policy_with_the_workload_counts() {
             assert_eq!(result["ratio_to_floor"]["median"], 1.0, "{result}");
         }
     }
-    assert_empty(dir.path());
 }
 
 const SVG_NS: &str = "http://www.w3.org/2000/svg";
@@ -129,7 +117,7 @@ fn svg_has_one_line_per_count_in_each_panel() {
     let dir = TempDir::new().expect("tempdir");
     let out = TempDir::new().expect("tempdir");
     let path = out.path().join("sessions.svg");
-    success(&bench(dir.path(), &["--svg", path.to_str().expect("a UTF-8 path")]));
+    bench(dir.path(), &["--svg", common::arg(&path)]);
     let svg = std::fs::read_to_string(&path).expect("the SVG was written");
     let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
     assert!(doc.root_element().has_tag_name((SVG_NS, "svg")));
@@ -157,7 +145,6 @@ fn svg_has_one_line_per_count_in_each_panel() {
             assert!(texts.contains(&format!("N = {n}").as_str()), "no N = {n} in {id}");
         }
     }
-    assert_empty(dir.path());
 }
 
 #[test]
@@ -169,27 +156,16 @@ fn bad_lists_exit_2_with_one_line() {
         ("1025", "1 to 1024"),
         ("4,4", "twice"),
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_factlog"))
-            .args(["bench", "--sessions", list])
-            .output()
-            .expect("run");
-        assert_eq!(output.status.code(), Some(2), "{list}");
-        assert!(output.stdout.is_empty(), "{list}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(stderr.lines().count(), 1, "{list}: {stderr}");
-        assert!(stderr.starts_with("factlog: ") && stderr.contains("--sessions"), "{stderr}");
-        assert!(stderr.contains(says), "{list}: {stderr}");
+        let run = common::factlog(&["bench", "--sessions", list], b"");
+        run.assert_one_line_error(2);
+        assert!(run.stdout.is_empty(), "{list}");
+        assert!(run.stderr.contains("--sessions") && run.stderr.contains(says), "{run:?}");
     }
 }
 
 #[test]
 fn tasks_and_sessions_together_exit_2() {
-    let output = Command::new(env!("CARGO_BIN_EXE_factlog"))
-        .args(["bench", "--sessions", "2", "--tasks", "2"])
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--sessions") && stderr.contains("--tasks"), "{stderr}");
+    let run = common::factlog(&["bench", "--sessions", "2", "--tasks", "2"], b"");
+    run.assert_one_line_error(2);
+    assert!(run.stderr.contains("--sessions") && run.stderr.contains("--tasks"), "{run:?}");
 }

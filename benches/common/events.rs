@@ -1,12 +1,11 @@
 //! One agent session (`benches/common/workload.rs`) as the baselines write it: each event's
 //! encoded body (what SQLite stores), its JSON line (what a JSONL file holds) and whether it
-//! is critical, plus the floor's chunks (the JSON lines cut after each critical event) and the
-//! floor's preallocated file. Shared by `benches/peers.rs` (one session) and
+//! is critical, plus the floor's chunks (the JSON lines cut after each critical event) and
+//! their replay into a preallocated file. Shared by `benches/peers.rs` (one session) and
 //! `benches/sessions.rs` (N at once).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use factlog::harness::event::AssistantDelta;
@@ -87,25 +86,6 @@ impl Workload {
     pub fn line_bytes(&self) -> u64 {
         self.chunks.iter().map(|c| c.len() as u64).sum()
     }
-}
-
-/// A file preallocated with zeros and synced.
-pub fn preallocated_file(path: &Path, bytes: u64) -> File {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .expect("create the floor file");
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = 0;
-    while at < bytes {
-        let n = (bytes - at).min(zeros.len() as u64) as usize;
-        file.write_all_at(&zeros[..n], at).expect("write zeros");
-        at += n as u64;
-    }
-    file.sync_all().expect("sync the floor file");
-    file
 }
 
 /// The preallocated floor: `pwrite` + `fdatasync` of each chunk at its offset in `file`,

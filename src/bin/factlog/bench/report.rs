@@ -384,6 +384,27 @@ fn cdf_points(sorted: &[u64], scale: &LogScale, bottom: f64, height: f64) -> Str
     points.join(" ")
 }
 
+/// The start of a standalone SVG of `width` x `height`: the root element, a white
+/// background and `title` in bold at the top left. The caller closes it with `</svg>`.
+pub(super) fn svg_start(width: f64, height: f64, title: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    let _ = writeln!(
+        out,
+        "<rect x=\"0\" y=\"0\" width=\"{width}\" height=\"{height}\" fill=\"white\"/>"
+    );
+    let _ = writeln!(
+        out,
+        "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>",
+        xml(title)
+    );
+    out
+}
+
 /// A standalone SVG of two panels: `cost`, the time per token of each policy as bars on a
 /// logarithmic scale; and `latency`, the distribution of the latency of the synced appends of
 /// each policy (pooled over runs) as a cumulative distribution on a logarithmic scale.
@@ -402,25 +423,11 @@ pub fn svg(workload: &Workload, policies: &[PolicyReport]) -> String {
     let cdf_bottom = cdf_top + cdf_height;
     let height = cdf_bottom + 56.0;
 
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{SVG_WIDTH}\" height=\"{height}\" \
-         viewBox=\"0 0 {SVG_WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
-    );
-    let _ = writeln!(
-        out,
-        "<rect x=\"0\" y=\"0\" width=\"{SVG_WIDTH}\" height=\"{height}\" fill=\"white\"/>"
-    );
     let title = format!(
         "factlog bench: {} task(s) x {} turns x {} steps x {} tokens, {} run(s)",
         workload.tasks, workload.turns, workload.steps, workload.tokens, workload.runs
     );
-    let _ = writeln!(
-        out,
-        "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>",
-        xml(&title)
-    );
+    let mut out = svg_start(SVG_WIDTH, height, &title);
 
     let _ = writeln!(out, "<g id=\"cost\">");
     let _ = writeln!(out, "<title>time per token of each policy</title>");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::policies::Measured;
-use super::report::{LogScale, Spread, colour, decade_label, duration, percentile, xml};
+use super::report::{LogScale, Spread, colour, decade_label, duration, percentile, svg_start, xml};
 
 /// The workload of a run, for the header and the JSON.
 #[derive(Debug, Clone)]
@@ -262,25 +262,11 @@ pub fn svg(workload: &SessionsWorkload, rows: &[Row]) -> String {
     ];
     let panel_height = SVG_PLOT_HEIGHT + 90.0;
     let height = 40.0 + panel_height * panels.len() as f64;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{SVG_WIDTH}\" height=\"{height}\" \
-         viewBox=\"0 0 {SVG_WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
-    );
-    let _ = writeln!(
-        out,
-        "<rect x=\"0\" y=\"0\" width=\"{SVG_WIDTH}\" height=\"{height}\" fill=\"white\"/>"
-    );
     let title = format!(
         "factlog bench --sessions: N sessions of {} turns x {} steps x {} tokens, {} run(s)",
         workload.turns, workload.steps, workload.tokens, workload.runs
     );
-    let _ = writeln!(
-        out,
-        "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>",
-        xml(&title)
-    );
+    let mut out = svg_start(SVG_WIDTH, height, &title);
     for (i, panel) in panels.iter().enumerate() {
         let top = 40.0 + panel_height * i as f64;
         draw_panel(&mut out, panel, &policies, &workload.sessions, top);
