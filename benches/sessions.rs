@@ -27,7 +27,9 @@
 //! encoding the baselines' bytes are outside the timing; factlog encodes inside it.
 //!
 //! Run with `cargo bench --bench sessions` (N = 1, 8, 32, 128; 10 turns a session; 3 runs).
-//! Environment: `FACTLOG_SESSIONS` (a list such as `1,8`), `FACTLOG_TURNS`, `FACTLOG_RUNS`.
+//! Environment: `FACTLOG_SESSIONS` (a list such as `1,8`), `FACTLOG_TURNS`, `FACTLOG_RUNS`,
+//! and `FACTLOG_POLICIES` (a list of policy names, to profile one alone; without `floor` no
+//! ratio is printed).
 //! Smoke test: `cargo bench --bench sessions -- --test` (N = 1 and 3, one tiny turn, one run).
 
 use std::fs::File;
@@ -106,6 +108,9 @@ struct Config {
     sessions: Vec<usize>,
     shape: Shape,
     runs: usize,
+    /// The policies measured, in report order: every one unless `FACTLOG_POLICIES` names
+    /// some (to profile one alone).
+    policies: Vec<Policy>,
 }
 
 /// A positive number from the environment variable `name`, or `default`.
@@ -122,7 +127,8 @@ fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(name: &str, default:
 /// The configuration from the arguments (`--test`) and the environment.
 fn config() -> Config {
     if std::env::args().any(|arg| arg == "--test") {
-        return Config { sessions: TEST_SESSIONS.to_vec(), shape: TEST_SHAPE, runs: 1 };
+        let policies = POLICIES.to_vec();
+        return Config { sessions: TEST_SESSIONS.to_vec(), shape: TEST_SHAPE, runs: 1, policies };
     }
     let sessions = match std::env::var("FACTLOG_SESSIONS") {
         Ok(list) => {
@@ -141,7 +147,21 @@ fn config() -> Config {
     };
     let turns = env_number("FACTLOG_TURNS", TURNS_DEFAULT);
     let runs = env_number("FACTLOG_RUNS", RUNS_DEFAULT);
-    Config { sessions, shape: Shape { turns, ..Shape::DEFAULT }, runs }
+    let policies = match std::env::var("FACTLOG_POLICIES") {
+        Ok(list) => {
+            let named: Vec<&str> = list.split(',').map(str::trim).collect();
+            for name in &named {
+                assert!(
+                    POLICIES.iter().any(|p| p.name() == *name),
+                    "FACTLOG_POLICIES={list:?}: {name:?} is none of factlog, sqlite, \
+                     jsonl_per_session, floor"
+                );
+            }
+            POLICIES.into_iter().filter(|p| named.contains(&p.name())).collect()
+        }
+        Err(_) => POLICIES.to_vec(),
+    };
+    Config { sessions, shape: Shape { turns, ..Shape::DEFAULT }, runs, policies }
 }
 
 /// One timed measurement of one policy at one N.
@@ -378,15 +398,20 @@ fn percentile_us(sorted: &[u64], p: f64) -> f64 {
 }
 
 /// Prints the row of `policy` at the N of `prepared`.
-fn report(prepared: &Prepared, policy: Policy, runs: &[Run], floor: &[Duration]) {
+fn report(prepared: &Prepared, policy: Policy, runs: &[Run], floor: Option<&[Duration]>) {
     let n = prepared.sessions.len();
     let events = prepared.sessions.iter().map(|w| w.shape.events()).sum::<u64>() as f64;
     let critical = prepared.sessions.iter().map(|w| w.shape.critical_events()).sum::<u64>() as f64;
     let rates: Vec<f64> = runs.iter().map(|r| events / r.elapsed.as_secs_f64()).collect();
     let (low, high) =
         rates.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-    let ratio = median(
-        runs.iter().zip(floor).map(|(r, f)| r.elapsed.as_secs_f64() / f.as_secs_f64()).collect(),
+    let ratio = floor.map_or_else(
+        || "-".to_owned(),
+        |floor| {
+            let ratios =
+                runs.iter().zip(floor).map(|(r, f)| r.elapsed.as_secs_f64() / f.as_secs_f64());
+            format!("{:.2}", median(ratios.collect()))
+        },
     );
     let syncs = runs
         .iter()
@@ -397,7 +422,7 @@ fn report(prepared: &Prepared, policy: Policy, runs: &[Run], floor: &[Duration])
     latencies.sort_unstable();
     let max_any = runs.iter().map(|r| r.max_any_ns).max().unwrap_or(0) as f64 / 1e3;
     println!(
-        "sessions: {n:>5} {:<18} {:>10.0} {:>21} {:>10} {:>8.0} {:>8.0} {:>9.0} {:>10.0} {:>8.2}",
+        "sessions: {n:>5} {:<18} {:>10.0} {:>21} {:>10} {:>8.0} {:>8.0} {:>9.0} {:>10.0} {:>8}",
         policy.name(),
         median(rates),
         format!("({low:.0}-{high:.0})"),
@@ -427,14 +452,15 @@ fn main() {
     let prepared: Vec<Prepared> = config.sessions.iter().map(|&n| prepare(n, shape)).collect();
     let count = config.sessions.len();
     // Per N, per policy (report order), one run each.
+    let policies = &config.policies;
     let mut runs: Vec<Vec<Vec<Run>>> =
-        (0..count).map(|_| POLICIES.iter().map(|_| Vec::new()).collect()).collect();
+        (0..count).map(|_| policies.iter().map(|_| Vec::new()).collect()).collect();
     for run in 0..config.runs {
         for i in 0..count {
             let which = (i + run) % count;
-            for k in 0..POLICIES.len() {
-                let index = (k + run) % POLICIES.len();
-                let measured = measure(POLICIES[index], &prepared[which]);
+            for k in 0..policies.len() {
+                let index = (k + run) % policies.len();
+                let measured = measure(policies[index], &prepared[which]);
                 runs[which][index].push(measured);
             }
         }
@@ -452,11 +478,12 @@ fn main() {
         "max any us",
         "x floor"
     );
-    let floor_index = POLICIES.iter().position(|&p| p == Policy::Floor).expect("a floor");
+    let floor_index = policies.iter().position(|&p| p == Policy::Floor);
     for (prepared, per_policy) in prepared.iter().zip(&runs) {
-        let floor: Vec<Duration> = per_policy[floor_index].iter().map(|r| r.elapsed).collect();
-        for (&policy, measured) in POLICIES.iter().zip(per_policy) {
-            report(prepared, policy, measured, &floor);
+        let floor: Option<Vec<Duration>> =
+            floor_index.map(|i| per_policy[i].iter().map(|r| r.elapsed).collect());
+        for (&policy, measured) in policies.iter().zip(per_policy) {
+            report(prepared, policy, measured, floor.as_deref());
         }
     }
     println!(
