@@ -213,6 +213,28 @@ const SVG_PLOT_HEIGHT: f64 = 220.0;
 /// Height of one N's entry in the legend.
 const SVG_LEGEND_ROW: f64 = 20.0;
 
+/// `per_s` events per second with at most three significant digits: "950/s", "1.2k/s",
+/// "2.41M/s".
+fn rate(per_s: f64) -> String {
+    let (value, unit) = if per_s >= 1e6 {
+        (per_s / 1e6, "M")
+    } else if per_s >= 1e3 {
+        (per_s / 1e3, "k")
+    } else {
+        (per_s, "")
+    };
+    let decimals = if value >= 100.0 {
+        0
+    } else if value >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{value:.decimals$}");
+    let text = if decimals > 0 { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    format!("{text}{unit}/s")
+}
+
 /// One panel: a value per N and policy, on a logarithmic axis.
 struct Panel {
     id: &'static str,
@@ -250,7 +272,7 @@ pub fn svg(workload: &SessionsWorkload, rows: &[Row]) -> String {
             id: "throughput",
             title: "aggregate events/s (median over runs; logarithmic scale; higher is better)",
             values: per_n(|f| Some(f.events_per_s.median)),
-            label: |v| format!("{v:.0}/s"),
+            label: rate,
         },
         Panel {
             id: "latency",
@@ -411,5 +433,10 @@ mod tests {
         let chart = svg(&workload, &[row]);
         assert_eq!(chart.matches("<polyline").count(), 2, "one line per N and panel");
         assert!(!chart.contains("NaN") && !chart.contains("inf"));
+        assert_eq!(rate(950.0), "950/s");
+        assert_eq!(rate(1_000.0), "1k/s");
+        assert_eq!(rate(1_234.0), "1.23k/s");
+        assert_eq!(rate(2_410_000.0), "2.41M/s");
+        assert_eq!(rate(123_456.0), "123k/s");
     }
 }
