@@ -9,6 +9,9 @@
 //! session's `fdatasync`s, each after one `pwrite` of the bytes written before it: the same
 //! number of syncs the policy performed in that run. With several tasks the group commit
 //! decides how many that is, and it varies from run to run, so no other run's count would do.
+//!
+//! With `--sessions LIST` the command runs the many-session form instead (`sessions.rs`, its
+//! report in `sessions_report.rs`): other policies, the same workload and runners.
 
 mod policies;
 mod report;
