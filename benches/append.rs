@@ -11,7 +11,7 @@
 //! Every log lives in a directory on the real disk (`target/tmp`) and never rolls during a
 //! measurement. Run with `cargo bench --bench append`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::hint::black_box;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -128,20 +128,7 @@ struct RawFloor {
 
 impl RawFloor {
     fn new(path: &Path, capacity: u64, frame_len: usize) -> RawFloor {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .expect("create the floor file");
-        let zeros = vec![0u8; 1 << 20];
-        let mut at = 0;
-        while at < capacity {
-            let n = (capacity - at).min(zeros.len() as u64) as usize;
-            file.write_all_at(&zeros[..n], at).expect("write zeros");
-            at += n as u64;
-        }
-        file.sync_all().expect("sync the floor file");
+        let file = settle::preallocated_file(path, capacity);
         let offset = SEGMENT_HEADER_BYTES as u64;
         RawFloor { file, frame: vec![0xa5; frame_len], offset, capacity }
     }

@@ -53,7 +53,7 @@
 //! the medians over them). Smoke test: `cargo bench --bench harness -- --test`.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::hint::black_box;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -309,25 +309,6 @@ fn reference_of(dir: &Path) -> Reference {
     Reference { chunks, frames, data_bytes: (offset - SEGMENT_HEADER_BYTES) as u64, records }
 }
 
-/// A file preallocated with zeros and synced, as factlog's segments are.
-fn preallocated_file(path: &Path, bytes: u64) -> File {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .expect("create the floor file");
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = 0;
-    while at < bytes {
-        let n = (bytes - at).min(zeros.len() as u64) as usize;
-        file.write_all_at(&zeros[..n], at).expect("write zeros");
-        at += n as u64;
-    }
-    file.sync_all().expect("sync the floor file");
-    file
-}
-
 /// Writes and syncs `chunks` into `file`; returns the time taken.
 fn floor_session(file: &File, chunks: &[Chunk]) -> Duration {
     let start = Instant::now();
@@ -412,7 +393,11 @@ impl SessionSetup {
         let batch = reference_of(session_run(Writer::Typed(StepClose::Batch)).dir.path());
         let defaults = reference_of(session_run(Writer::Typed(StepClose::Separate)).dir.path());
         let turns = u64::from(Shape::DEFAULT.turns);
-        assert_eq!(batch.chunks.len() as u64, turns * 9, "450 synced frames with batched steps");
+        assert_eq!(
+            batch.chunks.len() as u64,
+            Shape::DEFAULT.critical_events(),
+            "450 synced frames with batched steps: one per critical event"
+        );
         assert_eq!(defaults.chunks.len() as u64, turns * 13, "650 synced frames by default");
         assert!(batch.data_bytes.max(defaults.data_bytes) < FLOOR_FILE_BYTES - 4096);
         eprintln!(
@@ -426,7 +411,7 @@ impl SessionSetup {
             );
         }
         let dir = common::temp_dir("session-floor");
-        let floor_file = preallocated_file(&dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
+        let floor_file = settle::preallocated_file(&dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
         SessionSetup { floor_file, batch, defaults, _dir: dir }
     }
 

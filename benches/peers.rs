@@ -45,25 +45,24 @@
 //! more where a noisy disk slows the untimed set-up and the paired floors). Smoke
 //! test: `cargo bench --bench peers -- --test`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_main};
-use factlog::harness::event::AssistantDelta;
-use factlog::harness::{Body, codec};
 use factlog::limits::SEGMENT_BYTES_DEFAULT;
 use factlog::{Options, Store, StoreOptions};
 
 use counting_fs::CountingFs;
-use workload::{Action, Session, Shape, StepClose};
+use events::{Workload, median};
+use workload::{Shape, StepClose};
 
 mod common;
 #[path = "common/counting_fs.rs"]
 #[allow(dead_code, reason = "shared with benches/harness.rs, which reads every counter")]
 mod counting_fs;
+#[path = "common/events.rs"]
+mod events;
 #[path = "common/settle.rs"]
 mod settle;
 #[path = "common/workload.rs"]
@@ -86,80 +85,6 @@ const FLOOR_FILE_BYTES: u64 = 16 * 1024 * 1024;
 const JSONL_BUFFER_BYTES: usize = 64 * 1024;
 
 // ---------------------------------------------------------------------------------------------
-// The session as plain events
-
-/// One event as the baselines store it.
-struct Event {
-    /// The event type's name (`assistant/delta`, `tool/call`, ...).
-    type_name: &'static str,
-    /// The body factlog would store: JSON, or the raw text of a delta.
-    body: Vec<u8>,
-    /// The event's JSON line, newline included.
-    line: Vec<u8>,
-    /// Whether the event must be on stable storage before its append returns.
-    critical: bool,
-}
-
-/// One session of `shape` for every writer: the typed actions for factlog, the encoded events
-/// for the baselines, and the floor's chunks (the JSON lines, cut after each critical event).
-struct Workload {
-    shape: Shape,
-    session: Session,
-    events: Vec<Event>,
-    chunks: Vec<Vec<u8>>,
-}
-
-impl Workload {
-    fn new(shape: Shape) -> Workload {
-        let session = workload::session(shape, SESSION_SEED);
-        let mut events = Vec::with_capacity(shape.events() as usize);
-        let mut push = |body: &Body| {
-            let event_type = body.event_type().expect("a typed event");
-            let (_, _, _, bytes) = codec::encode_body(body, factlog::segment::FORMAT_VERSION)
-                .expect("encode the body");
-            let seq = events.len() as u64 + 1;
-            let line = serde_json::json!({
-                "seq": seq,
-                "task": TASK_ID,
-                "type": event_type.name(),
-                "body": codec::body_to_value(body),
-            });
-            let mut line = serde_json::to_vec(&line).expect("a JSON line");
-            line.push(b'\n');
-            let critical =
-                matches!(body, Body::ToolCall(_) | Body::ToolResult(_) | Body::TurnEnd(_));
-            events.push(Event { type_name: event_type.name(), body: bytes, line, critical });
-        };
-        for action in &session.actions {
-            match action {
-                Action::Append(body) => push(body),
-                Action::Delta(range) => {
-                    let text = session.deltas[range.clone()].to_owned();
-                    push(&Body::AssistantDelta(AssistantDelta { text }));
-                }
-                Action::CloseStep(bodies) => bodies.iter().for_each(&mut push),
-            }
-        }
-        assert_eq!(events.len() as u64, shape.events(), "the workload's events");
-        let mut chunks = Vec::new();
-        let mut chunk = Vec::new();
-        for event in &events {
-            chunk.extend_from_slice(&event.line);
-            if event.critical {
-                chunks.push(std::mem::take(&mut chunk));
-            }
-        }
-        assert!(chunk.is_empty(), "the session ends with a critical event");
-        assert_eq!(chunks.len() as u64, u64::from(shape.turns) * 9, "9 critical events a turn");
-        Workload { shape, session, events, chunks }
-    }
-
-    fn line_bytes(&self) -> u64 {
-        self.chunks.iter().map(|c| c.len() as u64).sum()
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // The writers
 
 /// One timed session: its time and the bytes and syncs it cost, where known.
@@ -178,7 +103,7 @@ fn factlog_run(w: &Workload) -> Run {
     let options = StoreOptions::new().clock(workload::fixed_clock).log(Options::new().fs(fs));
     let store = Store::open(dir.path(), options).expect("open the store");
     settle::wait_for_prealloc(dir.path(), SEGMENT_BYTES_DEFAULT);
-    let task = store.task(TASK_ID).expect("task");
+    let task = store.task(&w.task).expect("task");
     let session = w.session.clone();
     let before = counters.read();
     let start = Instant::now();
@@ -216,7 +141,7 @@ fn sqlite_run(w: &Workload) -> Run {
             open = true;
         }
         insert
-            .execute(rusqlite::params![i as i64 + 1, TASK_ID, event.type_name, event.body])
+            .execute(rusqlite::params![i as i64 + 1, w.task, event.type_name, event.body])
             .expect("insert");
         if event.critical {
             commit.execute([]).expect("COMMIT");
@@ -268,47 +193,16 @@ fn floor_append_run(w: &Workload) -> Run {
     Run { elapsed, bytes: w.line_bytes(), syncs: Some(w.chunks.len() as u64) }
 }
 
-/// A file preallocated with zeros and synced.
-fn preallocated_file(path: &Path, bytes: u64) -> File {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .expect("create the floor file");
-    let zeros = vec![0u8; 1 << 20];
-    let mut at = 0;
-    while at < bytes {
-        let n = (bytes - at).min(zeros.len() as u64) as usize;
-        file.write_all_at(&zeros[..n], at).expect("write zeros");
-        at += n as u64;
-    }
-    file.sync_all().expect("sync the floor file");
-    file
-}
-
 /// `pwrite` + `fdatasync` of each chunk at its offset in the preallocated `file`.
 fn floor_prealloc_run(w: &Workload, file: &File) -> Run {
     let start = Instant::now();
-    let mut offset = 0;
-    for chunk in &w.chunks {
-        file.write_all_at(chunk, offset).expect("pwrite");
-        file.sync_data().expect("fdatasync");
-        offset += chunk.len() as u64;
-    }
+    events::pwrite_chunks(file, &w.chunks, |_| {});
     let elapsed = start.elapsed();
     Run { elapsed, bytes: w.line_bytes(), syncs: Some(w.chunks.len() as u64) }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Figures
-
-fn median(mut values: Vec<f64>) -> f64 {
-    assert!(!values.is_empty(), "a median of nothing");
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 }
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -370,8 +264,8 @@ const STORE_BENCHES: [(&str, bool, Writer); 4] = [
 ];
 
 fn peers(c: &mut Criterion) {
-    let full = Workload::new(Shape::DEFAULT);
-    let reduced = Workload::new(EVERY_SHAPE);
+    let full = Workload::new(Shape::DEFAULT, SESSION_SEED, TASK_ID);
+    let reduced = Workload::new(EVERY_SHAPE, SESSION_SEED, TASK_ID);
     println!(
         "peers: one session is {} events, {} deltas, {} critical; {} bytes of JSON lines \
          ({} for the {}-turn session)",
@@ -383,7 +277,8 @@ fn peers(c: &mut Criterion) {
         reduced.shape.turns,
     );
     let floor_dir = common::temp_dir("peers-prealloc");
-    let floor_file = preallocated_file(&floor_dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
+    let floor_file =
+        settle::preallocated_file(&floor_dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
     assert!(full.line_bytes() < FLOOR_FILE_BYTES, "the session fits in the floor file");
 
     let mut group = c.benchmark_group("peers");

@@ -1,7 +1,9 @@
-//! Waiting for a freshly opened log's background preallocation, so that its zeros are not
-//! written back during a measurement. Shared by `benches/append.rs` and `benches/harness.rs`.
+//! Disk state settled before a measurement: waiting for a freshly opened log's background
+//! preallocation, so that its zeros are not written back during the timing, and the floors'
+//! preallocated files. Shared by the benches that write to the disk.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -30,4 +32,24 @@ pub fn wait_for_prealloc(dir: &Path, segment_bytes: u64) {
     // writeback, after which the preallocator's own fdatasync returns at once.
     File::open(&path).and_then(|file| file.sync_data()).expect("sync the preallocated file");
     std::thread::sleep(Duration::from_millis(50));
+}
+
+/// A file of `bytes` zeros, written and synced, as factlog's segments are preallocated: a
+/// floor that writes into it pays for no block allocation and no size change.
+pub fn preallocated_file(path: &Path, bytes: u64) -> File {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .expect("create the floor file");
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < bytes {
+        let n = (bytes - at).min(zeros.len() as u64) as usize;
+        file.write_all_at(&zeros[..n], at).expect("write zeros");
+        at += n as u64;
+    }
+    file.sync_all().expect("sync the floor file");
+    file
 }

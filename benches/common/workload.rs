@@ -61,6 +61,12 @@ impl Shape {
     pub fn deltas(self) -> u64 {
         u64::from(self.turns) * u64::from(self.steps) * u64::from(self.tokens)
     }
+
+    /// Critical events of one session: per step a `tool/call` and a `tool/result`, per turn a
+    /// `turn/end`.
+    pub fn critical_events(self) -> u64 {
+        u64::from(self.turns) * (2 * u64::from(self.steps) + 1)
+    }
 }
 
 /// Deterministic pseudo-random text: lower-case words separated by spaces.

@@ -9,9 +9,14 @@
 //! session's `fdatasync`s, each after one `pwrite` of the bytes written before it: the same
 //! number of syncs the policy performed in that run. With several tasks the group commit
 //! decides how many that is, and it varies from run to run, so no other run's count would do.
+//!
+//! With `--sessions LIST` the command runs the many-session form instead (`sessions.rs`, its
+//! report in `sessions_report.rs`): other policies, the same workload and runners.
 
 mod policies;
 mod report;
+mod sessions;
+mod sessions_report;
 mod workload;
 
 use std::fs::{File, OpenOptions};
@@ -22,19 +27,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::progress::{Progress, Unit};
 use crate::{EXIT_USAGE, Failure, Outcome};
-use policies::{JsonlSync, Measured, Reference, StoreMode};
+use policies::{JsonlFiles, JsonlSync, Measured, Reference, StoreMode};
 use report::{PolicyReport, Workload};
 use workload::{Line, Session, Shape};
 
 /// Exit code for every runtime failure of `bench`.
 const EXIT_FAILURE: u8 = 1;
 
+/// Turns per session without `--sessions` (the workload's default).
+const TURNS_DEFAULT: u32 = 50;
+
 /// Arguments of `factlog bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Turns per session.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    turns: u32,
+    /// Turns per session. Default: 50; 10 with --sessions.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    turns: Option<u32>,
     /// Steps per turn.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     steps: u32,
@@ -50,8 +58,35 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u32).range(64..=65_536))]
     result_bytes: u32,
     /// Tasks run in parallel, one thread each, all in one store (or one JSONL file).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64),
+          conflicts_with = "sessions")]
     tasks: u32,
+    /// The many-session form instead: for each N of LIST (comma-separated, e.g. 1,8,32,128;
+    /// each 1 to 1024), N sessions at once, one thread and one task each, under the policies
+    /// factlog, log, jsonl-per-session and floor.
+    ///
+    /// factlog is one typed Store shared by the N threads, default tiers, each step closed by
+    /// one batch of tool/result + step/end; log is one raw Log given the records the store
+    /// encoded, each append with the durability the store gave it; jsonl-per-session is one
+    /// JSONL file per session, one write per line and an fdatasync after tool/call,
+    /// tool/result and turn/end; floor is one preallocated, synced file per session, a
+    /// pwrite+fdatasync at each of those critical events of the bytes the log framed for the
+    /// session since the previous one. Every N and policy is measured once a run, in an order
+    /// rotated from run to run; --tasks and --every-turns do not apply.
+    ///
+    /// Reports per N and policy: aggregate events/s (median, min-max over runs), fdatasyncs
+    /// per critical event, p50/p99/max latency of the synced appends (every session and run
+    /// pooled) and the ratio of the time to the floor's of the same N in the same run (median
+    /// of per-run ratios). --json prints one object: {"workload":{"turns","steps","tokens",
+    /// "delta_bytes","result_bytes","runs","sessions":[N..],"events_per_session",
+    /// "critical_events_per_session"},"results":[{"sessions","policy","note","events_per_run",
+    /// "critical_events_per_run","events_per_s":{"median","min","max"},
+    /// "fdatasyncs_per_critical_event","fdatasyncs_per_critical_event_by_flusher",
+    /// "synced_appends_per_run","synced_latency_us":{"p50","p99","max"},
+    /// "ratio_to_floor":{"median","min","max"}}]} with one result per N and policy. --svg FILE
+    /// draws, per N, one line across the policies: events/s and the synced p99.
+    #[arg(long, value_name = "LIST", value_parser = sessions::parse_counts)]
+    sessions: Option<sessions::SessionCounts>,
     /// Interleaved runs of every policy.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     runs: u32,
@@ -251,13 +286,11 @@ fn failed(message: String) -> Failure {
 
 /// Runs `factlog bench`: measures every policy, prints the report, then writes the chart.
 pub fn run(args: &BenchArgs) -> Outcome {
-    let shape = Shape {
-        turns: args.turns,
-        steps: args.steps,
-        tokens: args.tokens,
-        delta_bytes: args.delta_bytes as usize,
-        result_bytes: args.result_bytes as usize,
-    };
+    if let Some(counts) = &args.sessions {
+        let turns = args.turns.unwrap_or(sessions::TURNS_DEFAULT);
+        return sessions::run(args, counts, shape(args, turns));
+    }
+    let shape = shape(args, args.turns.unwrap_or(TURNS_DEFAULT));
     let every_shape = shape.with_turns_max(args.every_turns);
     let tasks = args.tasks as usize;
     let svg_file = args.svg.as_deref().map(SvgFile::open).transpose()?;
@@ -321,6 +354,17 @@ pub fn run(args: &BenchArgs) -> Outcome {
         None => Ok(()),
     };
     printed.and(charted).map(|()| ExitCode::SUCCESS)
+}
+
+/// The session of `args` with `turns` turns.
+fn shape(args: &BenchArgs, turns: u32) -> Shape {
+    Shape {
+        turns,
+        steps: args.steps,
+        tokens: args.tokens,
+        delta_bytes: args.delta_bytes as usize,
+        result_bytes: args.result_bytes as usize,
+    }
 }
 
 /// Writes `text` to standard output; a reader that went away is no failure.
@@ -405,7 +449,7 @@ fn measure(policy: Policy, dir: &Path, inputs: &Inputs) -> Result<Measured, Stri
             } else {
                 (&inputs.full_lines, JsonlSync::Critical)
             };
-            policies::jsonl(&dir.join("session.jsonl"), lines, sync)
+            policies::jsonl(dir, lines, sync, JsonlFiles::Shared)
         }
         Policy::Floor => Err("the floor is measured with its factlog session".to_owned()),
     }

@@ -1,11 +1,12 @@
-//! One timed session of each policy. Every runner writes into a fresh directory (the floor
-//! into its preallocated file), runs one thread per task started together, and returns the
+//! One timed session of each policy. Every runner writes into a fresh directory (the floors
+//! into their preallocated files), runs one thread per task started together, and returns the
 //! wall time from the start until every thread is done and the policy's last sync returned.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -262,12 +263,18 @@ pub fn store(dir: &Path, sessions: Vec<Session>, mode: StoreMode) -> Result<Meas
     Ok(store_session(dir, sessions, mode, false)?.0)
 }
 
-/// The reference's records through `Log::append`, `Buffered`, then one `flush(Synced)`.
-pub fn raw_buffered(dir: &Path, reference: &Reference) -> Result<Measured, Failed> {
+/// A fresh log in `dir` on a counting file system, its preallocation settled.
+fn open_log(dir: &Path) -> Result<(Log, Arc<Counters>), Failed> {
     let (fs, counters) = CountingFs::new();
     let log = Log::open(dir, Options::new().fs(fs))
         .map_err(|error| format!("cannot open a log in {}: {error}", dir.display()))?;
     wait_for_prealloc(dir)?;
+    Ok((log, counters))
+}
+
+/// The reference's records through `Log::append`, `Buffered`, then one `flush(Synced)`.
+pub fn raw_buffered(dir: &Path, reference: &Reference) -> Result<Measured, Failed> {
+    let (log, counters) = open_log(dir)?;
     let before = counters.read();
     let (elapsed, ()) = {
         let (threads, _) = parallel(reference.records.len(), |i| {
@@ -302,23 +309,49 @@ pub enum JsonlSync {
     Critical,
 }
 
-/// Each task's lines into one new JSONL file, one `write` per line under one lock, followed
-/// (under the same lock) by an `fdatasync` as `sync` says.
-pub fn jsonl(path: &Path, lines: &[Vec<Line>], sync: JsonlSync) -> Result<Measured, Failed> {
-    let file = OpenOptions::new()
-        .append(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|error| format!("cannot create {}: {error}", path.display()))?;
-    let file = Mutex::new(file);
-    let io = |error: std::io::Error| format!("write {}: {error}", path.display());
+/// Where the JSONL policies write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonlFiles {
+    /// One file, `session.jsonl`, shared by every task under one lock.
+    Shared,
+    /// One file per task, `session-I.jsonl`, each under its own (uncontended) lock.
+    PerSession,
+}
+
+/// Each task's lines into new JSONL files in `dir` (laid out as `files` says), one `write` per
+/// line, followed (under the same lock) by an `fdatasync` as `sync` says.
+pub fn jsonl(
+    dir: &Path,
+    lines: &[Vec<Line>],
+    sync: JsonlSync,
+    files: JsonlFiles,
+) -> Result<Measured, Failed> {
+    let paths: Vec<PathBuf> = match files {
+        JsonlFiles::Shared => vec![dir.join("session.jsonl")],
+        JsonlFiles::PerSession => {
+            (0..lines.len()).map(|i| dir.join(format!("session-{i}.jsonl"))).collect()
+        }
+    };
+    let files: Vec<Mutex<File>> = paths
+        .iter()
+        .map(|path| {
+            OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .open(path)
+                .map(Mutex::new)
+                .map_err(|error| format!("cannot create {}: {error}", path.display()))
+        })
+        .collect::<Result<_, _>>()?;
     let (elapsed, results) = parallel(lines.len(), |i| {
+        let slot = i % files.len();
+        let io = |error: std::io::Error| format!("write {}: {error}", paths[slot].display());
         let mut latencies = Vec::new();
         let mut syncs = 0u64;
         for line in &lines[i] {
             let synced = sync == JsonlSync::Every || line.critical;
             let start = Instant::now();
-            let mut file = file.lock();
+            let mut file = files[slot].lock();
             file.write_all(&line.bytes).map_err(io)?;
             if synced {
                 file.sync_data().map_err(io)?;
@@ -329,7 +362,11 @@ pub fn jsonl(path: &Path, lines: &[Vec<Line>], sync: JsonlSync) -> Result<Measur
         }
         Ok((latencies, syncs))
     })?;
-    let bytes = file.lock().metadata().map_err(io)?.len();
+    let mut bytes = 0;
+    for (file, path) in files.iter().zip(&paths) {
+        let metadata = file.lock().metadata();
+        bytes += metadata.map_err(|error| format!("stat {}: {error}", path.display()))?.len();
+    }
     let syncs = results.iter().map(|r| r.1).sum();
     let latencies = results.into_iter().flat_map(|r| r.0).collect();
     Ok(Measured {
@@ -357,31 +394,179 @@ pub fn preallocated_file(path: &Path, bytes: u64) -> Result<File, Failed> {
     Ok(file)
 }
 
-/// The floor: for each chunk of a factlog session, one `pwrite` of that many bytes right after the
-/// previous one and an `fdatasync`, into the preallocated `file`.
-pub fn floor(file: &File, chunks: &[u64]) -> Result<Measured, Failed> {
-    let largest = chunks.iter().copied().max().unwrap_or(0) as usize;
-    let content: Vec<u8> = (0..largest).map(|i| b'a' + (i % 26) as u8).collect();
+/// Bytes to `pwrite` for chunks of at most `largest` bytes: letters, not zeros, so the disk
+/// cannot skip them.
+pub fn floor_content(largest: u64) -> Vec<u8> {
+    (0..largest).map(|i| b'a' + (i % 26) as u8).collect()
+}
+
+/// For each chunk, one `pwrite` of that many bytes of `content` right after the previous one
+/// and an `fdatasync`, into the preallocated `file`; the latency of each pair.
+fn replay(file: &File, chunks: &[u64], content: &[u8]) -> Result<Vec<u64>, Failed> {
     let io = |error: std::io::Error| format!("floor write: {error}");
     let mut latencies = Vec::with_capacity(chunks.len());
     let mut offset = 0u64;
-    let start = Instant::now();
     for &chunk in chunks {
         let began = Instant::now();
         if chunk > 0 {
-            file.write_all_at(&content[..chunk as usize], offset).map_err(io)?;
+            let bytes = content.get(..chunk as usize).ok_or("a floor chunk beyond its content")?;
+            file.write_all_at(bytes, offset).map_err(io)?;
         }
         file.sync_data().map_err(io)?;
         latencies.push(began.elapsed().as_nanos() as u64);
         offset += chunk;
     }
+    Ok(latencies)
+}
+
+/// The floor: for each chunk of a factlog session, one `pwrite` of that many bytes right after the
+/// previous one and an `fdatasync`, into the preallocated `file`.
+pub fn floor(file: &File, chunks: &[u64]) -> Result<Measured, Failed> {
+    let content = floor_content(chunks.iter().copied().max().unwrap_or(0));
+    let start = Instant::now();
+    let latencies = replay(file, chunks, &content)?;
     let elapsed = start.elapsed();
     Ok(Measured {
         elapsed,
         syncs: chunks.len() as u64,
         syncs_by_flusher: 0,
-        bytes: offset,
+        bytes: chunks.iter().sum(),
         synced_latencies_ns: latencies,
+        chunks: Vec::new(),
+    })
+}
+
+/// The per-session-file floor: one thread per file, each replaying its own `chunks` (as
+/// [`floor`] does) into its own preallocated file, all released together.
+pub fn floor_per_session(files: &[File], chunks: &[Vec<u64>]) -> Result<Measured, Failed> {
+    let largest = chunks.iter().flatten().copied().max().unwrap_or(0);
+    let content = floor_content(largest);
+    let (elapsed, latencies) = parallel(files.len(), |i| replay(&files[i], &chunks[i], &content))?;
+    Ok(Measured {
+        elapsed,
+        syncs: chunks.iter().map(|c| c.len() as u64).sum(),
+        syncs_by_flusher: 0,
+        bytes: chunks.iter().flatten().sum(),
+        synced_latencies_ns: latencies.concat(),
+        chunks: Vec::new(),
+    })
+}
+
+/// One append of the raw-log policy: a run of a session's records, appended alone or (more
+/// than one) as one batch frame, with one durability.
+#[derive(Debug, Clone)]
+pub struct LogOp {
+    /// The records, as a range of [`LoggedSession::records`].
+    pub records: Range<usize>,
+    /// What the append waits for: the default tier of its event types (the strongest of a
+    /// batch's), as the typed store chooses it.
+    pub durability: Durability,
+}
+
+/// One task's records as the typed store encoded them, and the appends that wrote them.
+#[derive(Debug, Clone)]
+pub struct LoggedSession {
+    /// The encoded records, in order.
+    pub records: Vec<Vec<u8>>,
+    /// The appends, in order, covering every record once.
+    pub ops: Vec<LogOp>,
+}
+
+impl LoggedSession {
+    /// Pairs `session`'s actions with the `records` the typed store wrote for them (one per
+    /// event, in order): each action becomes one append of its records, with the durability
+    /// the store gave it.
+    pub fn new(session: &Session, records: Vec<Vec<u8>>) -> Result<LoggedSession, Failed> {
+        let mut ops = Vec::with_capacity(session.actions.len());
+        let mut at = 0;
+        for action in &session.actions {
+            let (count, durability) = match action {
+                // `Task::delta` appends Buffered (`src/harness/store.rs`).
+                Action::Delta(_) => (1, Durability::Buffered),
+                Action::Append(body) => (1, durability_of(body)),
+                Action::CloseStep(bodies) => (2, strongest(bodies.iter().map(durability_of))),
+            };
+            ops.push(LogOp { records: at..at + count, durability });
+            at += count;
+        }
+        if at != records.len() {
+            return Err(format!(
+                "{}: the store wrote {} records for {at} events",
+                session.task,
+                records.len()
+            ));
+        }
+        Ok(LoggedSession { records, ops })
+    }
+
+    /// The bytes the log framed between consecutive synced appends, one entry per synced
+    /// append: what the per-session floor writes before each of its `fdatasync`s. A record is
+    /// counted as a frame of its own (header, payload, alignment), a close approximation for
+    /// the two records of a batch.
+    pub fn synced_chunks(&self) -> Vec<u64> {
+        let mut chunks = Vec::new();
+        let mut pending = 0u64;
+        for op in &self.ops {
+            for record in &self.records[op.records.clone()] {
+                let framed = (factlog::limits::FRAME_HEADER_BYTES + record.len())
+                    .next_multiple_of(factlog::limits::FRAME_ALIGN_BYTES);
+                pending += framed as u64;
+            }
+            if op.durability == Durability::Synced {
+                chunks.push(std::mem::take(&mut pending));
+            }
+        }
+        chunks
+    }
+}
+
+/// The default durability of `body`'s type; an opaque body is `Synced`, the strictest.
+fn durability_of(body: &Body) -> Durability {
+    body.event_type().map_or(Durability::Synced, |t| t.default_durability())
+}
+
+/// The strongest of `tiers` (`Buffered` when there is none).
+fn strongest(tiers: impl Iterator<Item = Durability>) -> Durability {
+    let rank = |d: Durability| match d {
+        Durability::Buffered => 0,
+        Durability::Flushed => 1,
+        Durability::Synced => 2,
+    };
+    tiers.max_by_key(|&d| rank(d)).unwrap_or(Durability::Buffered)
+}
+
+/// The raw-log policy: one thread per session appends its records through `Log::append` (a
+/// batch through `Log::append_batch`) with the durability the typed store gave them, into
+/// one fresh log in `dir` shared by every thread.
+pub fn raw_tiered(dir: &Path, sessions: &[LoggedSession]) -> Result<Measured, Failed> {
+    let (log, counters) = open_log(dir)?;
+    counters.reset_chunks();
+    let before = counters.read();
+    let (elapsed, latencies) = parallel(sessions.len(), |i| {
+        let session = &sessions[i];
+        let mut latencies = Vec::new();
+        for op in &session.ops {
+            let records = &session.records[op.records.clone()];
+            let start = Instant::now();
+            match records {
+                [record] => log.append(record, op.durability),
+                batch => log.append_batch(batch, op.durability),
+            }
+            .map_err(store_error("append"))?;
+            if op.durability == Durability::Synced {
+                latencies.push(start.elapsed().as_nanos() as u64);
+            }
+        }
+        Ok(latencies)
+    })?;
+    let counts = counters.read().since(before);
+    log.close().map_err(store_error("close the log"))?;
+    Ok(Measured {
+        elapsed,
+        syncs: counts.syncs,
+        syncs_by_flusher: counts.syncs_by_flusher,
+        bytes: counts.write_bytes,
+        synced_latencies_ns: latencies.concat(),
         chunks: Vec::new(),
     })
 }

@@ -35,7 +35,7 @@ pub struct Spread {
 }
 
 impl Spread {
-    fn of(values: &[f64]) -> Spread {
+    pub(super) fn of(values: &[f64]) -> Spread {
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
@@ -48,13 +48,13 @@ impl Spread {
         Spread { min: sorted[0], median, max: sorted[n - 1] }
     }
 
-    fn json(self) -> Value {
+    pub(super) fn json(self) -> Value {
         json!({ "median": self.median, "min": self.min, "max": self.max })
     }
 }
 
 /// The nearest-rank percentile `p` (0-100) of sorted `values`.
-fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+pub(super) fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
     if sorted.is_empty() {
         return None;
     }
@@ -222,7 +222,7 @@ pub fn json(workload: &Workload, policies: &[PolicyReport]) -> Value {
 }
 
 /// Escapes text for an SVG text node or attribute.
-fn xml(text: &str) -> String {
+pub(super) fn xml(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -252,17 +252,17 @@ const SVG_GRID_LABEL_GAP: f64 = 48.0;
 const SVG_COLOURS: [&str; 6] = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#000000"];
 
 /// The colour of the `index`th policy.
-fn colour(index: usize) -> &'static str {
+pub(super) fn colour(index: usize) -> &'static str {
     SVG_COLOURS[index % SVG_COLOURS.len()]
 }
 
 /// Whether `value` can be placed on a logarithmic axis.
-fn plottable(value: f64) -> bool {
+pub(super) fn plottable(value: f64) -> bool {
     value.is_finite() && value > 0.0
 }
 
 /// `ns` nanoseconds with three significant digits, in the largest unit it reaches.
-fn duration(ns: f64) -> String {
+pub(super) fn duration(ns: f64) -> String {
     if !(ns.is_finite() && ns >= 0.0) {
         return "-".to_owned();
     }
@@ -286,7 +286,7 @@ fn duration(ns: f64) -> String {
 }
 
 /// The label of the gridline at 10^`exponent` nanoseconds: "100 ns", "1 µs", "10 ms"...
-fn decade_label(exponent: i32) -> String {
+pub(super) fn decade_label(exponent: i32) -> String {
     let unit = exponent.div_euclid(3).clamp(0, 3);
     let value = 10f64.powi(exponent - 3 * unit);
     let name = ["ns", "µs", "ms", "s"][unit.unsigned_abs() as usize];
@@ -295,7 +295,7 @@ fn decade_label(exponent: i32) -> String {
 
 /// A logarithmic axis of nanoseconds over whole decades, drawn from `left` over `width`.
 #[derive(Debug, Clone, Copy)]
-struct LogScale {
+pub(super) struct LogScale {
     /// Exponent of the decade at the start of the axis.
     low: i32,
     /// Exponent of the decade at its end; above `low`.
@@ -307,7 +307,7 @@ struct LogScale {
 impl LogScale {
     /// The whole decades around every plottable value of `values`; 1 ns to 10 ns when there
     /// is none, so that an empty chart still has an axis.
-    fn over(values: impl IntoIterator<Item = f64>, left: f64, width: f64) -> LogScale {
+    pub(super) fn over(values: impl IntoIterator<Item = f64>, left: f64, width: f64) -> LogScale {
         let (mut min, mut max) = (f64::INFINITY, 0.0_f64);
         for value in values.into_iter().filter(|&v| plottable(v)) {
             min = min.min(value);
@@ -323,7 +323,7 @@ impl LogScale {
 
     /// The x of `value`, clamped onto the axis; a value that cannot be placed (zero,
     /// negative, NaN) is at its start, so no coordinate is ever NaN or infinite.
-    fn x(&self, value: f64) -> f64 {
+    pub(super) fn x(&self, value: f64) -> f64 {
         if !plottable(value) {
             return self.left;
         }
@@ -334,7 +334,7 @@ impl LogScale {
 
     /// Each decade's exponent and x, and whether it is labelled: with many decades only every
     /// few are, so that the labels do not run into each other.
-    fn decades(&self) -> Vec<(i32, f64, bool)> {
+    pub(super) fn decades(&self) -> Vec<(i32, f64, bool)> {
         let per_decade = self.width / f64::from(self.high - self.low);
         let every = (SVG_GRID_LABEL_GAP / per_decade).ceil().max(1.0) as i32;
         (self.low..=self.high)
@@ -384,6 +384,27 @@ fn cdf_points(sorted: &[u64], scale: &LogScale, bottom: f64, height: f64) -> Str
     points.join(" ")
 }
 
+/// The start of a standalone SVG of `width` x `height`: the root element, a white
+/// background and `title` in bold at the top left. The caller closes it with `</svg>`.
+pub(super) fn svg_start(width: f64, height: f64, title: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
+    );
+    let _ = writeln!(
+        out,
+        "<rect x=\"0\" y=\"0\" width=\"{width}\" height=\"{height}\" fill=\"white\"/>"
+    );
+    let _ = writeln!(
+        out,
+        "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>",
+        xml(title)
+    );
+    out
+}
+
 /// A standalone SVG of two panels: `cost`, the time per token of each policy as bars on a
 /// logarithmic scale; and `latency`, the distribution of the latency of the synced appends of
 /// each policy (pooled over runs) as a cumulative distribution on a logarithmic scale.
@@ -402,25 +423,11 @@ pub fn svg(workload: &Workload, policies: &[PolicyReport]) -> String {
     let cdf_bottom = cdf_top + cdf_height;
     let height = cdf_bottom + 56.0;
 
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{SVG_WIDTH}\" height=\"{height}\" \
-         viewBox=\"0 0 {SVG_WIDTH} {height}\" font-family=\"sans-serif\" font-size=\"12\">"
-    );
-    let _ = writeln!(
-        out,
-        "<rect x=\"0\" y=\"0\" width=\"{SVG_WIDTH}\" height=\"{height}\" fill=\"white\"/>"
-    );
     let title = format!(
         "factlog bench: {} task(s) x {} turns x {} steps x {} tokens, {} run(s)",
         workload.tasks, workload.turns, workload.steps, workload.tokens, workload.runs
     );
-    let _ = writeln!(
-        out,
-        "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>",
-        xml(&title)
-    );
+    let mut out = svg_start(SVG_WIDTH, height, &title);
 
     let _ = writeln!(out, "<g id=\"cost\">");
     let _ = writeln!(out, "<title>time per token of each policy</title>");

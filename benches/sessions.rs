@@ -1,0 +1,495 @@
+//! Many sessions at once against peers (issue 14, "Many sessions";
+//! `/work/shared/mission/workload.md`, "Many sessions"): for each N, N threads of one process
+//! each run one agent session (`benches/common/workload.rs`, text seeded by the session's
+//! number) on a task of their own, on the real disk (`target/tmp`), under four policies:
+//!
+//! - `factlog`: one typed `Store` (default options, fixed clock) shared by the N threads, each
+//!   step closed by one batch of `tool/result` + `step/end`; every `fdatasync` is counted
+//!   through a counting file system (after a segment roll the rolled-in segment counts as
+//!   "other", so both are added: the preallocator's one sync per new segment is in the count).
+//! - `sqlite`: one SQLite database (rusqlite, bundled) in WAL mode with one connection per
+//!   session, `synchronous=FULL`, a busy timeout of 60 s; a session opens its transaction with
+//!   `BEGIN IMMEDIATE` at its first event after a commit, inserts every event into it and
+//!   commits at each critical event (`tool/call`, `tool/result`, `turn/end`), as
+//!   `benches/peers.rs` does for one session. Its syncs are not counted.
+//! - `jsonl_per_session`: one JSONL file per session written through a `BufWriter`, flushed and
+//!   `fdatasync`ed at each critical event.
+//! - `floor`: one preallocated, synced file per session, `pwrite` + `fdatasync` of the session's
+//!   JSON lines cut after each critical event (the per-session-file floor).
+//!
+//! Every N and policy is measured once a run, the N in an order rotated from run to run and the
+//! policies rotated within each N. Reported per N and policy: aggregate events/s (median and
+//! min-max over runs), `fdatasync`s per critical event, the p50/p99/max latency of the synced
+//! appends (the critical events' appends; for SQLite from the start of the event, its `BEGIN
+//! IMMEDIATE` included, to its commit) pooled over sessions and runs, the longest wait of any
+//! append (buffered ones included), and the ratio of the time to the floor's at the same N in
+//! the same run (median of the runs' ratios). Opening the stores, creating the files and
+//! encoding the baselines' bytes are outside the timing; factlog encodes inside it.
+//!
+//! Run with `cargo bench --bench sessions` (N = 1, 8, 32, 128; 10 turns a session; 3 runs).
+//! Environment: `FACTLOG_SESSIONS` (a list such as `1,8`), `FACTLOG_TURNS`, `FACTLOG_RUNS`,
+//! and `FACTLOG_POLICIES` (a list of policy names, to profile one alone; without `floor` no
+//! ratio is printed).
+//! Smoke test: `cargo bench --bench sessions -- --test` (N = 1 and 3, one tiny turn, one run).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use factlog::limits::SEGMENT_BYTES_DEFAULT;
+use factlog::{Durability, Options, Store, StoreOptions, Task};
+use parking_lot::Mutex;
+
+use counting_fs::CountingFs;
+use events::{Workload, median};
+use workload::{Action, Shape, StepClose};
+
+mod common;
+#[path = "common/counting_fs.rs"]
+#[allow(dead_code, reason = "shared with benches/harness.rs, which reads every counter")]
+mod counting_fs;
+#[path = "common/events.rs"]
+mod events;
+#[path = "common/settle.rs"]
+mod settle;
+#[path = "common/workload.rs"]
+#[allow(dead_code, reason = "shared with benches/harness.rs, which uses all of it")]
+mod workload;
+
+/// The counts of sessions measured unless `FACTLOG_SESSIONS` says otherwise.
+const SESSIONS_DEFAULT: [usize; 4] = [1, 8, 32, 128];
+
+/// The most sessions at once: one thread, one connection and one file each.
+const SESSIONS_MAX: usize = 1024;
+
+/// Turns per session unless `FACTLOG_TURNS` says otherwise, as the issue's own measurement.
+const TURNS_DEFAULT: u32 = 10;
+
+/// Interleaved runs unless `FACTLOG_RUNS` says otherwise.
+const RUNS_DEFAULT: usize = 3;
+
+/// The smoke test's sizes (`-- --test`).
+const TEST_SESSIONS: [usize; 2] = [1, 3];
+const TEST_SHAPE: Shape = Shape { turns: 1, steps: 1, tokens: 2 };
+
+/// How long a SQLite connection waits for the write lock before it gives up: long enough that
+/// no session of this bench ever fails, so its waits show in the latencies instead.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Capacity of each JSONL writer's `BufWriter`.
+const JSONL_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The policies, in the order they are reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    Factlog,
+    Sqlite,
+    JsonlPerSession,
+    Floor,
+}
+
+const POLICIES: [Policy; 4] =
+    [Policy::Factlog, Policy::Sqlite, Policy::JsonlPerSession, Policy::Floor];
+
+impl Policy {
+    fn name(self) -> &'static str {
+        match self {
+            Policy::Factlog => "factlog",
+            Policy::Sqlite => "sqlite",
+            Policy::JsonlPerSession => "jsonl_per_session",
+            Policy::Floor => "floor",
+        }
+    }
+}
+
+/// What the bench measures.
+struct Config {
+    sessions: Vec<usize>,
+    shape: Shape,
+    runs: usize,
+    /// The policies measured, in report order: every one unless `FACTLOG_POLICIES` names
+    /// some (to profile one alone).
+    policies: Vec<Policy>,
+}
+
+/// A positive number from the environment variable `name`, or `default`.
+fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => match text.trim().parse::<T>() {
+            Ok(value) if value >= T::from(1) => value,
+            _ => panic!("{name}={text:?}: give a whole number of at least 1"),
+        },
+        Err(_) => default,
+    }
+}
+
+/// The configuration from the arguments (`--test`) and the environment.
+fn config() -> Config {
+    if std::env::args().any(|arg| arg == "--test") {
+        let policies = POLICIES.to_vec();
+        return Config { sessions: TEST_SESSIONS.to_vec(), shape: TEST_SHAPE, runs: 1, policies };
+    }
+    let sessions = match std::env::var("FACTLOG_SESSIONS") {
+        Ok(list) => {
+            let mut counts: Vec<usize> = list
+                .split(',')
+                .map(|entry| match entry.trim().parse::<usize>() {
+                    Ok(n) if (1..=SESSIONS_MAX).contains(&n) => n,
+                    _ => panic!("FACTLOG_SESSIONS={list:?}: counts of 1 to {SESSIONS_MAX}"),
+                })
+                .collect();
+            counts.sort_unstable();
+            counts.dedup();
+            counts
+        }
+        Err(_) => SESSIONS_DEFAULT.to_vec(),
+    };
+    let turns = env_number("FACTLOG_TURNS", TURNS_DEFAULT);
+    let runs = env_number("FACTLOG_RUNS", RUNS_DEFAULT);
+    let policies = match std::env::var("FACTLOG_POLICIES") {
+        Ok(list) => {
+            let named: Vec<&str> = list.split(',').map(str::trim).collect();
+            for name in &named {
+                assert!(
+                    POLICIES.iter().any(|p| p.name() == *name),
+                    "FACTLOG_POLICIES={list:?}: {name:?} is none of factlog, sqlite, \
+                     jsonl_per_session, floor"
+                );
+            }
+            POLICIES.into_iter().filter(|p| named.contains(&p.name())).collect()
+        }
+        Err(_) => POLICIES.to_vec(),
+    };
+    Config { sessions, shape: Shape { turns, ..Shape::DEFAULT }, runs, policies }
+}
+
+/// One timed measurement of one policy at one N.
+struct Run {
+    elapsed: Duration,
+    /// `fdatasync`s, where counted.
+    syncs: Option<u64>,
+    /// The latency of every synced append, in nanoseconds.
+    synced_ns: Vec<u64>,
+    /// The longest any single append took, in nanoseconds.
+    max_any_ns: u64,
+}
+
+impl Run {
+    fn new(elapsed: Duration, syncs: Option<u64>, timings: Timings) -> Run {
+        Run { elapsed, syncs, synced_ns: timings.synced_ns, max_any_ns: timings.max_any_ns }
+    }
+}
+
+/// What one session's thread timed.
+#[derive(Default)]
+struct Timings {
+    synced_ns: Vec<u64>,
+    max_any_ns: u64,
+}
+
+impl Timings {
+    /// Records one append that began at `start`.
+    fn record(&mut self, start: Instant, synced: bool) {
+        let ns = start.elapsed().as_nanos() as u64;
+        self.max_any_ns = self.max_any_ns.max(ns);
+        if synced {
+            self.synced_ns.push(ns);
+        }
+    }
+}
+
+/// Runs `work(i)` on one thread per session, all released together; the wall time from the
+/// release until every thread is done, and what they timed.
+fn parallel(sessions: usize, work: impl Fn(usize) -> Timings + Sync) -> (Duration, Timings) {
+    let barrier = Barrier::new(sessions + 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..sessions)
+            .map(|i| {
+                let (barrier, work) = (&barrier, &work);
+                scope.spawn(move || {
+                    barrier.wait();
+                    work(i)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let timings: Vec<Timings> =
+            handles.into_iter().map(|h| h.join().expect("a session thread")).collect();
+        let elapsed = start.elapsed();
+        let mut all = Timings::default();
+        for t in timings {
+            all.synced_ns.extend(t.synced_ns);
+            all.max_any_ns = all.max_any_ns.max(t.max_any_ns);
+        }
+        (elapsed, all)
+    })
+}
+
+/// Whether the typed store's append of `action` waits for an `fdatasync`.
+fn synced_action(action: &Action) -> bool {
+    match action {
+        Action::Delta(_) => false,
+        Action::Append(body) => {
+            body.event_type().is_some_and(|t| t.default_durability() == Durability::Synced)
+        }
+        Action::CloseStep(_) => true,
+    }
+}
+
+fn factlog_run(sessions: &[Workload]) -> Run {
+    let dir = common::temp_dir("sessions-factlog");
+    let (fs, counters) = CountingFs::new();
+    let options = StoreOptions::new().clock(workload::fixed_clock).log(Options::new().fs(fs));
+    let store = Store::open(dir.path(), options).expect("open the store");
+    settle::wait_for_prealloc(dir.path(), SEGMENT_BYTES_DEFAULT);
+    let tasks: Vec<Task> = sessions.iter().map(|w| store.task(&w.task).expect("task")).collect();
+    let work: Vec<Mutex<Option<workload::Session>>> =
+        sessions.iter().map(|w| Mutex::new(Some(w.session.clone()))).collect();
+    let before = counters.read();
+    let (elapsed, timings) = parallel(sessions.len(), |i| {
+        let session = work[i].lock().take().expect("each session runs once");
+        let mut timings = Timings::default();
+        for action in session.actions {
+            let synced = synced_action(&action);
+            let start = Instant::now();
+            workload::perform(&tasks[i], &session.deltas, action, StepClose::Batch);
+            timings.record(start, synced);
+        }
+        timings
+    });
+    let counts = counters.read().since(&before);
+    drop(tasks);
+    store.close().expect("close the store");
+    Run::new(elapsed, Some(counts.segment_syncs() + counts.other_syncs), timings)
+}
+
+fn sqlite_run(sessions: &[Workload]) -> Run {
+    let dir = common::temp_dir("sessions-sqlite");
+    let path = dir.path().join("events.db");
+    let setup = rusqlite::Connection::open(&path).expect("open the database");
+    let mode: String =
+        setup.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).expect("WAL mode");
+    assert_eq!(mode, "wal");
+    setup
+        .execute_batch(
+            "CREATE TABLE events(seq INTEGER PRIMARY KEY, task TEXT, type TEXT, body BLOB);",
+        )
+        .expect("create the table");
+    let connections: Vec<Mutex<Option<rusqlite::Connection>>> = sessions
+        .iter()
+        .map(|_| {
+            let conn = rusqlite::Connection::open(&path).expect("open a connection");
+            conn.busy_timeout(SQLITE_BUSY_TIMEOUT).expect("busy timeout");
+            conn.execute_batch("PRAGMA synchronous=FULL;").expect("synchronous=FULL");
+            Mutex::new(Some(conn))
+        })
+        .collect();
+    let (elapsed, timings) = parallel(sessions.len(), |i| {
+        let conn = connections[i].lock().take().expect("each connection runs once");
+        let w = &sessions[i];
+        let mut begin = conn.prepare("BEGIN IMMEDIATE").expect("prepare BEGIN");
+        let mut commit = conn.prepare("COMMIT").expect("prepare COMMIT");
+        let mut insert = conn
+            .prepare("INSERT INTO events(task, type, body) VALUES (?1, ?2, ?3)")
+            .expect("prepare the insert");
+        let mut timings = Timings::default();
+        let mut open = false;
+        for event in &w.events {
+            let start = Instant::now();
+            if !open {
+                begin.execute([]).expect("BEGIN IMMEDIATE");
+                open = true;
+            }
+            insert.execute(rusqlite::params![w.task, event.type_name, event.body]).expect("insert");
+            if event.critical {
+                commit.execute([]).expect("COMMIT");
+                open = false;
+            }
+            timings.record(start, event.critical);
+        }
+        assert!(!open, "the session ends with a commit");
+        timings
+    });
+    drop(connections);
+    setup.close().expect("close the database");
+    Run::new(elapsed, None, timings)
+}
+
+fn jsonl_run(sessions: &[Workload]) -> Run {
+    let dir = common::temp_dir("sessions-jsonl");
+    let files: Vec<Mutex<Option<File>>> = (0..sessions.len())
+        .map(|i| {
+            let path = dir.path().join(format!("session-{i}.jsonl"));
+            Mutex::new(Some(File::create_new(path).expect("create a JSONL file")))
+        })
+        .collect();
+    let (elapsed, timings) = parallel(sessions.len(), |i| {
+        let file = files[i].lock().take().expect("each file is written once");
+        let mut out = BufWriter::with_capacity(JSONL_BUFFER_BYTES, file);
+        let mut timings = Timings::default();
+        for event in &sessions[i].events {
+            let start = Instant::now();
+            out.write_all(&event.line).expect("write");
+            if event.critical {
+                out.flush().expect("flush");
+                out.get_ref().sync_data().expect("fdatasync");
+            }
+            timings.record(start, event.critical);
+        }
+        out.into_inner().map_err(|_| "a final flush").expect("nothing left to flush");
+        timings
+    });
+    let syncs = sessions.iter().map(|w| w.chunks.len() as u64).sum();
+    Run::new(elapsed, Some(syncs), timings)
+}
+
+fn floor_run(sessions: &[Workload], files: &[File]) -> Run {
+    let (elapsed, timings) = parallel(sessions.len(), |i| {
+        let mut timings = Timings::default();
+        events::pwrite_chunks(&files[i], &sessions[i].chunks, |took| {
+            let ns = took.as_nanos() as u64;
+            timings.max_any_ns = timings.max_any_ns.max(ns);
+            timings.synced_ns.push(ns);
+        });
+        timings
+    });
+    let syncs = sessions.iter().map(|w| w.chunks.len() as u64).sum();
+    Run::new(elapsed, Some(syncs), timings)
+}
+
+/// The sessions of one N, and the floor's files.
+struct Prepared {
+    sessions: Vec<Workload>,
+    floor_files: Vec<File>,
+    /// Holds the floor's files; removed on drop.
+    _floor_dir: tempfile::TempDir,
+}
+
+fn prepare(n: usize, shape: Shape) -> Prepared {
+    let sessions: Vec<Workload> =
+        (0..n).map(|i| Workload::new(shape, i as u64 + 1, &format!("session-{i}"))).collect();
+    let floor_dir = common::temp_dir("sessions-floor");
+    let floor_files = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let path = floor_dir.path().join(format!("session-{i}.bin"));
+            settle::preallocated_file(&path, w.line_bytes().next_multiple_of(1 << 16))
+        })
+        .collect();
+    Prepared { sessions, floor_files, _floor_dir: floor_dir }
+}
+
+fn measure(policy: Policy, prepared: &Prepared) -> Run {
+    match policy {
+        Policy::Factlog => factlog_run(&prepared.sessions),
+        Policy::Sqlite => sqlite_run(&prepared.sessions),
+        Policy::JsonlPerSession => jsonl_run(&prepared.sessions),
+        Policy::Floor => floor_run(&prepared.sessions, &prepared.floor_files),
+    }
+}
+
+/// The nearest-rank percentile `p` (0-100) of sorted `values`, in microseconds.
+fn percentile_us(sorted: &[u64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map_or(f64::NAN, |&ns| ns as f64 / 1e3)
+}
+
+/// Prints the row of `policy` at the N of `prepared`.
+fn report(prepared: &Prepared, policy: Policy, runs: &[Run], floor: Option<&[Duration]>) {
+    let n = prepared.sessions.len();
+    let events = prepared.sessions.iter().map(|w| w.shape.events()).sum::<u64>() as f64;
+    let critical = prepared.sessions.iter().map(|w| w.shape.critical_events()).sum::<u64>() as f64;
+    let rates: Vec<f64> = runs.iter().map(|r| events / r.elapsed.as_secs_f64()).collect();
+    let (low, high) =
+        rates.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let ratio = floor.map_or_else(
+        || "-".to_owned(),
+        |floor| {
+            let ratios =
+                runs.iter().zip(floor).map(|(r, f)| r.elapsed.as_secs_f64() / f.as_secs_f64());
+            format!("{:.2}", median(ratios.collect()))
+        },
+    );
+    let syncs = runs
+        .iter()
+        .map(|r| r.syncs.map(|s| s as f64))
+        .collect::<Option<Vec<f64>>>()
+        .map_or_else(|| "-".to_owned(), |s| format!("{:.3}", median(s) / critical));
+    let mut latencies: Vec<u64> = runs.iter().flat_map(|r| r.synced_ns.iter().copied()).collect();
+    latencies.sort_unstable();
+    let max_any = runs.iter().map(|r| r.max_any_ns).max().unwrap_or(0) as f64 / 1e3;
+    println!(
+        "sessions: {n:>5} {:<18} {:>10.0} {:>21} {:>10} {:>8.0} {:>8.0} {:>9.0} {:>10.0} {:>8}",
+        policy.name(),
+        median(rates),
+        format!("({low:.0}-{high:.0})"),
+        syncs,
+        percentile_us(&latencies, 50.0),
+        percentile_us(&latencies, 99.0),
+        percentile_us(&latencies, 100.0),
+        max_any,
+        ratio,
+    );
+}
+
+fn main() {
+    let config = config();
+    let shape = config.shape;
+    println!(
+        "sessions: N = {:?}; each session {} turns x {} steps x {} tokens ({} events, {} \
+         critical); {} interleaved run(s)",
+        config.sessions,
+        shape.turns,
+        shape.steps,
+        shape.tokens,
+        shape.events(),
+        shape.critical_events(),
+        config.runs
+    );
+    let prepared: Vec<Prepared> = config.sessions.iter().map(|&n| prepare(n, shape)).collect();
+    let count = config.sessions.len();
+    // Per N, per policy (report order), one run each.
+    let policies = &config.policies;
+    let mut runs: Vec<Vec<Vec<Run>>> =
+        (0..count).map(|_| policies.iter().map(|_| Vec::new()).collect()).collect();
+    for run in 0..config.runs {
+        for i in 0..count {
+            let which = (i + run) % count;
+            for k in 0..policies.len() {
+                let index = (k + run) % policies.len();
+                let measured = measure(policies[index], &prepared[which]);
+                runs[which][index].push(measured);
+            }
+        }
+    }
+    println!(
+        "sessions: {:>5} {:<18} {:>10} {:>21} {:>10} {:>8} {:>8} {:>9} {:>10} {:>8}",
+        "N",
+        "policy",
+        "events/s",
+        "(min-max)",
+        "fsync/crit",
+        "p50 us",
+        "p99 us",
+        "max us",
+        "max any us",
+        "x floor"
+    );
+    let floor_index = policies.iter().position(|&p| p == Policy::Floor);
+    for (prepared, per_policy) in prepared.iter().zip(&runs) {
+        let floor: Option<Vec<Duration>> =
+            floor_index.map(|i| per_policy[i].iter().map(|r| r.elapsed).collect());
+        for (&policy, measured) in policies.iter().zip(per_policy) {
+            report(prepared, policy, measured, floor.as_deref());
+        }
+    }
+    println!(
+        "sessions: events/s is N x events / wall time (median, min-max over runs); fsync/crit \
+         the fdatasyncs per critical event (median; - where not counted); p50/p99/max the \
+         latency of the synced appends, pooled; max any the longest single append; x floor \
+         the time over the floor's at the same N in the same run (median of the runs' ratios)"
+    );
+}
