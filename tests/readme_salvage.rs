@@ -5,38 +5,11 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::FACTLOG;
-
-/// The first ```sh block after the heading `## Salvaging a damaged store`.
-fn example() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let section = readme.split("## Salvaging a damaged store").nth(1).expect("the section");
-    let block = section.split("```sh\n").nth(1).expect("a sh block");
-    block.split("```").next().expect("the block's end").to_owned()
-}
+use common::readme::run_sh_block;
 
 #[test]
 fn the_readme_salvage_example_runs() {
-    let temp = tempfile::tempdir().expect("temporary directory");
-    let root = temp.path().to_str().expect("UTF-8 path");
-    let script = example()
-        .replace("/tmp/", &format!("{root}/"))
-        .lines()
-        .map(|line| match line.strip_prefix("factlog ") {
-            Some(rest) => format!("\"$FACTLOG\" {rest}"),
-            None => line.replace("| factlog ", "| \"$FACTLOG\" "),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let output = Command::new("sh")
-        .arg("-ec")
-        .arg(&script)
-        .env("FACTLOG", FACTLOG)
-        .output()
-        .expect("run sh");
+    let (script, output) = run_sh_block("## Salvaging a damaged store");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{script}\n{stdout}\n{stderr}");

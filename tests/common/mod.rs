@@ -7,6 +7,7 @@ pub mod cli;
 pub mod damage;
 pub mod fixtures;
 pub mod harness;
+pub mod readme;
 pub mod schema;
 
 use std::io::Write;
