@@ -18,6 +18,7 @@ pub mod request_key;
 pub mod secret;
 pub mod secret_shapes;
 pub mod snapshot;
+mod snapshotter;
 pub mod state;
 mod store;
 mod store_open;

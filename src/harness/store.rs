@@ -25,6 +25,7 @@ use crate::harness::ids::{CallId, TaskId, check_task_id};
 use crate::harness::request_key;
 use crate::harness::secret;
 use crate::harness::secret_shapes;
+use crate::harness::snapshotter::Snapshotter;
 use crate::harness::state::{State, TaskState};
 use crate::harness::store_open::OpenReport;
 use crate::limits::{
@@ -232,12 +233,39 @@ pub(crate) struct Inner {
     pub(crate) snapshot_bytes_mark: AtomicU64,
     /// Why the last policy snapshot failed, if it did.
     pub(crate) snapshot_error: Mutex<Option<String>>,
+    /// Writes policy snapshots off the append path; `None` for a read-only store or without
+    /// background threads (they are then written inline).
+    pub(crate) snapshotter: Option<Snapshotter>,
+}
+
+impl Inner {
+    /// Writes the snapshot the policy made due, unless one is being written already. The
+    /// event that made it due is written and folded: a failed snapshot must not make an
+    /// append look failed. A snapshot is only an accelerator; the failure is kept for
+    /// [`Store::last_snapshot_error`] and the next due append tries again.
+    pub(crate) fn write_policy_snapshot(&self) {
+        if let Some(_guard) = self.checkpoint.try_lock() {
+            let outcome = crate::harness::store_open::checkpoint_locked(self);
+            *self.snapshot_error.lock() = outcome.err().map(|e| e.to_string());
+        }
+    }
 }
 
 /// A store of the facts of many tasks. Cheap to clone: clones share one open store.
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
+}
+
+impl Drop for Store {
+    /// The last handle dropped without [`Store::close`] first waits for a snapshot being
+    /// written and stops the snapshot thread without a snapshot still due, so that the store
+    /// (and its directory lock) goes away now, on this thread.
+    fn drop(&mut self) {
+        if let Some(snapshotter) = &self.inner.snapshotter {
+            snapshotter.release_if_last(&self.inner);
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -381,7 +409,14 @@ impl Store {
     /// store (or [`Task`] handles) are still alive, it syncs and leaves the store open for
     /// them: the directory lock is released when the last one is dropped.
     pub fn close(self) -> Result<()> {
-        match Arc::try_unwrap(self.inner) {
+        // `Store` has a `Drop`: take a handle of our own, then let this one go.
+        let inner = Arc::clone(&self.inner);
+        drop(self);
+        if let Some(snapshotter) = &inner.snapshotter {
+            // The last handle stops the snapshot thread (after a snapshot still due).
+            snapshotter.stop_if_last(&inner);
+        }
+        match Arc::try_unwrap(inner) {
             Ok(inner) => inner.log.close(),
             Err(shared) => shared.log.flush(Durability::Synced),
         }
@@ -610,12 +645,11 @@ impl Store {
         let due = (options.snapshot_every_events > 0 && events >= options.snapshot_every_events)
             || (options.snapshot_every_bytes > 0 && bytes >= options.snapshot_every_bytes)
             || (turn_ended && options.snapshot_at_turn_end);
-        if due && let Some(_guard) = self.inner.checkpoint.try_lock() {
-            // The event is written and folded: a failed snapshot must not make its append
-            // look failed. A snapshot is only an accelerator; the failure is kept for
-            // `Store::last_snapshot_error` and the next due append tries again.
-            let outcome = crate::harness::store_open::checkpoint_locked(self);
-            *self.inner.snapshot_error.lock() = outcome.err().map(|e| e.to_string());
+        if due {
+            match &self.inner.snapshotter {
+                Some(snapshotter) => snapshotter.request(),
+                None => self.inner.write_policy_snapshot(),
+            }
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::harness::codec;
 use crate::harness::fold;
 use crate::harness::ids::TaskId;
 use crate::harness::snapshot::{self, SnapshotMeta};
+use crate::harness::snapshotter::Snapshotter;
 use crate::harness::state::{STATE_SCHEMA, State, TaskState};
 use crate::harness::store::{Inner, Store, StoreOptions, TaskCell};
 use crate::limits::SNAPSHOTS_KEPT;
@@ -63,6 +64,7 @@ pub(crate) struct Folded {
 }
 
 pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result<Store> {
+    let background = options.log.background_threads;
     snapshot::refuse_newer(&*options.log.fs, dir)?;
     let log = if read_only {
         Log::open_read_only(dir, options.log.clone())?
@@ -94,7 +96,12 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
         tasks: cells.len(),
     };
     Ok(Store {
-        inner: Arc::new(Inner {
+        inner: Arc::new_cyclic(|weak| Inner {
+            snapshotter: if read_only || !background {
+                None
+            } else {
+                Snapshotter::start(weak.clone())
+            },
             fs,
             dir: dir.to_path_buf(),
             report,
@@ -211,7 +218,7 @@ impl Store {
     /// the log, never taken from memory, so a snapshot always equals the fold of its events.
     pub fn checkpoint(&self) -> Result<SnapshotMeta> {
         let _guard = self.inner.checkpoint.lock();
-        checkpoint_locked(self)
+        checkpoint_locked(&self.inner)
     }
 
     /// Rebuilds the state from the events and compares it with the newest snapshot and with
@@ -341,8 +348,7 @@ pub struct DeepVerify {
     pub skipped_snapshots: Vec<(PathBuf, String)>,
 }
 
-pub(crate) fn checkpoint_locked(store: &Store) -> Result<SnapshotMeta> {
-    let inner = &store.inner;
+pub(crate) fn checkpoint_locked(inner: &Inner) -> Result<SnapshotMeta> {
     if inner.log.is_read_only() {
         return Err(ErrorKind::ReadOnly.into());
     }

@@ -29,6 +29,8 @@ pub struct Faults {
     pub write_filter: Mutex<String>,
     /// `sync_data` calls that reached the real file system.
     pub syncs: AtomicU64,
+    /// The name of the thread of every rename, with the name the file got.
+    pub renames: Mutex<Vec<(String, Option<String>)>>,
 }
 
 /// The fault-injecting file system.
@@ -68,6 +70,8 @@ impl Fs for FaultyFs {
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let thread = std::thread::current().name().map(str::to_owned);
+        self.faults.renames.lock().push((to.display().to_string(), thread));
         RealFs.rename(from, to)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
