@@ -139,12 +139,23 @@ fn run(signal: &Signal, inner: &Weak<Inner>) {
         let Some(store) = inner.upgrade() else { return };
         state.busy = true;
         drop(state);
+        let busy = Busy(signal);
         store.write_policy_snapshot();
         drop(store);
         // Requests made while it was written came from counts it has now reset: the next
         // append asks again if a snapshot is still due.
         signal.requested.store(false, Ordering::Release);
-        signal.state.lock().busy = false;
-        signal.changed.notify_all();
+        drop(busy);
+    }
+}
+
+/// Clears `busy` when dropped, also if writing the snapshot panicked: `close` and the last
+/// drop wait for it.
+struct Busy<'a>(&'a Signal);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().busy = false;
+        self.0.changed.notify_all();
     }
 }
