@@ -140,11 +140,16 @@ fn run(signal: &Signal, inner: &Weak<Inner>) {
         state.busy = true;
         drop(state);
         let busy = Busy(signal);
-        store.write_policy_snapshot();
-        drop(store);
-        // Requests made while it was written came from counts it has now reset: the next
-        // append asks again if a snapshot is still due.
+        let written = store.write_policy_snapshot(true);
+        // Requests from here on go through; the ones made while it was written were
+        // swallowed: if a snapshot is due again (the appends went on, or a turn ended), it
+        // is written next, also when the store is closing.
         signal.requested.store(false, Ordering::Release);
+        let again = written && store.snapshot_due(store.log.last_seq().map_or(0, |s| s.0));
+        drop(store);
+        if again {
+            signal.state.lock().due = true;
+        }
         drop(busy);
     }
 }

@@ -233,6 +233,8 @@ pub(crate) struct Inner {
     pub(crate) snapshot_bytes_mark: AtomicU64,
     /// Why the last policy snapshot failed, if it did.
     pub(crate) snapshot_error: Mutex<Option<String>>,
+    /// A turn ended since the newest snapshot began (only with `snapshot_at_turn_end`).
+    pub(crate) turn_ended_since_snapshot: AtomicBool,
     /// Writes policy snapshots off the append path; `None` for a read-only store or without
     /// background threads (they are then written inline).
     pub(crate) snapshotter: Option<Snapshotter>,
@@ -243,11 +245,30 @@ impl Inner {
     /// event that made it due is written and folded: a failed snapshot must not make an
     /// append look failed. A snapshot is only an accelerator; the failure is kept for
     /// [`Store::last_snapshot_error`] and the next due append tries again.
-    pub(crate) fn write_policy_snapshot(&self) {
-        if let Some(_guard) = self.checkpoint.try_lock() {
-            let outcome = crate::harness::store_open::checkpoint_locked(self);
-            *self.snapshot_error.lock() = outcome.err().map(|e| e.to_string());
-        }
+    ///
+    /// With `wait` it waits for a snapshot being written by [`Store::checkpoint`] and writes
+    /// its own after it (the snapshot thread); without, it leaves the snapshot to that one (an
+    /// appender). Returns whether it wrote a snapshot.
+    pub(crate) fn write_policy_snapshot(&self, wait: bool) -> bool {
+        let guard = if wait { Some(self.checkpoint.lock()) } else { self.checkpoint.try_lock() };
+        let Some(_guard) = guard else { return false };
+        let outcome = crate::harness::store_open::checkpoint_locked(self);
+        let written = outcome.is_ok();
+        *self.snapshot_error.lock() = outcome.err().map(|e| e.to_string());
+        written
+    }
+
+    /// Whether the policy asks for a snapshot now, the log's last seq being `last`: enough
+    /// events or bytes since the newest snapshot, or (with `snapshot_at_turn_end`) a turn
+    /// ended since it began.
+    pub(crate) fn snapshot_due(&self, last: u64) -> bool {
+        let options = &self.options;
+        let events = last.saturating_sub(self.snapshot_seq.load(Ordering::Acquire));
+        let bytes = self.appended_bytes.load(Ordering::Acquire)
+            - self.snapshot_bytes_mark.load(Ordering::Acquire);
+        (options.snapshot_every_events > 0 && events >= options.snapshot_every_events)
+            || (options.snapshot_every_bytes > 0 && bytes >= options.snapshot_every_bytes)
+            || self.turn_ended_since_snapshot.load(Ordering::Acquire)
     }
 }
 
@@ -638,17 +659,16 @@ impl Store {
 
     /// The snapshot policy: counts what was appended and writes a snapshot when one is due.
     fn after_append(&self, last: Seq, turn_ended: bool) {
-        let options = &self.inner.options;
-        let events = last.0.saturating_sub(self.inner.snapshot_seq.load(Ordering::Acquire));
-        let bytes = self.inner.appended_bytes.load(Ordering::Acquire)
-            - self.inner.snapshot_bytes_mark.load(Ordering::Acquire);
-        let due = (options.snapshot_every_events > 0 && events >= options.snapshot_every_events)
-            || (options.snapshot_every_bytes > 0 && bytes >= options.snapshot_every_bytes)
-            || (turn_ended && options.snapshot_at_turn_end);
-        if due {
-            match &self.inner.snapshotter {
+        let inner = &self.inner;
+        if turn_ended && inner.options.snapshot_at_turn_end {
+            inner.turn_ended_since_snapshot.store(true, Ordering::Release);
+        }
+        if inner.snapshot_due(last.0) {
+            match &inner.snapshotter {
                 Some(snapshotter) => snapshotter.request(),
-                None => self.inner.write_policy_snapshot(),
+                None => {
+                    inner.write_policy_snapshot(false);
+                }
             }
         }
     }

@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -113,6 +113,7 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
             appended_bytes: AtomicU64::new(0),
             snapshot_bytes_mark: AtomicU64::new(0),
             snapshot_error: Mutex::new(None),
+            turn_ended_since_snapshot: AtomicBool::new(false),
         }),
     })
 }
@@ -353,6 +354,8 @@ pub(crate) fn checkpoint_locked(inner: &Inner) -> Result<SnapshotMeta> {
         return Err(ErrorKind::ReadOnly.into());
     }
     let appended_before = inner.appended_bytes.load(Ordering::Acquire);
+    // A turn that ends from here on asks for the next snapshot.
+    inner.turn_ended_since_snapshot.store(false, Ordering::Release);
     inner.log.flush(crate::types::Durability::Flushed)?;
     let through = inner.log.last_seq().map_or(0, |s| s.0);
     let folded = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true, None)?;
