@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
 use crate::gaps::{self, Gaps};
 use crate::options::Options;
-use crate::prealloc::Preallocator;
+use crate::prealloc::{PreallocStats, Preallocator};
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
 use crate::rewrite;
@@ -144,7 +144,7 @@ impl Log {
             let (_file, meta) = segments::install(
                 &*fs,
                 &dir,
-                first.take()?,
+                first.take()?.0,
                 SegmentId(1),
                 Seq(1),
                 options.new_log_format_version,
@@ -161,12 +161,10 @@ impl Log {
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
-        // The file length is the capacity (`format-spec/segment.md`). A segment that was not
-        // preallocated (space was short) and holds no record yet may grow to a whole segment:
-        // an empty segment cannot be sealed. One holding records is sealed at the next roll.
-        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
-        let empty = analysis.next_seq == active.header.first_seq;
-        let capacity = if empty { file_bytes.max(options.segment_bytes) } else { file_bytes };
+        // The active segment grows up to `segment_bytes`, or keeps a longer file's length as its
+        // capacity (`format-spec/segment.md`, "Capacity and growth").
+        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))?;
+        let capacity = (file_bytes / 8 * 8).max(options.segment_bytes);
         // Started only once open is sure to succeed, so a refused open leaves no file behind.
         let prealloc = Preallocator::new(
             Arc::clone(&fs),
@@ -186,6 +184,7 @@ impl Log {
             fs: Arc::clone(&fs),
             segments: segs,
             active_file: file,
+            active_file_bytes: file_bytes,
             active_capacity: capacity,
             end_offset: analysis.end_offset,
             next_seq: analysis.next_seq.0,
@@ -431,6 +430,17 @@ impl Log {
     /// and bytes removed.
     pub fn reclaim_before(&self, keep_from: Seq) -> Result<(usize, u64)> {
         self.writer()?.reclaim_before(keep_from.0)
+    }
+
+    /// What the preallocator did since this log was opened: growth steps, their bytes, and how
+    /// often the writer reached the end of the grown file first
+    /// (`format-spec/segment.md`, "Capacity and growth"). All zero for a read-only open.
+    #[must_use]
+    pub fn prealloc_stats(&self) -> PreallocStats {
+        match &self.inner {
+            Inner::Writer { writer, .. } => writer.prealloc_stats(),
+            Inner::ReadOnly { .. } => PreallocStats::default(),
+        }
     }
 
     /// True if the log was opened with [`Log::open_read_only`].
