@@ -332,7 +332,7 @@ impl Shared {
         let path = Arc::clone(&active.path);
         drop(state);
         let outcome = segments::write_zeros(&*file, &path, from, target - from)
-            .and_then(|()| file.sync_data().map_err(|e| Error::io("fdatasync", &*path, e)));
+            .and_then(|()| file.sync_data().map_err(|e| Error::io("fdatasync", &path, e)));
         let mut state = self.state.lock();
         // A segment is retired only once its step in flight is done.
         let Some(active) = state.active.as_mut() else { return state };
