@@ -105,6 +105,10 @@ pub const fn prealloc_free_bytes_min(segment_bytes: u64, total_bytes: u64) -> u6
 /// chunks of this size instead of mapping it.
 pub const ZERO_CHUNK_BYTES: usize = 64 * 1024;
 
+/// Readers map segments a window of this size at a time (or one frame, if larger), so that a
+/// scan of a whole log keeps about one window resident instead of every page it has read.
+pub const READ_WINDOW_BYTES: usize = 1024 * 1024;
+
 /// The first growth step of a segment file, and the size of the `prealloc.tmp` a roll turns
 /// into the next segment: a new log occupies about two of them. Small enough that a store
 /// holding a few events stays small, large enough that a session's first burst of appends
