@@ -10,6 +10,7 @@ use crate::created::{Created, Undo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
 use crate::gaps::{self, Gaps};
+use crate::limits::ZERO_CHUNK_BYTES;
 use crate::options::Options;
 use crate::prealloc::{PreallocStats, Preallocator};
 use crate::reader::Reader;
@@ -586,9 +587,40 @@ fn ensure_dir(fs: &dyn Fs, dir: &Path, created: &mut Vec<PathBuf>) -> Result<()>
     Ok(())
 }
 
+/// Recovery's analysis of the active segment (`format-spec/recovery.md`, steps 7 and 8): the
+/// frames are scanned through a memory map, the rest of the file is read back in chunks of
+/// [`ZERO_CHUNK_BYTES`] (zeros ahead of the writer are not mapped in).
 fn analyze(fs: &dyn Fs, active: &SegmentMeta) -> Result<TailAnalysis> {
     let map = fs.map(&active.path).map_err(|e| Error::io("map", &active.path, e))?;
-    Ok(recovery::analyze_tail(&map, &active.header))
+    let file =
+        fs.open(&active.path, OpenMode::Read).map_err(|e| Error::io("open", &active.path, e))?;
+    let mut failure = None;
+    let analysis = recovery::analyze_tail_with(&map, &active.header, |end| {
+        let read = last_nonzero_read(&*file, end as u64, map.len() as u64);
+        read.map_err(|e| failure = Some(Error::io("read", &active.path, e))).ok().flatten()
+    });
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(analysis),
+    }
+}
+
+/// The index, relative to `from`, of the last non-zero byte of `[from, len)` of `file`, read in
+/// chunks of [`ZERO_CHUNK_BYTES`].
+fn last_nonzero_read(file: &dyn FsFile, from: u64, len: u64) -> io::Result<Option<usize>> {
+    let mut chunk = vec![0u8; ZERO_CHUNK_BYTES];
+    let mut last = None;
+    let mut at = from;
+    while at < len {
+        let n = (len - at).min(ZERO_CHUNK_BYTES as u64) as usize;
+        let bytes = &mut chunk[..n];
+        file.read_exact_at(bytes, at)?;
+        if let Some(i) = recovery::last_nonzero(bytes) {
+            last = Some((at - from) as usize + i);
+        }
+        at += n as u64;
+    }
+    Ok(last)
 }
 
 /// Decides, per the recovery table, what to do about the tail; with `file`, cuts a torn tail.
