@@ -120,9 +120,10 @@ pub const GROWTH_STEP_BYTES_FIRST: u64 = 1024 * 1024;
 /// the growth thread. A writer fast enough to need more only has its steps requested sooner.
 pub const GROWTH_STEP_BYTES_MAX: u64 = 8 * 1024 * 1024;
 
-/// A growth step follows the previous one within this time only if the writer keeps catching
-/// up: the step then doubles (up to [`GROWTH_STEP_BYTES_MAX`]). After a longer pause the next
-/// step is the first step again, so a store that went idle stops reserving large steps.
+/// A growth step requested this long or longer after the previous one finished is the first
+/// step again, so a store that went idle stops reserving large steps. (A step doubles, up to
+/// the largest, when the writer caught up with the previous one: it got halfway through what
+/// was left before that step was done, or had to wait for it.)
 pub const GROWTH_IDLE_MS: u64 = 1_000;
 
 /// The first growth step of a segment of capacity `segment_bytes`: [`GROWTH_STEP_BYTES_FIRST`]

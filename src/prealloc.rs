@@ -7,8 +7,9 @@
 //! - **Growth of the active segment**: the file is extended in steps of real zeros, each
 //!   synced, ahead of the writer, so that an append's `fdatasync` has only data to flush. A
 //!   step is requested once the writer is within half a step of the file's end; it doubles
-//!   while the writer keeps catching up ([`GROWTH_IDLE_MS`]) up to the largest step and starts
-//!   small again after a pause, and no step goes past the segment's capacity.
+//!   while the writer keeps catching up (it gets halfway through what is left before the step
+//!   is done, or has to wait for it) up to the largest step, starts small again after a pause
+//!   of [`GROWTH_IDLE_MS`], and no step goes past the segment's capacity.
 //!
 //! It never takes the last free space of a file system: before it writes zeros it asks the
 //! file system ([`Fs::space`]) and writes them only if
@@ -90,6 +91,9 @@ struct State {
     /// The last step grown, and when it finished.
     step: u64,
     last_grown: Option<Instant>,
+    /// The writer came close to the end of the file while a step was being written, or had
+    /// to wait for one: the next step doubles.
+    caught_up: bool,
     stats: PreallocStats,
 }
 
@@ -132,6 +136,7 @@ impl Preallocator {
                 active: None,
                 step: growth_step_bytes_first(segment_bytes),
                 last_grown: None,
+                caught_up: false,
                 stats: PreallocStats::default(),
             }),
             changed: Condvar::new(),
@@ -258,13 +263,21 @@ impl Shared {
         loop {
             let Some(active) = state.active.as_mut() else { return };
             if write_end <= active.end {
-                let more = active.end < active.capacity && !active.stopped && !active.growing;
-                if self.background && more {
+                let more = active.end < active.capacity && !active.stopped;
+                if active.growing {
+                    // Halfway through what was left and the step is not done: the writer
+                    // keeps catching up. Writes below `end` need nothing more until it is.
+                    self.trigger.store(active.end, Ordering::Release);
+                    state.caught_up = true;
+                } else if self.background && more {
                     active.wanted = true;
                     self.changed.notify_all();
+                    // A second look halfway through what is left.
+                    let halfway = write_end + (active.end - write_end) / 2;
+                    self.trigger.store(halfway, Ordering::Release);
+                } else {
+                    self.trigger.store(active.end, Ordering::Release);
                 }
-                // Until that step is done, writes below `end` need nothing more.
-                self.trigger.store(active.end, Ordering::Release);
                 return;
             }
             if active.stopped {
@@ -278,6 +291,7 @@ impl Shared {
             if !counted {
                 counted = true;
                 state.stats.writer_waits += 1;
+                state.caught_up = true;
             }
             if growing {
                 self.changed.wait(&mut state);
@@ -288,19 +302,21 @@ impl Shared {
     }
 
     /// The size of the next step: the first step without a background thread (so that tests
-    /// see the same operations every run) or after a pause, else twice the last one.
+    /// see the same operations every run); else twice the last one if the writer kept catching
+    /// up with it, the first step again after a pause, and the last one otherwise.
     fn next_step(&self, state: &mut State) -> u64 {
         let first = growth_step_bytes_first(self.segment_bytes);
         if !self.background {
             return first;
         }
-        let now = Instant::now();
         let idle = Duration::from_millis(GROWTH_IDLE_MS);
-        state.step = match state.last_grown {
-            Some(at) if now.duration_since(at) < idle => {
-                (state.step * 2).min(growth_step_bytes_max(self.segment_bytes))
-            }
-            _ => first,
+        let paused = state.last_grown.is_none_or(|at| at.elapsed() >= idle);
+        state.step = if std::mem::take(&mut state.caught_up) {
+            (state.step * 2).min(growth_step_bytes_max(self.segment_bytes))
+        } else if paused {
+            first
+        } else {
+            state.step
         };
         state.step
     }
