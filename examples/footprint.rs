@@ -121,6 +121,23 @@ fn session(task: &Task, index: usize) -> factlog::Result<()> {
     Ok(())
 }
 
+/// Waits, as `factlog bench` does, until the store's next segment file is prepared (one first
+/// growth step, or a whole segment for builds that preallocated whole), so that its zeros are
+/// not written during the timed sessions.
+fn wait_for_prealloc(dir: &Path) {
+    let path = dir.join(factlog::segments::PREALLOC_FILE_NAME);
+    let started = std::time::Instant::now();
+    let prepared = |len: u64| len == 1 << 20 || len == 32 << 20;
+    while !std::fs::metadata(&path).is_ok_and(|m| prepared(m.len())) {
+        if started.elapsed().as_secs() > 60 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _ = std::fs::File::open(&path).and_then(|file| file.sync_data());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+}
+
 /// The peak resident set of this process, in KiB.
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -155,6 +172,8 @@ fn main() -> factlog::Result<()> {
     let store = Store::open(dir, options)?;
     let tasks: Vec<Task> =
         (0..sessions).map(|i| store.task(&format!("session-{i}"))).collect::<Result<_, _>>()?;
+    wait_for_prealloc(dir);
+    let started = std::time::Instant::now();
     std::thread::scope(|scope| {
         let running: Vec<_> = tasks
             .iter()
@@ -163,6 +182,7 @@ fn main() -> factlog::Result<()> {
             .collect();
         running.into_iter().try_for_each(|t| t.join().expect("a session thread panicked"))
     })?;
+    let elapsed = started.elapsed();
     let segment_bytes = store.log().info()?.segments.iter().map(|s| s.file_bytes).sum::<u64>();
     let prealloc = store.log().prealloc_stats();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -174,6 +194,7 @@ fn main() -> factlog::Result<()> {
     drop(tasks);
     store.close()?;
     println!("sessions: {sessions}");
+    println!("time of the sessions: {} us", elapsed.as_micros());
     println!("peak resident memory (VmHWM, ru_maxrss): {} KiB", peak_rss_kib());
     println!("peak heap (bytes allocated): {} KiB", HEAP_BYTES_PEAK.load(Ordering::Relaxed) / 1024);
     println!("resident at the end (anonymous, file-backed): {resident_now:?} KiB");

@@ -86,7 +86,7 @@ pub struct SegmentInfo {
     pub path: PathBuf,
     /// Sequence number of its first record.
     pub first_seq: Seq,
-    /// Size of the file (preallocated capacity).
+    /// Size of the file: its frames and the zeros grown ahead of them, at most its capacity.
     pub file_bytes: u64,
     /// Whether it is sealed (every segment but the last).
     pub sealed: bool,
