@@ -4,12 +4,15 @@
 //! thread, racing it at every step and across rolls; every record then reads back byte for byte,
 //! after a close and, on the simulated file system, after a power loss that keeps only synced
 //! data (every acknowledged `Synced` record present, the rest an exact prefix). Run on the real
-//! file system and on `SimFs`; the growth steps and the writer's waits are counted, not timed.
+//! file system (where the steps are asserted only if it has more free space than the
+//! preallocator's margin) and on `SimFs`; steps and the writer's waits are counted, not timed.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use factlog::fs::sim::{CrashModel, SimFs};
+use factlog::fs::{Fs, RealFs};
+use factlog::limits::prealloc_free_bytes_min;
 use factlog::{Durability, Log, Options, Seq};
 
 const SEGMENT_BYTES: u64 = 256 * 1024;
@@ -75,7 +78,15 @@ fn background_growth_never_overwrites_records_on_the_real_file_system() {
     let log = Log::open(tmp.path(), options()).unwrap();
     append_concurrently(&log);
     let stats = log.prealloc_stats();
-    assert!(stats.growth_steps >= 10, "{stats:?}");
+    // The preallocator leaves a file system with less than its margin alone: then the
+    // writer grows its files itself and there is no race to check, only the records.
+    let space = RealFs.space(tmp.path()).unwrap();
+    let margin = prealloc_free_bytes_min(SEGMENT_BYTES, space.total_bytes);
+    if space.available_bytes > margin + SEGMENT_BYTES {
+        assert!(stats.growth_steps >= 10, "{stats:?}");
+    } else {
+        println!("less free space than the margin: no growth steps to race ({stats:?})");
+    }
     assert!(log.info().unwrap().segments.len() >= 3, "the log rolls");
     assert_eq!(check(&log), THREADS * PER_THREAD);
     log.close().unwrap();
