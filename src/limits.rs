@@ -100,8 +100,64 @@ pub const fn prealloc_free_bytes_min(segment_bytes: u64, total_bytes: u64) -> u6
     margin
 }
 
-/// Preallocation and zeroing write zeros in chunks of this size.
-pub const ZERO_CHUNK_BYTES: usize = 1024 * 1024;
+/// Preallocation, growth and zeroing write zeros in chunks of this size, from one static
+/// block of zeros (no allocation), and open reads the zero tail of the active segment back in
+/// chunks of this size instead of mapping it.
+pub const ZERO_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Readers map segments a window of this size at a time (or one frame, if larger), so that a
+/// scan of a whole log keeps about one window resident instead of every page it has read.
+pub const READ_WINDOW_BYTES: usize = 1024 * 1024;
+
+/// The first growth step of a segment file, and the size of the `prealloc.tmp` a roll turns
+/// into the next segment: a new log occupies about two of them. Small enough that a store
+/// holding a few events stays small, large enough that a session's first burst of appends
+/// does not wait for the growth thread ([`growth_step_bytes_first`]).
+pub const GROWTH_STEP_BYTES_FIRST: u64 = 1024 * 1024;
+
+/// The largest growth step: bounds the zeros a segment holds ahead of its last frame (what a
+/// store pays for but does not use), the zeros open reads back, and the work of one step of
+/// the growth thread. A writer fast enough to need more only has its steps requested sooner.
+pub const GROWTH_STEP_BYTES_MAX: u64 = 8 * 1024 * 1024;
+
+/// A growth step requested this long or longer after the previous one finished is the first
+/// step again, so a store that went idle stops reserving large steps. (A step doubles, up to
+/// the largest, when the writer caught up with the previous one: it got halfway through what
+/// was left before that step was done, or had to wait for it.)
+pub const GROWTH_IDLE_MS: u64 = 1_000;
+
+/// The first growth step of a segment of capacity `segment_bytes`: [`GROWTH_STEP_BYTES_FIRST`]
+/// or a sixteenth of the segment, whichever is smaller, but at least one
+/// [`SEGMENT_BYTES_ALIGN`] block and never more than the segment. A segment of at most
+/// [`GROWTH_WHOLE_SEGMENT_BYTES_MAX`] is prepared whole: growing it in steps would cost more
+/// syncs than it saves space.
+#[must_use]
+pub const fn growth_step_bytes_first(segment_bytes: u64) -> u64 {
+    if segment_bytes <= GROWTH_WHOLE_SEGMENT_BYTES_MAX {
+        return segment_bytes;
+    }
+    let mut step = segment_bytes / 16;
+    if step > GROWTH_STEP_BYTES_FIRST {
+        step = GROWTH_STEP_BYTES_FIRST;
+    }
+    step - step % SEGMENT_BYTES_ALIGN
+}
+
+/// The largest growth step of a segment of capacity `segment_bytes`: [`GROWTH_STEP_BYTES_MAX`]
+/// or a quarter of the segment, whichever is smaller, and at least the first step.
+#[must_use]
+pub const fn growth_step_bytes_max(segment_bytes: u64) -> u64 {
+    let first = growth_step_bytes_first(segment_bytes);
+    let mut step = segment_bytes / 4;
+    if step > GROWTH_STEP_BYTES_MAX {
+        step = GROWTH_STEP_BYTES_MAX;
+    }
+    step -= step % SEGMENT_BYTES_ALIGN;
+    if step < first { first } else { step }
+}
+
+/// Segments of at most this capacity are preallocated whole, as one step.
+pub const GROWTH_WHOLE_SEGMENT_BYTES_MAX: u64 = 64 * 1024;
 
 /// Bytes of the event envelope before the task id (`format-spec/events.md`, "Envelope").
 pub const EVENT_ENVELOPE_BYTES: usize = 24;
@@ -170,6 +226,15 @@ const _: () = assert!(FRAME_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!(BUFFER_BYTES_DEFAULT >= BUFFER_BYTES_MIN);
 const _: () = assert!(BUFFER_BYTES_DEFAULT <= BUFFER_BYTES_MAX);
 const _: () = assert!((ZERO_CHUNK_BYTES as u64).is_multiple_of(SEGMENT_BYTES_ALIGN));
+const _: () = assert!(GROWTH_STEP_BYTES_FIRST.is_multiple_of(SEGMENT_BYTES_ALIGN));
+const _: () = assert!(GROWTH_STEP_BYTES_MAX.is_multiple_of(SEGMENT_BYTES_ALIGN));
+const _: () = assert!(GROWTH_STEP_BYTES_FIRST <= GROWTH_STEP_BYTES_MAX);
+const _: () = assert!(GROWTH_WHOLE_SEGMENT_BYTES_MAX.is_multiple_of(SEGMENT_BYTES_ALIGN));
+const _: () = assert!(growth_step_bytes_first(SEGMENT_BYTES_DEFAULT) == GROWTH_STEP_BYTES_FIRST);
+const _: () = assert!(growth_step_bytes_max(SEGMENT_BYTES_DEFAULT) == GROWTH_STEP_BYTES_MAX);
+const _: () = assert!(growth_step_bytes_first(SEGMENT_BYTES_MIN) == SEGMENT_BYTES_MIN);
+const _: () = assert!(growth_step_bytes_first(128 * 1024) == 8 * 1024);
+const _: () = assert!(growth_step_bytes_max(128 * 1024) == 32 * 1024);
 const _: () = assert!(
     EVENT_ENVELOPE_BYTES + TASK_ID_BYTES_MAX + DELTA_TEXT_BYTES_MAX < FRAME_PAYLOAD_BYTES_MAX
 );

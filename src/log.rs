@@ -10,8 +10,9 @@ use crate::created::{Created, Undo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
 use crate::gaps::{self, Gaps};
+use crate::limits::ZERO_CHUNK_BYTES;
 use crate::options::Options;
-use crate::prealloc::Preallocator;
+use crate::prealloc::{PreallocStats, Preallocator};
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
 use crate::rewrite;
@@ -85,7 +86,7 @@ pub struct SegmentInfo {
     pub path: PathBuf,
     /// Sequence number of its first record.
     pub first_seq: Seq,
-    /// Size of the file (preallocated capacity).
+    /// Size of the file: its frames and the zeros grown ahead of them, at most its capacity.
     pub file_bytes: u64,
     /// Whether it is sealed (every segment but the last).
     pub sealed: bool,
@@ -144,7 +145,7 @@ impl Log {
             let (_file, meta) = segments::install(
                 &*fs,
                 &dir,
-                first.take()?,
+                first.take()?.0,
                 SegmentId(1),
                 Seq(1),
                 options.new_log_format_version,
@@ -161,12 +162,10 @@ impl Log {
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
-        // The file length is the capacity (`format-spec/segment.md`). A segment that was not
-        // preallocated (space was short) and holds no record yet may grow to a whole segment:
-        // an empty segment cannot be sealed. One holding records is sealed at the next roll.
-        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))? / 8 * 8;
-        let empty = analysis.next_seq == active.header.first_seq;
-        let capacity = if empty { file_bytes.max(options.segment_bytes) } else { file_bytes };
+        // The active segment grows up to `segment_bytes`, or keeps a longer file's length as its
+        // capacity (`format-spec/segment.md`, "Capacity and growth").
+        let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))?;
+        let capacity = (file_bytes / 8 * 8).max(options.segment_bytes);
         // Started only once open is sure to succeed, so a refused open leaves no file behind.
         let prealloc = Preallocator::new(
             Arc::clone(&fs),
@@ -186,6 +185,7 @@ impl Log {
             fs: Arc::clone(&fs),
             segments: segs,
             active_file: file,
+            active_file_bytes: file_bytes,
             active_capacity: capacity,
             end_offset: analysis.end_offset,
             next_seq: analysis.next_seq.0,
@@ -433,6 +433,17 @@ impl Log {
         self.writer()?.reclaim_before(keep_from.0)
     }
 
+    /// What the preallocator did since this log was opened: growth steps, their bytes, and how
+    /// often the writer reached the end of the grown file first
+    /// (`format-spec/segment.md`, "Capacity and growth"). All zero for a read-only open.
+    #[must_use]
+    pub fn prealloc_stats(&self) -> PreallocStats {
+        match &self.inner {
+            Inner::Writer { writer, .. } => writer.prealloc_stats(),
+            Inner::ReadOnly { .. } => PreallocStats::default(),
+        }
+    }
+
     /// True if the log was opened with [`Log::open_read_only`].
     #[must_use]
     pub fn is_read_only(&self) -> bool {
@@ -576,9 +587,40 @@ fn ensure_dir(fs: &dyn Fs, dir: &Path, created: &mut Vec<PathBuf>) -> Result<()>
     Ok(())
 }
 
+/// Recovery's analysis of the active segment (`format-spec/recovery.md`, steps 7 and 8): the
+/// frames are scanned through a memory map, the rest of the file is read back in chunks of
+/// [`ZERO_CHUNK_BYTES`] (zeros ahead of the writer are not mapped in).
 fn analyze(fs: &dyn Fs, active: &SegmentMeta) -> Result<TailAnalysis> {
     let map = fs.map(&active.path).map_err(|e| Error::io("map", &active.path, e))?;
-    Ok(recovery::analyze_tail(&map, &active.header))
+    let file =
+        fs.open(&active.path, OpenMode::Read).map_err(|e| Error::io("open", &active.path, e))?;
+    let mut failure = None;
+    let analysis = recovery::analyze_tail_with(&map, &active.header, |end| {
+        let read = last_nonzero_read(&*file, end as u64, map.len() as u64);
+        read.map_err(|e| failure = Some(Error::io("read", &active.path, e))).ok().flatten()
+    });
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(analysis),
+    }
+}
+
+/// The index, relative to `from`, of the last non-zero byte of `[from, len)` of `file`, read in
+/// chunks of [`ZERO_CHUNK_BYTES`].
+fn last_nonzero_read(file: &dyn FsFile, from: u64, len: u64) -> io::Result<Option<usize>> {
+    let mut chunk = vec![0u8; ZERO_CHUNK_BYTES];
+    let mut last = None;
+    let mut at = from;
+    while at < len {
+        let n = (len - at).min(ZERO_CHUNK_BYTES as u64) as usize;
+        let bytes = &mut chunk[..n];
+        file.read_exact_at(bytes, at)?;
+        if let Some(i) = recovery::last_nonzero(bytes) {
+            last = Some((at - from) as usize + i);
+        }
+        at += n as u64;
+    }
+    Ok(last)
 }
 
 /// Decides, per the recovery table, what to do about the tail; with `file`, cuts a torn tail.

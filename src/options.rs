@@ -52,7 +52,9 @@ impl Options {
     }
 
     /// Capacity of each segment file; a segment is rolled when the next frame does not fit.
-    /// Files are preallocated to this size. A multiple of 4096 between 8 KiB and 1 GiB.
+    /// Files grow toward this size in steps of synced zeros ahead of the writer
+    /// (`format-spec/segment.md`, "Capacity and growth"); segments of at most 64 KiB are
+    /// preallocated whole. A multiple of 4096 between 8 KiB and 1 GiB.
     /// Default: 32 MiB.
     #[must_use]
     pub fn segment_bytes(mut self, bytes: u64) -> Options {
@@ -86,8 +88,9 @@ impl Options {
 
     /// Whether to run the background flusher and segment preallocator threads. Without them,
     /// buffered records are written only when the buffer is full or on [`crate::Log::flush`],
-    /// and the next segment is preallocated during the roll. Turned off by deterministic
-    /// tests. Default: `true`.
+    /// the next segment is preallocated during the roll, and the writer grows the active
+    /// segment itself, one first step at a time, when a write reaches its end. Turned off by
+    /// deterministic tests. Default: `true`.
     #[must_use]
     pub fn background_threads(mut self, on: bool) -> Options {
         self.background_threads = on;

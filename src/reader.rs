@@ -1,5 +1,7 @@
 //! Reading records in order from any sequence number. Segments are read through read-only
-//! memory maps ([`crate::fs::Fs::map`]); every frame's CRC is checked as it is read, and the
+//! memory maps of a bounded window ([`crate::fs::Fs::map_range`], [`READ_WINDOW_BYTES`] or one
+//! frame, whichever is larger) that moves on with the reader, so a scan of a whole log keeps
+//! about one window of it resident; every frame's CRC is checked as it is read, and the
 //! sequence must continue without a gap from one segment to the next, unless the log's gap file
 //! declares exactly that gap ([`crate::gaps`]).
 
@@ -11,7 +13,10 @@ use crate::error::{CorruptionReason, Error, Result};
 use crate::frame::{self, Decoded, KIND_BATCH};
 use crate::fs::Fs;
 use crate::gaps::Gaps;
-use crate::limits::{BATCH_ENTRY_HEADER_BYTES, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use crate::limits::{
+    BATCH_ENTRY_HEADER_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, READ_WINDOW_BYTES,
+    SEGMENT_HEADER_BYTES,
+};
 use crate::segment;
 use crate::segments::SegmentMeta;
 use crate::types::Seq;
@@ -34,8 +39,15 @@ pub struct Reader {
     segments: Vec<SegmentMeta>,
     gaps: Arc<Gaps>,
     index: usize,
+    /// Whether the segment at `index` is open (its header read and checked).
+    open: bool,
+    /// The mapped window of the segment: bytes from file offset `base`.
     map: Bytes,
+    base: usize,
+    /// Whether the window reaches the end of the file.
+    at_file_end: bool,
     salt_crc: u32,
+    /// File offset of the next frame.
     offset: usize,
     next_seq: u64,
     from: u64,
@@ -66,7 +78,10 @@ impl Reader {
             segments,
             gaps,
             index,
+            open: false,
             map: Bytes::new(),
+            base: 0,
+            at_file_end: false,
             salt_crc: 0,
             offset: 0,
             next_seq: 0,
@@ -78,9 +93,9 @@ impl Reader {
     }
 
     fn open_segment(&mut self) -> Result<()> {
+        self.map_window(0, READ_WINDOW_BYTES)?;
         let meta = &self.segments[self.index];
-        let map = self.fs.map(&meta.path).map_err(|e| Error::io("map", &meta.path, e))?;
-        let header = segment::decode_header(&map, &meta.path)?;
+        let header = segment::decode_header(&self.map, &meta.path)?;
         if header != meta.header {
             return Err(Error::corruption(
                 Some(meta.header.id),
@@ -92,8 +107,43 @@ impl Reader {
         self.salt_crc = header.salt_crc();
         self.offset = SEGMENT_HEADER_BYTES;
         self.next_seq = header.first_seq.0;
+        self.open = true;
+        Ok(())
+    }
+
+    /// Maps `[offset, offset + len)` of the current segment as the window.
+    fn map_window(&mut self, offset: usize, len: usize) -> Result<()> {
+        let meta = &self.segments[self.index];
+        // The old window goes first, so that two are never mapped at once.
+        self.map = Bytes::new();
+        let map = self
+            .fs
+            .map_range(&meta.path, offset as u64, len as u64)
+            .map_err(|e| Error::io("map", &meta.path, e))?;
+        self.at_file_end = map.len() < len;
+        self.base = offset;
         self.map = map;
         Ok(())
+    }
+
+    /// Moves the window so that it holds the whole frame at `self.offset` (as long as its
+    /// header says, at most the largest frame), unless the file ends first.
+    fn fit_frame(&mut self) -> Result<()> {
+        loop {
+            let at = self.offset - self.base;
+            let have = self.map.len().saturating_sub(at);
+            let need = match self.map.get(at..at + 8) {
+                Some(word) => {
+                    let first = u64::from_le_bytes(word.try_into().unwrap_or_default());
+                    frame::frame_bytes(((first >> 32) as usize).min(FRAME_PAYLOAD_BYTES_MAX))
+                }
+                None => FRAME_HEADER_BYTES,
+            };
+            if have >= need || self.at_file_end {
+                return Ok(());
+            }
+            self.map_window(self.offset, need.max(READ_WINDOW_BYTES))?;
+        }
     }
 
     fn corrupt(&self, reason: CorruptionReason) -> Error {
@@ -107,7 +157,7 @@ impl Reader {
             if self.next_seq > self.last || self.segments.is_empty() {
                 return Ok(None);
             }
-            if self.map.is_empty() {
+            if !self.open {
                 self.open_segment()?;
                 continue;
             }
@@ -129,7 +179,8 @@ impl Reader {
                 }
                 continue;
             }
-            match frame::decode(&self.map, self.offset, self.salt_crc) {
+            self.fit_frame()?;
+            match frame::decode(&self.map, self.offset - self.base, self.salt_crc) {
                 Decoded::Frame(f) if f.seq != self.next_seq => {
                     return Err(self.corrupt(CorruptionReason::SequenceMismatch {
                         expected: self.next_seq,
@@ -145,7 +196,7 @@ impl Reader {
                             found: f.seq,
                         }));
                     }
-                    let payload_at = self.offset + FRAME_HEADER_BYTES;
+                    let payload_at = self.offset - self.base + FRAME_HEADER_BYTES;
                     self.offset += f.frame_bytes;
                     if f.end_seq() <= self.from {
                         self.next_seq = f.end_seq();
@@ -176,6 +227,7 @@ impl Reader {
                         }));
                     }
                     self.index += 1;
+                    self.open = false;
                     self.map = Bytes::new();
                 }
             }

@@ -46,6 +46,20 @@ pub struct TailAnalysis {
 /// Analyzes the active segment whose header is `header` and whose contents are `bytes`.
 #[must_use]
 pub fn analyze_tail(bytes: &[u8], header: &SegmentHeader) -> TailAnalysis {
+    analyze_tail_with(bytes, header, |end| last_nonzero(bytes.get(end..).unwrap_or_default()))
+}
+
+/// [`analyze_tail`], with the search for the last non-zero byte after the valid frames left to
+/// `last_nonzero_from`: given the offset where the frames end, it returns the index (relative
+/// to that offset) of the last non-zero byte of the rest of the file. Open reads that rest in
+/// bounded chunks instead of through the memory map of `bytes`, so the zeros a growth step
+/// put ahead of the writer are read but never become resident memory of the process; the map
+/// is touched after the frames only where non-zero bytes are.
+pub fn analyze_tail_with(
+    bytes: &[u8],
+    header: &SegmentHeader,
+    last_nonzero_from: impl FnOnce(usize) -> Option<usize>,
+) -> TailAnalysis {
     let scan = segment::scan(bytes, header, None, |_, _| {});
     let end = scan.end_offset;
     let state = match scan.end {
@@ -58,7 +72,7 @@ pub fn analyze_tail(bytes: &[u8], header: &SegmentHeader) -> TailAnalysis {
                 ScanEnd::Invalid(fault) => fault,
                 _ => FrameFault::Truncated,
             };
-            classify_rest(bytes, header, end, scan.next_seq.0, fault)
+            classify_rest(bytes, header, end, last_nonzero_from(end), scan.next_seq.0, fault)
         }
     };
     TailAnalysis { end_offset: end as u64, next_seq: scan.next_seq, records: scan.records, state }
@@ -70,11 +84,11 @@ fn classify_rest(
     bytes: &[u8],
     header: &SegmentHeader,
     end: usize,
+    last_nonzero: Option<usize>,
     next: u64,
     fault: FrameFault,
 ) -> TailState {
-    let rest = bytes.get(end..).unwrap_or_default();
-    let Some(last_nonzero) = last_nonzero(rest) else {
+    let Some(last_nonzero) = last_nonzero else {
         return TailState::Clean;
     };
     let salt_crc = header.salt_crc();

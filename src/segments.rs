@@ -143,9 +143,13 @@ pub fn preallocate(fs: &dyn Fs, path: &Path, bytes: u64) -> Result<()> {
     file.sync_data().map_err(|e| Error::io("fdatasync", path, e))
 }
 
+/// One chunk of zeros, shared by every zeroing write: no allocation, and its pages are never
+/// written, so they cost no resident memory.
+static ZEROS: [u8; ZERO_CHUNK_BYTES] = [0; ZERO_CHUNK_BYTES];
+
 /// Writes zeros over `[from, from + bytes)` of `file`, in bounded chunks.
 pub fn write_zeros(file: &dyn FsFile, path: &Path, from: u64, bytes: u64) -> Result<()> {
-    let zeros = vec![0u8; ZERO_CHUNK_BYTES.min(usize::try_from(bytes).unwrap_or(usize::MAX))];
+    let zeros = &ZEROS;
     let mut at = from;
     let end = from + bytes;
     while at < end {

@@ -26,7 +26,7 @@ use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
     GROUP_COMMIT_SPIN_US_MAX, GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
 };
-use crate::prealloc::Preallocator;
+use crate::prealloc::{PreallocStats, Preallocator};
 use crate::segment::SegmentHeader;
 use crate::segments::{self, SegmentMeta};
 use crate::types::{Durability, SegmentId, Seq};
@@ -37,6 +37,8 @@ pub(crate) struct WriterStart {
     pub fs: Arc<dyn Fs>,
     pub segments: Vec<SegmentMeta>,
     pub active_file: Box<dyn FsFile>,
+    /// The length of the active segment's file now.
+    pub active_file_bytes: u64,
     pub active_capacity: u64,
     pub end_offset: u64,
     pub next_seq: u64,
@@ -107,6 +109,14 @@ impl Writer {
     pub(crate) fn new(start: WriterStart) -> Writer {
         let active = start.segments.last().expect("a writer has an active segment").clone();
         let last = start.next_seq - 1;
+        let file: Arc<dyn FsFile> = Arc::from(start.active_file);
+        let path: Arc<Path> = Arc::from(active.path.as_path());
+        start.prealloc.activate(
+            Arc::clone(&file),
+            Arc::clone(&path),
+            start.active_file_bytes,
+            start.active_capacity,
+        );
         Writer {
             dir: start.dir,
             fs: start.fs,
@@ -125,8 +135,8 @@ impl Writer {
             }),
             io: Mutex::new(Io {
                 spare: Vec::with_capacity(start.buffer_bytes),
-                file: Arc::from(start.active_file),
-                path: Arc::from(active.path.as_path()),
+                file,
+                path,
                 offset: start.end_offset,
             }),
             syncing: std::sync::Mutex::new(false),
@@ -305,6 +315,7 @@ impl Writer {
                 self.check_poison()?;
                 self.swap_into(&mut state, &mut io);
                 self.write_spare(&mut io, seq - 1)?;
+                self.prealloc.room_for(io.offset + big.len() as u64);
                 if let Err(e) = io.file.write_all_at(&big, io.offset) {
                     return Err(self.poison(Error::io("write", &io.path, e)));
                 }
@@ -378,6 +389,7 @@ impl Writer {
 
     fn write_spare(&self, io: &mut Io, through: u64) -> Result<u64> {
         if !io.spare.is_empty() {
+            self.prealloc.room_for(io.offset + io.spare.len() as u64);
             if let Err(e) = io.file.write_all_at(&io.spare, io.offset) {
                 return Err(self.poison(Error::io("write", &io.path, e)));
             }
@@ -489,6 +501,8 @@ impl Writer {
         {
             let mut io = self.io.lock();
             self.check_poison()?;
+            // No zeros may land in the segment after the `fdatasync` that seals it.
+            self.prealloc.retire();
             self.synced_fresh.store(0, Ordering::Release);
             self.swap_into(state, &mut io);
             self.write_spare(&mut io, through)?;
@@ -499,8 +513,9 @@ impl Writer {
                 self.durable_seq.fetch_max(through, Ordering::AcqRel);
             }
         }
-        // Nothing is lost if no file can be prepared: the append fails and a later one retries.
-        let prealloc = self.prealloc.take()?;
+        // Nothing is lost if no file can be prepared: the append fails and a later one retries
+        // (the retired segment is then grown by the writer's own writes, if at all).
+        let (prealloc, prealloc_bytes) = self.prealloc.take()?;
         let next_id = SegmentId(state.active.id.0 + 1);
         let (file, meta) = segments::install(
             &*self.fs,
@@ -517,6 +532,9 @@ impl Writer {
             io.file = Arc::from(file);
             io.path = Arc::from(meta.path.as_path());
             io.offset = SEGMENT_HEADER_BYTES as u64;
+            let file_bytes = prealloc_bytes.max(SEGMENT_HEADER_BYTES as u64);
+            let (file, path) = (Arc::clone(&io.file), Arc::clone(&io.path));
+            self.prealloc.activate(file, path, file_bytes, self.segment_bytes);
         }
         state.active = meta.header;
         state.salt_crc = meta.header.salt_crc();
@@ -630,6 +648,11 @@ impl Writer {
     /// Stops the preallocator thread; a preallocated file stays for the next open to reuse.
     pub(crate) fn stop_preallocator(&self) {
         self.prealloc.stop();
+    }
+
+    /// What the preallocator did since open.
+    pub(crate) fn prealloc_stats(&self) -> PreallocStats {
+        self.prealloc.stats()
     }
 }
 

@@ -22,3 +22,19 @@ pub(super) fn map_read_only(file: &File) -> io::Result<Bytes> {
     let map = unsafe { memmap2::Mmap::map(file)? };
     Ok(Bytes::from_owner(map))
 }
+
+/// Maps `[offset, offset + len)` of `file` read-only, clipped to the file's length (empty bytes
+/// past its end), like [`map_read_only`].
+pub(super) fn map_range_read_only(file: &File, offset: u64, len: u64) -> io::Result<Bytes> {
+    let file_len = file.metadata()?.len();
+    let len = len.min(file_len.saturating_sub(offset));
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    #[expect(unsafe_code, reason = "memmap2 cannot prove the file outlives changes to it")]
+    // SAFETY: as for `map_read_only`: factlog never truncates a segment file and never
+    // rewrites bytes a reader can reach, and the window lies within the file's length now.
+    let map = unsafe { memmap2::MmapOptions::new().offset(offset).len(len).map(file)? };
+    Ok(Bytes::from_owner(map))
+}

@@ -50,6 +50,16 @@ pub trait Fs: Send + Sync + fmt::Debug + 'static {
     fn lock_dir(&self, dir: &Path) -> io::Result<Option<Box<dyn DirLock>>>;
     /// A read-only view of the whole file as it is now (a memory map on the real file system).
     fn map(&self, path: &Path) -> io::Result<Bytes>;
+    /// A read-only view of `[offset, offset + len)` of the file as it is now, shorter if the
+    /// file ends first (empty past its end). Readers map a bounded window at a time, so the
+    /// pages they touch stop counting as their memory once they move on. The default slices
+    /// [`Fs::map`]; the real file system maps only the window.
+    fn map_range(&self, path: &Path, offset: u64, len: u64) -> io::Result<Bytes> {
+        let all = self.map(path)?;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(all.len());
+        let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(all.len());
+        Ok(all.slice(start..end))
+    }
     /// A random number, for segment salts. A simulated file system makes it deterministic.
     fn random_u64(&self) -> u64;
     /// The space of the file system holding `path` (`statvfs` on the real file system): the

@@ -86,6 +86,10 @@ impl Fs for RealFs {
         super::mmap::map_read_only(&File::open(path)?)
     }
 
+    fn map_range(&self, path: &Path, offset: u64, len: u64) -> io::Result<Bytes> {
+        super::mmap::map_range_read_only(&File::open(path)?, offset, len)
+    }
+
     fn random_u64(&self) -> u64 {
         use std::hash::{BuildHasher, Hasher};
         // The standard library seeds each RandomState from the operating system's entropy.

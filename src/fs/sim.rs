@@ -543,6 +543,16 @@ impl Fs for SimFs {
         Ok(Bytes::from(state.inodes.get(&inode).map(|f| f.written.clone()).unwrap_or_default()))
     }
 
+    fn map_range(&self, path: &Path, offset: u64, len: u64) -> io::Result<Bytes> {
+        let state = self.state.lock();
+        state.check_alive()?;
+        let inode = state.inode_of(path)?;
+        let written = state.inodes.get(&inode).map_or(&[][..], |f| &f.written[..]);
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(written.len());
+        let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+        Ok(Bytes::copy_from_slice(&written[start..end.min(written.len())]))
+    }
+
     fn random_u64(&self) -> u64 {
         self.state.lock().random()
     }

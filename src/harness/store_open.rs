@@ -358,11 +358,15 @@ pub(crate) fn checkpoint_locked(inner: &Inner) -> Result<SnapshotMeta> {
     inner.turn_ended_since_snapshot.store(false, Ordering::Release);
     inner.log.flush(crate::types::Durability::Flushed)?;
     let through = inner.log.last_seq().map_or(0, |s| s.0);
-    let folded = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true, None)?;
-    let body = serde_json::to_vec(&folded.state).map_err(|e| ErrorKind::InvalidEvent {
-        event_type: "snapshot".to_owned(),
-        reason: format!("cannot serialise the state: {e}"),
-    })?;
+    // The folded state is dropped once serialised, before the body is compressed: the two
+    // never need to be in memory together with the compressor.
+    let body = {
+        let folded = fold_log(&*inner.fs, &inner.dir, &inner.log, through, true, None)?;
+        serde_json::to_vec(&folded.state).map_err(|e| ErrorKind::InvalidEvent {
+            event_type: "snapshot".to_owned(),
+            reason: format!("cannot serialise the state: {e}"),
+        })?
+    };
     let meta = snapshot::write(&*inner.fs, &inner.dir, Seq(through), STATE_SCHEMA, &body)?;
     snapshot::prune(&*inner.fs, &inner.dir, SNAPSHOTS_KEPT)?;
     inner.snapshot_seq.store(through, Ordering::Release);

@@ -13,6 +13,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use factlog::fs::sim::{CrashModel, SimFs};
 use factlog::{Durability, Log, Options, Seq};
@@ -33,11 +34,15 @@ pub enum Step {
     Reopen,
 }
 
+/// The segment capacity of the workloads of this test binary: 8 KiB (preallocated whole) unless
+/// a test sets another, as the growth sweep does to make segments grow in steps.
+pub static SEGMENT_BYTES: AtomicU64 = AtomicU64::new(8192);
+
 /// Options of every workload: small segments so that a few hundred records roll several
 /// times, no background threads so that the sequence of I/O operations is deterministic.
 pub fn options(fs: &SimFs) -> Options {
     Options::new()
-        .segment_bytes(8192)
+        .segment_bytes(SEGMENT_BYTES.load(Ordering::Relaxed))
         .buffer_bytes(4096)
         .background_threads(false)
         .fs(Arc::new(fs.clone()))

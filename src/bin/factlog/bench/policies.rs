@@ -71,7 +71,8 @@ fn store_error(what: &str) -> impl Fn(factlog::Error) -> Failed + '_ {
 /// are not written back during the measurement.
 pub fn wait_for_prealloc(dir: &Path) -> Result<(), Failed> {
     let path = dir.join(PREALLOC_FILE_NAME);
-    let segment_bytes = factlog::limits::SEGMENT_BYTES_DEFAULT;
+    let segment_bytes =
+        factlog::limits::growth_step_bytes_first(factlog::limits::SEGMENT_BYTES_DEFAULT);
     let started = Instant::now();
     while !std::fs::metadata(&path).is_ok_and(|m| m.len() == segment_bytes) {
         if started.elapsed() > PREALLOC_WAIT_MAX {
