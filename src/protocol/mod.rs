@@ -7,6 +7,8 @@
 //!   body, or a [`Refusal`] that says why not.
 //! - [`reply`] holds the reply objects (written, duplicate, error) and [`error_code`], the
 //!   stable code of each [`crate::ErrorKind`] and whether it ends a stream.
+//! - [`views`] holds the JSON objects of an event and of a task's state that every door
+//!   prints alike.
 //! - [`handle_line`] and [`execute`] run a request against a store: take the task over (the
 //!   holder rules of `format-spec/harness-recovery.md`, "Holders"), append, and answer.
 //!
@@ -36,6 +38,7 @@
 
 pub mod reply;
 pub mod request;
+pub mod views;
 
 pub use reply::{Reply, error_code, error_reply};
 pub use request::{Refusal, Request};
@@ -80,11 +83,25 @@ pub fn execute(store: &Store, request: Request, scan: bool) -> Reply {
     }
 }
 
+/// Runs a parsed request on a task handle the door already holds (a [`Store::task`] of the
+/// request's task): as [`execute`] without looking the task up again. A request naming
+/// another task is refused.
+#[must_use]
+pub fn execute_on(task: &Task, request: Request, scan: bool) -> Reply {
+    if task.id().as_str() != request.task {
+        return Reply::from_refusal_message(
+            request.id,
+            "\"task\" names another task than the handle it is appended through",
+        );
+    }
+    let id = request.id.clone();
+    append(task, request, scan).unwrap_or_else(|error| Reply::from_error(&error, id))
+}
+
 /// Appends the request's event on `task` (which must be the request's task); an
 /// `assistant/delta` without options takes the hot path ([`Task::delta`]).
 fn append(task: &Task, request: Request, scan: bool) -> Result<Reply, Error> {
     let Request { id, task: task_id, body, options } = request;
-    debug_assert_eq!(task.id().as_str(), task_id);
     let hot_path = options.expected_revision.is_none()
         && matches!(options.durability, None | Some(Durability::Buffered));
     // What the append waits for: what was asked, or the type's default (a weaker one for a
