@@ -24,7 +24,7 @@ use factlog::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_TASK
 use factlog::protocol::{self, Reply, Request, views};
 use factlog::{AppendOptions, Durability, Reader, Seq, StoreOptions};
 use parking_lot::{Mutex, RwLock};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyList};
@@ -233,15 +233,28 @@ impl Task {
     }
 
     /// A request object for `event` on this task, with the keyword arguments as envelope
-    /// keys (each refused if the dict gives another value).
+    /// keys (each refused if the dict gives another value). An `event` that is not a dict
+    /// is a `TypeError`; a value inside it without a JSON form is an invalid event.
     fn request(
         &self,
         event: &Bound<'_, PyAny>,
         expected_revision: Option<u64>,
         durability: Option<&str>,
+    ) -> PyResult<Result<Request, Reply>> {
+        let event = event
+            .cast::<PyDict>()
+            .map_err(|_| PyTypeError::new_err("an event is a dict of the protocol's JSON shape"))?;
+        Ok(self.request_from_dict(event, expected_revision, durability))
+    }
+
+    fn request_from_dict(
+        &self,
+        event: &Bound<'_, PyDict>,
+        expected_revision: Option<u64>,
+        durability: Option<&str>,
     ) -> Result<Request, Reply> {
-        let mut object: Map<String, Value> =
-            object_from_py(event).map_err(|error| refusal(&error.to_string()))?;
+        let mut object: Map<String, Value> = object_from_py(event.as_any())
+            .map_err(|error| refusal(&error.value(event.py()).to_string()))?;
         let mut set = |key: &str, value: Value| {
             protocol::set_envelope_key(&mut object, key, value).map_err(|r| r.into_reply())
         };
@@ -301,7 +314,7 @@ impl Task {
         durability: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let task = self.task()?;
-        let reply = match self.request(event, expected_revision, durability.as_deref()) {
+        let reply = match self.request(event, expected_revision, durability.as_deref())? {
             Ok(request) => py.detach(|| protocol::execute_on(&task, request, true)),
             Err(reply) => reply,
         };
@@ -324,7 +337,7 @@ impl Task {
         };
         let mut requests = Vec::new();
         for event in events.try_iter()? {
-            match self.request(&event?, None, None) {
+            match self.request(&event?, None, None)? {
                 Ok(request) => requests.push(request),
                 Err(reply) => return reply_to_py(py, reply),
             }
