@@ -20,8 +20,6 @@ Errors are :class:`FactlogError` subclasses, one per protocol code (``factlog.er
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator
-
 from . import aio, errors
 from ._native import ERROR_CODES, PROTOCOL_VERSION, Events, Store, Task, request_key
 from ._native import __version__ as __version__
