@@ -11,18 +11,14 @@ use std::process::ExitCode;
 
 use factlog::harness::state::{Call, State, TaskState};
 use factlog::harness::{ApprovalId, CallId, TaskId};
+use factlog::protocol::views;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::{Failure, Outcome, StateArgs, open_read_only, print_out};
 
 /// Exit code for every runtime failure of `state`.
 const EXIT_FAILURE: u8 = 1;
-
-/// The key of the task id in `--task` JSON.
-const TASK_KEY: &str = "task";
-/// Where `TaskState::task` goes in `--task` JSON, since `"task"` holds the id.
-const FACTS_KEY: &str = "facts";
 
 pub fn run(args: &StateArgs) -> Outcome {
     let store = open_read_only(&args.dir, EXIT_FAILURE)?;
@@ -59,20 +55,12 @@ fn to_json(value: &impl Serialize) -> Result<String, Failure> {
     Ok(text)
 }
 
-/// The task's state object with `"task": id` first. `TaskState` has a field `task` of its
-/// own (goal, risk, phase, plan, todos): it moves to `"facts"`, in its place.
+/// The task's state object with `"task": id` first and the state's own `task` part under
+/// `"facts"`: the library's (`factlog::protocol::views`), which every door prints.
 fn task_json(id: &str, task: &TaskState) -> Result<String, Failure> {
-    let value = serde_json::to_value(task).map_err(|error| {
+    let object = views::task_state_object(id, task).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot format the state: {error}"))
     })?;
-    let mut object = Map::new();
-    object.insert(TASK_KEY.to_owned(), Value::from(id));
-    if let Value::Object(fields) = value {
-        for (key, field) in fields {
-            let key = if key == TASK_KEY { FACTS_KEY.to_owned() } else { key };
-            object.insert(key, field);
-        }
-    }
     to_json(&object)
 }
 
