@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 PROTOCOL_VERSION: int
@@ -41,7 +42,7 @@ class Store:
         snapshot at every ``turn/end``.
         """
     @property
-    def path(self) -> str:
+    def path(self) -> pathlib.Path:
         """The store's directory."""
     @property
     def closed(self) -> bool:

@@ -69,6 +69,9 @@ fn to_py_err(error: &factlog::Error) -> PyErr {
     Python::attach(|py| errors::from_error(py, error))
 }
 
+/// What a durability must be, as the protocol says it.
+const DURABILITY_NAMES: &str = "\"durability\" must be \"buffered\", \"flushed\" or \"synced\"";
+
 fn durability_from_py(durability: Option<&str>) -> PyResult<Option<Durability>> {
     match durability {
         None => Ok(None),
@@ -331,10 +334,11 @@ impl Task {
         durability: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let task = self.task()?;
-        let options = AppendOptions {
-            expected_revision,
-            durability: durability_from_py(durability.as_deref())?,
+        // A bad durability is refused as the protocol refuses it: an invalid event.
+        let Ok(durability) = durability_from_py(durability.as_deref()) else {
+            return reply_to_py(py, refusal(DURABILITY_NAMES));
         };
+        let options = AppendOptions { expected_revision, durability };
         let mut requests = Vec::new();
         for event in events.try_iter()? {
             match self.request(&event?, None, None)? {
