@@ -77,3 +77,22 @@ def test_compare_and_set_lets_exactly_one_writer_win(path):
             thread.join()
         assert sorted(outcomes) == ["stale"] * (THREADS - 1) + ["won"]
         assert task.revision == base + 1
+
+
+def test_delta_replies_carry_exact_revisions_under_concurrency(path):
+    with factlog.Store(path) as store:
+        shared = store.task("shared")
+        replies = []
+
+        def work(n: int) -> None:
+            for i in range(100):
+                replies.append(shared.append({"type": "assistant/delta", "text": f"{n}:{i}"}))
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        stored = {e["seq"]: e["revision"] for e in store.events()}
+        assert sorted(r["revision"] for r in replies) == list(range(1, 401))
+        assert all(stored[r["seq"]] == r["revision"] for r in replies)

@@ -111,10 +111,8 @@ fn append(task: &Task, request: Request, scan: bool) -> Result<Reply, Error> {
     });
     match body {
         Body::AssistantDelta(AssistantDelta { text }) if hot_path => {
-            let seq = task.delta(&text)?;
-            // The revision now is the delta's unless another thread appended since; a door
-            // that needs it exact for concurrent writers reads the store.
-            let reply = reply::written(id, seq.0, &task_id, task.revision(), Durability::Buffered);
+            let (seq, revision) = task.delta_revision(&text)?;
+            let reply = reply::written(id, seq.0, &task_id, revision, Durability::Buffered);
             Ok(Reply::Written { reply, durability: Durability::Buffered })
         }
         body => {
