@@ -101,6 +101,7 @@ pub mod limits;
 mod log;
 mod options;
 mod prealloc;
+pub mod protocol;
 mod reader;
 pub mod recovery;
 pub mod rewrite;

@@ -477,6 +477,12 @@ impl Task {
     /// Appends one streamed `assistant/delta` fragment, `Buffered`: no allocation, one lock,
     /// and no syscall unless the log's buffer is due for a write.
     pub fn delta(&self, text: &str) -> Result<Seq> {
+        self.delta_revision(text).map(|(seq, _)| seq)
+    }
+
+    /// [`Task::delta`], also returning the task's revision after the fragment: exact even
+    /// while other threads append to the task (it is assigned under the log's lock).
+    pub fn delta_revision(&self, text: &str) -> Result<(Seq, u64)> {
         if text.len() > DELTA_TEXT_BYTES_MAX {
             return Err(ErrorKind::LimitExceeded {
                 what: "assistant/delta text bytes",
@@ -490,8 +496,10 @@ impl Task {
         let now = self.store.now_us();
         let cell = &*self.cell;
         let inner = &*self.store.inner;
-        inner.log.append_with(len, Durability::Buffered, |seq, out| {
+        let mut assigned = 0;
+        let seq = inner.log.append_with(len, Durability::Buffered, |seq, out| {
             let revision = cell.revision.load(Ordering::Relaxed) + 1;
+            assigned = revision;
             codec::write_delta(out, task, revision, now, text);
             // Every writer of these counters holds the log's lock: a load and a store suffice.
             cell.revision.store(revision, Ordering::Release);
@@ -500,7 +508,8 @@ impl Task {
             bump(&cell.delta_bytes, text.len() as u64);
             bump(&inner.appended_bytes, len as u64);
             Ok(())
-        })
+        })?;
+        Ok((seq, assigned))
     }
 
     /// Appends one event with its type's default durability.

@@ -23,11 +23,12 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use factlog::harness::{Event, EventType, codec};
+use factlog::protocol::time::format_rfc3339;
+use factlog::protocol::views;
 use factlog::{ErrorKind, Log, Options, Seq};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::progress::{Progress, Unit};
-use crate::time::format_rfc3339;
 use crate::{
     DumpArgs, DumpFormat, EXIT_DAMAGED, EXIT_FAILURE, EXIT_USAGE, Failure, Outcome, TimeArgs,
     base64, damage_message, is_broken_pipe, library_failure, open_failure, require_store, tasks,
@@ -223,11 +224,6 @@ fn record_line(out: &mut String, format: DumpFormat, raw: bool, seq: Seq, payloa
     }
 }
 
-/// The envelope fields of an event line, in the order they are printed; `schema` only in
-/// `export` lines.
-const ENVELOPE_KEYS: [&str; 7] =
-    ["seq", "task", "revision", "timestamp_us", "time", "type", "schema"];
-
 /// Appends `SEQ<TAB>TIME<TAB>TYPE<TAB>TASK<TAB>REVISION<TAB>compact body JSON\n`, TIME in
 /// RFC 3339 UTC.
 fn event_text_line(out: &mut String, event: &Event) {
@@ -244,35 +240,12 @@ fn event_text_line(out: &mut String, event: &Event) {
 }
 
 /// Appends `{"seq":..,"task":..,"revision":..,"timestamp_us":..,"time":..,"type":..,..body}\n`
-/// (`time`: the timestamp in RFC 3339 UTC). A body
-/// field named like an envelope field is kept as `body.NAME`; a body that is not an object
-/// (an opaque event's) goes under `body`. With `with_schema` (export) the body schema version
+/// ([`views::event_object`]: `time` is the timestamp in RFC 3339 UTC; a body field whose name
+/// is taken is kept as `body.NAME`). With `with_schema` (export) the body schema version
 /// follows `type` as `schema`.
 pub fn event_json_line(out: &mut String, event: &Event, with_schema: bool) {
-    let envelope = if with_schema { &ENVELOPE_KEYS[..] } else { &ENVELOPE_KEYS[..6] };
-    let mut object = Map::new();
-    object.insert(ENVELOPE_KEYS[0].to_owned(), Value::from(event.seq.0));
-    object.insert(ENVELOPE_KEYS[1].to_owned(), Value::from(event.task.as_str()));
-    object.insert(ENVELOPE_KEYS[2].to_owned(), Value::from(event.revision));
-    object.insert(ENVELOPE_KEYS[3].to_owned(), Value::from(event.timestamp_us));
-    object.insert(ENVELOPE_KEYS[4].to_owned(), Value::from(format_rfc3339(event.timestamp_us)));
-    object.insert(ENVELOPE_KEYS[5].to_owned(), Value::from(event.body.type_name()));
-    if with_schema {
-        object.insert(ENVELOPE_KEYS[6].to_owned(), Value::from(event.schema));
-    }
-    match codec::body_to_value(&event.body) {
-        Value::Object(fields) => {
-            for (key, value) in fields {
-                let key =
-                    if envelope.contains(&key.as_str()) { format!("body.{key}") } else { key };
-                object.insert(key, value);
-            }
-        }
-        other => {
-            object.insert("body".to_owned(), other);
-        }
-    }
-    let _ = writeln!(out, "{}", Value::Object(object));
+    // The object is the library's (`factlog::protocol::views`), which every door prints.
+    let _ = writeln!(out, "{}", Value::Object(views::event_object(event, with_schema)));
 }
 
 /// Appends `SEQ<TAB>escaped payload\n`.
@@ -378,7 +351,7 @@ mod tests {
     #[test]
     fn an_event_line_keeps_the_envelope_and_renames_colliding_body_fields() {
         use factlog::harness::event::UserMessage;
-        let mut extra = Map::new();
+        let mut extra = serde_json::Map::new();
         extra.insert("seq".to_owned(), Value::from("mine"));
         extra.insert("note".to_owned(), Value::from(1));
         let body =

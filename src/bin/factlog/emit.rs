@@ -1,7 +1,9 @@
 //! `factlog emit`: typed events from standard input, one JSON object per line, each answered
 //! by one JSON line on standard output once it meets its durability. The protocol (envelope,
 //! `id` echo, reply shapes, error codes, `--ack durable-only`) is `format-spec/protocol.md`,
-//! version 1; this module implements it and adds no rule of its own.
+//! version 1. Parsing requests and building replies is the library's (`factlog::protocol`,
+//! shared with every other door); this module reads lines, calls it and writes the replies,
+//! and owns only the stream rules: blank lines, the line length cap, `--ack durable-only`.
 //!
 //! The reply is the acknowledgement, as the returned `Appended` is for a library caller: it is
 //! written only after the append returned. A refused line (bad JSON, a missing or mistyped
@@ -22,17 +24,14 @@
 //! Secrets (`{"$secret": ".."}`) are redacted by the library; this module never prints a body
 //! value, and no error message it builds quotes the input.
 
-use std::fmt;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::process::ExitCode;
 
-use factlog::harness::codec;
-use factlog::harness::event::AssistantDelta;
-use factlog::harness::secret_shapes;
-use factlog::harness::upcast::{self, ToolResultV1};
-use factlog::harness::{Body, EventType};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
-use factlog::{AppendOptions, Appended, Durability, Error, ErrorKind, Store, StoreOptions};
+use factlog::protocol::reply::KEY_WARNINGS;
+use factlog::protocol::request::KEY_ID;
+use factlog::protocol::{self, error_reply};
+use factlog::{Durability, Error, ErrorKind, Store, StoreOptions};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -51,13 +50,6 @@ const INPUT_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Bytes of the output buffer: many replies per `write` when they are not awaited.
 const OUTPUT_BUFFER_BYTES: usize = 64 * 1024;
-
-/// The envelope keys of an input line; every other key belongs to the body.
-const KEY_ID: &str = "id";
-const KEY_TASK: &str = "task";
-const KEY_TYPE: &str = "type";
-const KEY_EXPECTED_REVISION: &str = "expected_revision";
-const KEY_DURABILITY: &str = "durability";
 
 pub fn run(args: &EmitArgs) -> Outcome {
     refuse_file(&args.dir)?;
@@ -264,301 +256,32 @@ fn skip_line(input: &mut impl BufRead) -> io::Result<u64> {
     }
 }
 
-/// A line the command itself refuses before the library sees it: the message says which
-/// field is wrong and never quotes the input, which may hold a secret.
-#[derive(Debug)]
-struct BadLine(String);
-
-impl fmt::Display for BadLine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}; nothing was written (each line is one JSON object with \"task\", \"type\" and \
-             the body fields of that type: see format-spec/events.md)",
-            self.0
-        )
-    }
-}
-
-/// One parsed input line.
-struct Request {
-    task: String,
-    body: Body,
-    options: AppendOptions,
-}
-
+/// The reply to one non-blank line, through the library's protocol module.
 fn handle_line(store: &Store, line: &[u8]) -> Reply {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Reply::Skip;
     }
-    let mut id = None;
-    let request = match parse(line, &mut id) {
-        Ok(request) => request,
-        Err(Refusal::Line(bad)) => {
-            let mut reply = with_id(id);
-            reply.insert("error".to_owned(), json!("INVALID_EVENT"));
-            reply.insert("message".to_owned(), json!(bad.to_string()));
-            return Reply::NotWritten { reply };
+    from_protocol(protocol::handle_line(store, line))
+}
+
+/// What the library's reply means for the stream: a written buffered event with warnings
+/// stands alone, since a warning is never skipped (`format-spec/protocol.md`, "Warnings").
+fn from_protocol(reply: protocol::Reply) -> Reply {
+    match reply {
+        protocol::Reply::Written { reply, durability }
+            if durability == Durability::Buffered && reply.contains_key(KEY_WARNINGS) =>
+        {
+            Reply::NotWritten { reply }
         }
-        Err(Refusal::Library(error)) => return refused(&error, id),
-    };
-    // The line's own text tells, in one pass, whether its body can hold a credential: only
-    // then is the body encoded once more to find where. An escape could spell a prefix in the
-    // line that the pass does not see, so a line with one is always looked at.
-    let scan = line.contains(&b'\\') || secret_shapes::json_may_hold_credential(line);
-    match append(store, request, id.clone(), scan) {
-        Ok(reply) => reply,
-        Err(error) => refused(&error, id),
-    }
-}
-
-/// A new reply object, holding the request's `id` first when it had one.
-fn with_id(id: Option<Value>) -> Map<String, Value> {
-    let mut reply = Map::new();
-    if let Some(id) = id {
-        reply.insert(KEY_ID.to_owned(), id);
-    }
-    reply
-}
-
-/// Why a line was not appended.
-enum Refusal {
-    Line(BadLine),
-    Library(Error),
-}
-
-impl From<BadLine> for Refusal {
-    fn from(bad: BadLine) -> Refusal {
-        Refusal::Line(bad)
-    }
-}
-
-/// Splits a line into its envelope keys and its typed body.
-/// The request's `id`, once read, is left in `id` for the reply, refused or not.
-fn parse(line: &[u8], id: &mut Option<Value>) -> Result<Request, Refusal> {
-    let value: Value = serde_json::from_slice(line)
-        .map_err(|error| BadLine(format!("the line is not valid JSON ({error})")))?;
-    let Value::Object(mut object) = value else {
-        return Err(BadLine("the line is not a JSON object".to_owned()).into());
-    };
-    match object.shift_remove(KEY_ID) {
-        None => {}
-        Some(value @ (Value::String(_) | Value::Number(_))) => *id = Some(value),
-        Some(_) => return Err(BadLine("\"id\" must be a string or a number".to_owned()).into()),
-    }
-    let task = match object.shift_remove(KEY_TASK) {
-        Some(Value::String(task)) if !task.is_empty() => task,
-        Some(_) => return Err(BadLine("\"task\" must be a non-empty string".to_owned()).into()),
-        None => return Err(BadLine("\"task\" is missing".to_owned()).into()),
-    };
-    let type_name = match object.shift_remove(KEY_TYPE) {
-        Some(Value::String(name)) => name,
-        Some(_) => return Err(BadLine("\"type\" must be a string".to_owned()).into()),
-        None => return Err(BadLine("\"type\" is missing".to_owned()).into()),
-    };
-    let Some(event_type) = EventType::from_name(&type_name) else {
-        let known: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
-        return Err(BadLine(format!(
-            "unknown event type {type_name:?} (known: {})",
-            known.join(", ")
-        ))
-        .into());
-    };
-    let options = AppendOptions {
-        expected_revision: expected_revision(object.shift_remove(KEY_EXPECTED_REVISION))?,
-        durability: durability(object.shift_remove(KEY_DURABILITY))?,
-    };
-    let body = body(event_type, object).map_err(Refusal::Library)?;
-    Ok(Request { task, body, options })
-}
-
-fn expected_revision(value: Option<Value>) -> Result<Option<u64>, BadLine> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(number)) if number.as_u64().is_some() => Ok(number.as_u64()),
-        Some(_) => Err(BadLine("\"expected_revision\" must be a non-negative integer".to_owned())),
-    }
-}
-
-fn durability(value: Option<Value>) -> Result<Option<Durability>, BadLine> {
-    let bad =
-        || BadLine("\"durability\" must be \"buffered\", \"flushed\" or \"synced\"".to_owned());
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(name)) => match name.as_str() {
-            "buffered" => Ok(Some(Durability::Buffered)),
-            "flushed" => Ok(Some(Durability::Flushed)),
-            "synced" => Ok(Some(Durability::Synced)),
-            _ => Err(bad()),
-        },
-        Some(_) => Err(bad()),
-    }
-}
-
-/// The typed body of `event_type` from the remaining keys of the line. A `tool/result`
-/// without `outcome` is read in schema 1 (`status`) and upcast, so that scripts written for
-/// schema 1 keep working; one the upcast refuses is an invalid event.
-fn body(event_type: EventType, fields: Map<String, Value>) -> Result<Body, Error> {
-    let invalid = |reason: String| -> Error {
-        ErrorKind::InvalidEvent { event_type: event_type.name().to_owned(), reason }.into()
-    };
-    if event_type == EventType::ToolResult && !fields.contains_key("outcome") {
-        let v1: ToolResultV1 = serde_json::from_value(Value::Object(fields))
-            .map_err(|error| invalid(format!("{error} (read as schema 1: no \"outcome\")")))?;
-        // The refusal's own reason may quote a value of the input: it is not repeated here.
-        return upcast::tool_result_1_to_2(v1).map(Body::ToolResult).map_err(|_| {
-            invalid(
-                "read as schema 1 (no \"outcome\"), it cannot be upcast: a schema-1 \"status\" \
-                 must be absent, \"ok\" or \"error\" and an \"error\" field a string; give \
-                 \"outcome\": \"ok\" or \"error\" instead"
-                    .to_owned(),
-            )
-        });
-    }
-    codec::body_from_value(event_type, Value::Object(fields))
-        .map_err(|error| invalid(error.to_string()))
-}
-
-/// Appends the event; an `assistant/delta` without options takes the hot path. With `scan`,
-/// the body is searched for unmarked credential-shaped values to warn about.
-fn append(store: &Store, request: Request, id: Option<Value>, scan: bool) -> Result<Reply, Error> {
-    let task = store.task(&request.task)?;
-    let hot_path = request.options.expected_revision.is_none()
-        && matches!(request.options.durability, None | Some(Durability::Buffered));
-    // What the append waits for: what was asked, or the type's default (a weaker one for a
-    // high-risk type is refused by the library).
-    let durability = request.options.durability.unwrap_or_else(|| {
-        request.body.event_type().map_or(Durability::Synced, EventType::default_durability)
-    });
-    // The first keys of every reply to a line that was appended or answered as a duplicate.
-    let reply = |seq: u64, revision: u64, durability: Durability| {
-        let mut reply = with_id(id.clone());
-        reply.insert("seq".to_owned(), json!(seq));
-        reply.insert("task".to_owned(), json!(request.task));
-        reply.insert("revision".to_owned(), json!(revision));
-        reply.insert("durability".to_owned(), json!(durability.as_str()));
-        reply
-    };
-    match request.body {
-        Body::AssistantDelta(AssistantDelta { text }) if hot_path => {
-            let seq = task.delta(&text)?;
-            // Only this thread appends, so the revision now is the delta's.
-            let reply = reply(seq.0, task.revision(), Durability::Buffered);
-            Ok(Reply::Written { reply, durability: Durability::Buffered })
+        protocol::Reply::Written { reply, durability } => Reply::Written { reply, durability },
+        protocol::Reply::Duplicate { reply } | protocol::Reply::Refused { reply } => {
+            Reply::NotWritten { reply }
         }
-        body => {
-            // Values shaped like credentials and not marked as secrets: the store refuses
-            // them when told to; otherwise the reply warns (format-spec/protocol.md,
-            // "Warnings").
-            let findings = if scan { secret_shapes::find_in_body(&body) } else { Vec::new() };
-            match task.append_with(body, request.options)? {
-                Appended::Written { seq, revision } => {
-                    let mut reply = reply(seq.0, revision, durability);
-                    if findings.is_empty() {
-                        return Ok(Reply::Written { reply, durability });
-                    }
-                    reply.insert("warnings".to_owned(), warnings(&findings));
-                    // A warning is never skipped, not even for a buffered event.
-                    if durability == Durability::Buffered {
-                        Ok(Reply::NotWritten { reply })
-                    } else {
-                        Ok(Reply::Written { reply, durability })
-                    }
-                }
-                Appended::Duplicate { call_id, receipt, result_seq, revision } => {
-                    // Nothing was written: the first result, which this one repeats, is synced.
-                    let mut reply = reply(result_seq.0, revision, Durability::Synced);
-                    reply.insert("duplicate".to_owned(), json!(true));
-                    reply.insert("call_id".to_owned(), json!(call_id.as_str()));
-                    reply.insert("receipt".to_owned(), receipt.unwrap_or(Value::Null));
-                    Ok(Reply::NotWritten { reply })
-                }
-            }
-        }
+        protocol::Reply::Fatal { reply, message } => Reply::Fatal { reply, message },
     }
-}
-
-/// The `warnings` of a reply: one object per credential-shaped value found.
-fn warnings(findings: &[secret_shapes::Finding]) -> Value {
-    findings
-        .iter()
-        .map(|f| json!({ "path": f.path, "shape": f.shape, "message": f.warning() }))
-        .collect()
 }
 
 /// The reply to a refused or failed append; a failure of the store ends the stream.
 fn refused(error: &Error, id: Option<Value>) -> Reply {
-    let reply = error_reply(error, id);
-    if error_code(error.kind()).1 {
-        Reply::Fatal { reply, message: error.to_string() }
-    } else {
-        Reply::NotWritten { reply }
-    }
-}
-
-/// The error reply of `error`: its code, its message and the extra keys of its code.
-fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
-    let mut reply = with_id(id);
-    reply.insert("error".to_owned(), json!(error_code(error.kind()).0));
-    reply.insert("message".to_owned(), json!(error.to_string()));
-    match error.kind() {
-        ErrorKind::StaleRevision { expected, actual, .. } => {
-            reply.insert("expected".to_owned(), json!(expected));
-            reply.insert("actual".to_owned(), json!(actual));
-        }
-        ErrorKind::NeedsRecovery { task, calls } => {
-            reply.insert("task".to_owned(), json!(task));
-            reply.insert(
-                "calls".to_owned(),
-                calls
-                    .iter()
-                    .map(|c| json!({ "call_id": c.call_id, "tool": c.tool, "plan": c.plan }))
-                    .collect(),
-            );
-        }
-        ErrorKind::UnmarkedSecret { task, path, shape, .. } => {
-            reply.insert("task".to_owned(), json!(task));
-            reply.insert("path".to_owned(), json!(path));
-            reply.insert("shape".to_owned(), json!(shape));
-        }
-        ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => {
-            reply.insert("task".to_owned(), json!(task));
-            reply.insert("call_id".to_owned(), json!(call_id));
-            reply.insert(
-                "earlier".to_owned(),
-                json!({ "seq": earlier_seq, "tool": tool, "args_digest": args_digest }),
-            );
-        }
-        _ => {}
-    }
-    reply
-}
-
-/// The stable upper-snake code of an error, and whether the store can take no more events.
-fn error_code(kind: &ErrorKind) -> (&'static str, bool) {
-    match kind {
-        ErrorKind::StaleRevision { .. } => ("STALE_REVISION", false),
-        ErrorKind::InvalidEvent { .. } => ("INVALID_EVENT", false),
-        ErrorKind::NeedsConfirmation { .. } => ("NEEDS_CONFIRMATION", false),
-        ErrorKind::ApprovalRefused { .. } => ("APPROVAL_REFUSED", false),
-        ErrorKind::NeedsRecovery { .. } => ("NEEDS_RECOVERY", false),
-        ErrorKind::CallIdReused { .. } => ("CALL_ID_REUSED", false),
-        ErrorKind::UnmarkedSecret { .. } => ("UNMARKED_SECRET", false),
-        ErrorKind::LimitExceeded { .. } => ("LIMIT_EXCEEDED", false),
-        ErrorKind::Io { .. } => ("IO", true),
-        ErrorKind::DiskFull { .. } => ("DISK_FULL", true),
-        ErrorKind::Poisoned { .. } => ("POISONED", true),
-        ErrorKind::ReadOnly => ("READ_ONLY", true),
-        ErrorKind::Locked { .. } => ("LOCKED", true),
-        ErrorKind::Corruption { .. } => ("CORRUPTION", true),
-        ErrorKind::TornTail { .. } => ("TORN_TAIL", true),
-        ErrorKind::UnsupportedVersion { .. } => ("UNSUPPORTED_VERSION", true),
-        ErrorKind::NotALog { .. } => ("NOT_A_LOG", true),
-        ErrorKind::InvalidOptions { .. } => ("INVALID_OPTIONS", true),
-        ErrorKind::CorruptEvent { .. } => ("CORRUPT_EVENT", true),
-        ErrorKind::CannotUpcast { .. } => ("CANNOT_UPCAST", true),
-        ErrorKind::CorruptSnapshot { .. } => ("CORRUPT_SNAPSHOT", true),
-        // A kind added to the library later: stop rather than guess it is harmless.
-        _ => ("ERROR", true),
-    }
+    from_protocol(protocol::Reply::from_error(error, id))
 }

@@ -32,7 +32,6 @@ mod salvage;
 mod state;
 mod tail;
 mod tasks;
-mod time;
 mod verify;
 
 use std::fmt;
@@ -669,10 +668,10 @@ impl DumpArgs {
 struct TimeArgs {
     /// Only events appended at or after TIME (inclusive): RFC 3339 (2026-12-03T14:00:00Z,
     /// +01:00 offsets), a date (midnight UTC) or microseconds since 1970.
-    #[arg(long, value_name = "TIME", value_parser = time::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = factlog::protocol::time::parse_time)]
     since: Option<u64>,
     /// Only events appended before TIME (exclusive), in the forms of --since.
-    #[arg(long, value_name = "TIME", value_parser = time::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = factlog::protocol::time::parse_time)]
     until: Option<u64>,
 }
 

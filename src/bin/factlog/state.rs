@@ -3,8 +3,8 @@
 //!
 //! JSON has one shape with or without `--task`: `{"last_seq":N,"tasks":{ID: TaskState}}`, the
 //! library's serialisation, with `--task` holding only that task. Each approval's
-//! `expires_at_us` is followed by `expires_at`, the same instant in RFC 3339 (added here: the
-//! library's serialisation stays as it is). The text form is a summary per task. Values are
+//! `expires_at_us` is followed by `expires_at`, the same instant in RFC 3339
+//! (`factlog::protocol::views`, the view every door prints). The text form is a summary per task. Values are
 //! printed as stored, where secrets are already references.
 
 use std::fmt::Write as _;
@@ -12,11 +12,12 @@ use std::process::ExitCode;
 
 use factlog::harness::state::{Call, State, TaskState};
 use factlog::harness::{ApprovalId, CallId, TaskId};
+use factlog::protocol::time::format_rfc3339;
+use factlog::protocol::views;
 use factlog::{Store, StoreOptions};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::time::format_rfc3339;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, StateArgs, open_failure, open_read_only, print_out,
     require_store, tasks,
@@ -54,41 +55,16 @@ pub fn run(args: &StateArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `{"last_seq":N,"tasks":{..}}` and a newline, each approval's `expires_at_us` followed by
-/// its RFC 3339 `expires_at`.
+/// `{"last_seq":N,"tasks":{..}}` and a newline: the library's view
+/// ([`views::state_value`]), which every door prints, each approval's `expires_at_us`
+/// followed by its RFC 3339 `expires_at`.
 fn state_json(state: &State) -> Result<String, Failure> {
-    let mut value = serde_json::to_value(state).map_err(|error| {
+    let value = views::state_value(state).map_err(|error| {
         Failure::new(EXIT_FAILURE, format_args!("cannot format the state: {error}"))
     })?;
-    if let Some(Value::Object(tasks)) = value.get_mut("tasks") {
-        for task in tasks.values_mut() {
-            if let Some(Value::Object(approvals)) = task.pointer_mut("/control/approvals") {
-                for approval in approvals.values_mut() {
-                    add_expires_at(approval);
-                }
-            }
-        }
-    }
     let mut text = value.to_string();
     text.push('\n');
     Ok(text)
-}
-
-/// Inserts `"expires_at": RFC 3339` right after a numeric `"expires_at_us"` of an approval.
-fn add_expires_at(approval: &mut Value) {
-    let Value::Object(fields) = approval else { return };
-    let Some(expires_at_us) = fields.get("expires_at_us").and_then(Value::as_u64) else {
-        return;
-    };
-    let mut annotated = Map::new();
-    for (key, field) in std::mem::take(fields) {
-        let is_timestamp = key == "expires_at_us";
-        annotated.insert(key, field);
-        if is_timestamp {
-            annotated.insert("expires_at".to_owned(), Value::from(format_rfc3339(expires_at_us)));
-        }
-    }
-    *fields = annotated;
 }
 
 /// The snake-case name a state enum serialises to.

@@ -1,5 +1,5 @@
-//! Timestamps of the command line: microseconds since the Unix epoch (what events carry as
-//! `timestamp_us`) to and from RFC 3339 text in UTC.
+//! Timestamps of the protocol and the command line: microseconds since the Unix epoch (what
+//! events carry as `timestamp_us`) to and from RFC 3339 text in UTC.
 //!
 //! Formatting always gives `YYYY-MM-DDTHH:MM:SS.ffffffZ` (six fraction digits, UTC), so
 //! lines sort as text in time order. Parsing accepts what a person or a script types for
@@ -21,6 +21,7 @@ const SECONDS_PER_DAY: u64 = 86_400;
 const DAYS_PER_ERA: i64 = 146_097;
 
 /// Formats microseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+#[must_use]
 pub fn format_rfc3339(timestamp_us: u64) -> String {
     let seconds = timestamp_us / MICROS_PER_SECOND;
     let micros = timestamp_us % MICROS_PER_SECOND;

@@ -1,0 +1,146 @@
+"""``asyncio`` variants of the calls that may wait for the disk.
+
+Each runs the blocking call in a worker thread (``loop.run_in_executor``, the loop's default
+executor): the native call releases the GIL while it waits for its durability, so the event
+loop keeps running. ``task.delta`` has no variant: it never waits.
+
+    async with await factlog.aio.open(path) as store:
+        task = await store.task("t1")
+        reply = await task.append({"type": "turn/start"})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, Callable, Dict, List, Optional, TypeVar
+
+from . import _native
+
+__all__ = ["AsyncStore", "AsyncTask", "open", "append", "append_batch", "recover"]
+
+T = TypeVar("T")
+
+
+async def _run(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, functools.partial(call, *args, **kwargs))
+
+
+async def append(
+    task: _native.Task,
+    event: Dict[str, Any],
+    *,
+    expected_revision: Optional[int] = None,
+    durability: Optional[str] = None,
+) -> Dict[str, Any]:
+    """``task.append(...)`` without blocking the event loop."""
+    return await _run(task.append, event, expected_revision=expected_revision, durability=durability)
+
+
+async def append_batch(
+    task: _native.Task,
+    events: List[Dict[str, Any]],
+    *,
+    expected_revision: Optional[int] = None,
+    durability: Optional[str] = None,
+) -> Dict[str, Any]:
+    """``task.append_batch(...)`` without blocking the event loop."""
+    return await _run(
+        task.append_batch, events, expected_revision=expected_revision, durability=durability
+    )
+
+
+async def recover(store: _native.Store) -> Dict[str, Any]:
+    """``store.recover()`` without blocking the event loop."""
+    return await _run(store.recover)
+
+
+class AsyncTask:
+    """A task handle whose waiting calls are awaitable; ``delta`` and ``revision`` are the
+    synchronous ones (they never wait)."""
+
+    def __init__(self, task: _native.Task) -> None:
+        self.sync = task
+        """The synchronous handle."""
+
+    @property
+    def id(self) -> str:
+        """The task's id."""
+        return self.sync.id
+
+    @property
+    def revision(self) -> int:
+        """The task's current revision."""
+        return self.sync.revision
+
+    def delta(self, text: str) -> int:
+        """Appends a streamed fragment, buffered (never waits); returns its seq."""
+        return self.sync.delta(text)
+
+    async def append(
+        self,
+        event: Dict[str, Any],
+        *,
+        expected_revision: Optional[int] = None,
+        durability: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Awaitable ``Task.append``."""
+        return await append(
+            self.sync, event, expected_revision=expected_revision, durability=durability
+        )
+
+    async def append_batch(
+        self,
+        events: List[Dict[str, Any]],
+        *,
+        expected_revision: Optional[int] = None,
+        durability: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Awaitable ``Task.append_batch``."""
+        return await append_batch(
+            self.sync, events, expected_revision=expected_revision, durability=durability
+        )
+
+    async def state(self) -> Dict[str, Any]:
+        """Awaitable ``Task.state``."""
+        return await _run(self.sync.state)
+
+    async def history(self) -> List[Dict[str, Any]]:
+        """Awaitable ``Task.history``."""
+        return await _run(self.sync.history)
+
+
+class AsyncStore:
+    """A store whose waiting calls (task takeover, recover, flush, close) are awaitable."""
+
+    def __init__(self, store: _native.Store) -> None:
+        self.sync = store
+        """The synchronous store."""
+
+    async def task(self, id: str) -> AsyncTask:
+        """Awaitable ``Store.task`` (a takeover syncs)."""
+        return AsyncTask(await _run(self.sync.task, id))
+
+    async def recover(self) -> Dict[str, Any]:
+        """Awaitable ``Store.recover``."""
+        return await recover(self.sync)
+
+    async def flush(self, durability: str = "synced") -> None:
+        """Awaitable ``Store.flush``."""
+        await _run(self.sync.flush, durability)
+
+    async def close(self) -> None:
+        """Awaitable ``Store.close``."""
+        await _run(self.sync.close)
+
+    async def __aenter__(self) -> "AsyncStore":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+async def open(path: Any, **options: Any) -> AsyncStore:  # noqa: A001 - mirrors builtins.open
+    """Opens a store in a worker thread (opening replays the log) and wraps it."""
+    return AsyncStore(await _run(_native.Store, path, **options))

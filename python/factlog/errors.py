@@ -1,0 +1,292 @@
+"""The exceptions of factlog: one class per error code of the protocol.
+
+Every failure, whether a refused event or a failure of the store, is raised as the class of
+its code (``format-spec/protocol.md``, "Replies", the table of codes), under one base class
+:class:`FactlogError`. Each carries ``.code`` and ``.message`` and the extra keys of its code
+as attributes (``StaleRevision.expected``, ``NeedsRecovery.calls``, ...); ``.reply`` is the
+whole error reply, exactly as ``factlog emit`` would print it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+__all__ = [
+    "FactlogError",
+    "InvalidEvent",
+    "StaleRevision",
+    "NeedsConfirmation",
+    "ApprovalRefused",
+    "NeedsRecovery",
+    "CallIdReused",
+    "UnmarkedSecret",
+    "LimitExceeded",
+    "Io",
+    "DiskFull",
+    "Poisoned",
+    "ReadOnly",
+    "Locked",
+    "Corruption",
+    "Corrupt",
+    "TornTail",
+    "UnsupportedVersion",
+    "NotALog",
+    "InvalidOptions",
+    "CorruptEvent",
+    "CannotUpcast",
+    "CorruptSnapshot",
+]
+
+
+class FactlogError(Exception):
+    """Base class of every factlog error.
+
+    ``code`` is the protocol's stable upper-snake code, ``message`` one sentence saying what
+    happened and what to do (it never quotes a body value), ``reply`` the error reply dict.
+    ``ends_stream`` tells whether the store can take no more events (reopen it).
+    """
+
+    code: str = "ERROR"
+    ends_stream: bool = True
+
+    def __init__(self, message: str, reply: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.message: str = message
+        self.reply: Dict[str, Any] = dict(reply) if reply else {"error": self.code, "message": message}
+        self.code = self.reply.get("error", type(self).code)
+
+
+class InvalidEvent(FactlogError):
+    """The event is not valid: a missing or mistyped field, an unknown type, a weaker
+    durability for a high-risk type, or an event the task's state forbids. Nothing was
+    written."""
+
+    code = "INVALID_EVENT"
+    ends_stream = False
+
+
+class StaleRevision(FactlogError):
+    """``expected_revision`` is not the task's revision: re-read the task and decide.
+
+    ``expected`` is the revision the update was based on, ``actual`` the task's."""
+
+    code = "STALE_REVISION"
+    ends_stream = False
+
+    @property
+    def expected(self) -> int:
+        """The revision the update was based on."""
+        return int(self.reply["expected"])
+
+    @property
+    def actual(self) -> int:
+        """The task's current revision."""
+        return int(self.reply["actual"])
+
+
+class NeedsConfirmation(FactlogError):
+    """A side-effecting call on a task that needs a ``control/resume`` first."""
+
+    code = "NEEDS_CONFIRMATION"
+    ends_stream = False
+
+
+class ApprovalRefused(FactlogError):
+    """A call whose approval was not granted, was denied, expired or was used."""
+
+    code = "APPROVAL_REFUSED"
+    ends_stream = False
+
+
+class NeedsRecovery(FactlogError):
+    """A call that is not read-only while an unknown outcome that is not read-only is
+    unresolved. ``task`` is the task, ``calls`` the calls to resolve first, each a dict
+    ``{"call_id", "tool", "plan"}``."""
+
+    code = "NEEDS_RECOVERY"
+    ends_stream = False
+
+    @property
+    def task(self) -> str:
+        """The task."""
+        return str(self.reply["task"])
+
+    @property
+    def calls(self) -> List[Dict[str, Any]]:
+        """The calls to resolve first: ``[{"call_id", "tool", "plan"}]``."""
+        return list(self.reply["calls"])
+
+
+class CallIdReused(FactlogError):
+    """A call id that already names another request of the task. ``earlier`` is
+    ``{"seq", "tool", "args_digest"}`` of the earlier call."""
+
+    code = "CALL_ID_REUSED"
+    ends_stream = False
+
+    @property
+    def task(self) -> str:
+        """The task."""
+        return str(self.reply["task"])
+
+    @property
+    def call_id(self) -> str:
+        """The reused call id."""
+        return str(self.reply["call_id"])
+
+    @property
+    def earlier(self) -> Dict[str, Any]:
+        """The earlier call: ``{"seq", "tool", "args_digest"}``."""
+        return dict(self.reply["earlier"])
+
+
+class UnmarkedSecret(FactlogError):
+    """With ``refuse_unmarked_secrets``: a body value shaped like a credential that is not
+    marked ``{"$secret": ...}``. ``path`` is its JSON path, ``shape`` the shape's name."""
+
+    code = "UNMARKED_SECRET"
+    ends_stream = False
+
+    @property
+    def task(self) -> str:
+        """The task."""
+        return str(self.reply["task"])
+
+    @property
+    def path(self) -> str:
+        """The JSON path of the value (``$.args.api_key``)."""
+        return str(self.reply["path"])
+
+    @property
+    def shape(self) -> str:
+        """The name of the credential shape it matched."""
+        return str(self.reply["shape"])
+
+
+class LimitExceeded(FactlogError):
+    """A bound of the store's limits (task id, body, delta text, batch size, ...)."""
+
+    code = "LIMIT_EXCEEDED"
+    ends_stream = False
+
+
+class Io(FactlogError):
+    """A read, write or sync of the store failed."""
+
+    code = "IO"
+
+
+class DiskFull(FactlogError):
+    """The file system is full."""
+
+    code = "DISK_FULL"
+
+
+class Poisoned(FactlogError):
+    """An earlier sync failed; the store takes nothing until reopened."""
+
+    code = "POISONED"
+
+
+class ReadOnly(FactlogError):
+    """The store was opened read-only."""
+
+    code = "READ_ONLY"
+
+
+class Locked(FactlogError):
+    """Another handle (in this or another process) holds the store's directory."""
+
+    code = "LOCKED"
+
+
+class Corrupt(FactlogError):
+    """Base class of the errors that say stored bytes are damaged or unreadable."""
+
+
+class Corruption(Corrupt):
+    """Bytes on disk are damaged where a crash cannot explain it."""
+
+    code = "CORRUPTION"
+
+
+class TornTail(Corrupt):
+    """Strict recovery found a torn tail and refused to cut it."""
+
+    code = "TORN_TAIL"
+
+
+class UnsupportedVersion(Corrupt):
+    """A file has a format version this build does not read."""
+
+    code = "UNSUPPORTED_VERSION"
+
+
+class NotALog(FactlogError):
+    """The directory holds no factlog store."""
+
+    code = "NOT_A_LOG"
+
+
+class InvalidOptions(FactlogError):
+    """An option is out of range or inconsistent with another."""
+
+    code = "INVALID_OPTIONS"
+
+
+class CorruptEvent(Corrupt):
+    """A stored record is not a valid event."""
+
+    code = "CORRUPT_EVENT"
+
+
+class CannotUpcast(Corrupt):
+    """A stored event cannot be read as the schema this build uses without guessing."""
+
+    code = "CANNOT_UPCAST"
+
+
+class CorruptSnapshot(Corrupt):
+    """A snapshot file is damaged or truncated."""
+
+    code = "CORRUPT_SNAPSHOT"
+
+
+_BY_CODE: Dict[str, type] = {
+    cls.code: cls
+    for cls in [
+        InvalidEvent,
+        StaleRevision,
+        NeedsConfirmation,
+        ApprovalRefused,
+        NeedsRecovery,
+        CallIdReused,
+        UnmarkedSecret,
+        LimitExceeded,
+        Io,
+        DiskFull,
+        Poisoned,
+        ReadOnly,
+        Locked,
+        Corruption,
+        TornTail,
+        UnsupportedVersion,
+        NotALog,
+        InvalidOptions,
+        CorruptEvent,
+        CannotUpcast,
+        CorruptSnapshot,
+    ]
+}
+
+
+def exception_class(code: str) -> type:
+    """The exception class of a protocol error code (:class:`FactlogError` for ``ERROR`` or
+    a code this version does not know)."""
+    return _BY_CODE.get(code, FactlogError)
+
+
+def _from_reply(reply: Dict[str, Any]) -> FactlogError:
+    """The exception of an error reply dict; called by the native module."""
+    cls = exception_class(str(reply.get("error", "ERROR")))
+    return cls(str(reply.get("message", "")), reply)
