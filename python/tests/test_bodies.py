@@ -29,7 +29,8 @@ def test_unicode_round_trips_in_deltas_messages_and_args(path):
         call = events[-1]
         assert call["task"] == "tâche-ü" and call["call_id"] == "c-ß"
         assert call["args"] == {"ключ": TEXTS, "n": [1, -2, 3.5, True, None, {"x": {}}]}
-        assert list(call)[:5] == ["seq", "task", "revision", "timestamp_us", "type"]
+        assert list(call)[:6] == ["seq", "task", "revision", "timestamp_us", "time", "type"]
+        assert call["time"].endswith("Z")
 
 
 def test_large_bodies_up_to_the_limit_and_refused_beyond(path):
