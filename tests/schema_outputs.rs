@@ -3,7 +3,7 @@
 //! as a crash leaves it, then recovered), is valid against its schema in
 //! `format-spec/schema/`: state, history, recover (dry run and real), info, verify (clean,
 //! deep, torn, corrupt), checkpoint, purge, dump and tail lines (events, raw records of
-//! `factlog append`, payloads that are not UTF-8), export lines, bench, salvage, migrate,
+//! `factlog append`, payloads that are not UTF-8), export lines, bench (also `--sessions`), salvage, migrate,
 //! request-key and demo.
 
 mod common;
@@ -165,6 +165,12 @@ fn bench_report_is_valid() {
     );
     assert_eq!(lines.len(), 1);
     assert_valid("bench.json", &lines[0]);
+    let args = ["--turns", "1", "--steps", "1", "--tokens", "2", "--runs", "1", "--json"];
+    let sessions = lines_of(&[&["bench", "--sessions", "1,2"][..], &args[..]].concat(), b"", 0);
+    assert_eq!(sessions.len(), 1);
+    assert_valid("bench-sessions.json", &sessions[0]);
+    assert_eq!(sessions[0]["results"].as_array().map(Vec::len), Some(8), "2 N x 4 policies");
+    assert_invalid("bench.json", &sessions[0]);
 }
 
 #[test]
@@ -400,4 +406,36 @@ fn append_json_lines_are_valid() {
     let lines = lines_of(&["append", arg(dir.path()), "--json"], b"a\nb\n\xff\n", 0);
     assert_eq!(lines.len(), 3, "{lines:?}");
     assert_lines_valid("append-line.json", &lines);
+}
+
+#[test]
+fn event_lines_keep_every_body_field_and_name_every_timestamp() {
+    let dir = store();
+    expiring_approval(dir.path());
+    // Body fields named like envelope keys, and one named like their escaped form.
+    emit(
+        dir.path(),
+        &[event(
+            "t5",
+            "user/message",
+            json!({ "text": "x", "seq": 99, "time": "noon", "body.seq": 3 }),
+        )],
+    );
+    for command in ["dump", "export"] {
+        let lines = lines_of(&[command, arg(dir.path()), "--json"], b"", 0);
+        assert_lines_valid(
+            if command == "dump" { "dump-line.json" } else { "export-line.json" },
+            &lines,
+        );
+        let message = lines.iter().find(|line| line["task"] == "t5").expect("t5's message");
+        assert_eq!(message["body.seq"], 99, "{message}");
+        assert_eq!(message["body.time"], "noon", "{message}");
+        assert_eq!(message["body.body.seq"], 3, "{message}");
+        let grant =
+            lines.iter().find(|line| line.get("expires_at_us").is_some()).expect("the grant");
+        assert_eq!(grant["expires_at"], "2100-01-01T00:00:00.000000Z", "{grant}");
+        let keys: Vec<&str> = grant.as_object().unwrap().keys().map(String::as_str).collect();
+        let at = keys.iter().position(|k| *k == "expires_at_us").expect("expires_at_us");
+        assert_eq!(keys[at + 1], "expires_at", "{grant}");
+    }
 }

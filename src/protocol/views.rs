@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 use crate::harness::codec;
-use crate::harness::{Event, State, TaskState};
+use crate::harness::{Body, Event, State, TaskState};
 use crate::protocol::time;
 
 /// The envelope keys of an event object, in order; `schema` only with `with_schema`.
@@ -41,9 +41,8 @@ pub fn event_object(event: &Event, with_schema: bool) -> Map<String, Value> {
     if with_schema {
         object.insert(keys[6].to_owned(), Value::from(event.schema));
     }
-    match codec::body_to_value(&event.body) {
-        Value::Object(mut fields) => {
-            add_rfc3339_siblings(&mut fields);
+    match body_value(&event.body) {
+        Value::Object(fields) => {
             for (key, value) in fields {
                 let mut key = key;
                 while object.contains_key(&key) {
@@ -61,6 +60,17 @@ pub fn event_object(event: &Event, with_schema: bool) -> Map<String, Value> {
         }
     }
     object
+}
+
+/// The JSON of an event's body, a `NAME_us` timestamp field followed by its RFC 3339 `NAME`
+/// (the body of a `dump` text line, and of [`event_object`]).
+#[must_use]
+pub fn body_value(body: &Body) -> Value {
+    let mut value = codec::body_to_value(body);
+    if let Value::Object(fields) = &mut value {
+        add_rfc3339_siblings(fields);
+    }
+    value
 }
 
 /// `{"last_seq":N,"tasks":{ID: task}}`, each task as [`task_state_value`] gives it.

@@ -236,7 +236,7 @@ fn event_text_line(out: &mut String, event: &Event) {
     );
     escape_text(out, event.task.as_str().as_bytes());
     // Compact JSON escapes every control character: the line stays one line.
-    let _ = writeln!(out, "\t{}\t{}", event.revision, codec::body_to_value(&event.body));
+    let _ = writeln!(out, "\t{}\t{}", event.revision, views::body_value(&event.body));
 }
 
 /// Appends `{"seq":..,"task":..,"revision":..,"timestamp_us":..,"time":..,"type":..,..body}\n`
