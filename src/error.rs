@@ -509,6 +509,19 @@ impl Error {
                 | ErrorKind::CorruptSnapshot { .. }
         )
     }
+
+    /// Whether the data itself is the problem: damage ([`Error::is_corruption`]), an event
+    /// this build cannot read as its current schema ([`ErrorKind::CannotUpcast`]) or a
+    /// migration the data refuses ([`ErrorKind::MigrationRefused`]). The command line exits 3
+    /// for these, 1 for every other failure.
+    #[must_use]
+    pub fn is_damaged_or_refused_data(&self) -> bool {
+        self.is_corruption()
+            || matches!(
+                *self.kind,
+                ErrorKind::CannotUpcast { .. } | ErrorKind::MigrationRefused { .. }
+            )
+    }
 }
 
 impl From<ErrorKind> for Error {
@@ -571,7 +584,12 @@ impl fmt::Display for Error {
                  recover its durable prefix"
             ),
             ErrorKind::LimitExceeded { what, value, limit } => {
-                write!(f, "{what} is {value}, above the limit of {limit}")
+                write!(
+                    f,
+                    "{what} is {value}, above the limit of {limit}; make it smaller (split the \
+                     text or the batch, or keep a large value outside the log and store a \
+                     reference to it)"
+                )
             }
             ErrorKind::InvalidOptions { reason } => write!(f, "invalid options: {reason}"),
             ErrorKind::ReadOnly => {
@@ -698,9 +716,10 @@ impl fmt::Display for Error {
             ErrorKind::UnmarkedSecret { task, event_type, path, shape } => write!(
                 f,
                 "{event_type} event of task {task:?}: the value at {path} looks like a \
-                 credential ({shape}) and is not marked as a secret; wrap it as \
-                 {{\"$secret\": \"...\"}} so that only a reference is stored; nothing was \
-                 written"
+                 credential ({shape}) and is not marked as a secret; nothing was written; \
+                 where the field takes any JSON (args, output, receipt) wrap it as \
+                 {{\"$secret\": \"...\"}} so that only a reference is stored, and in a text \
+                 field leave the credential out of the text"
             ),
         }
     }

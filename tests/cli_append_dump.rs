@@ -28,10 +28,16 @@ fn append_then_dump_round_trips_in_text_and_json() {
     );
     // `--format json|text` is a deprecated alias, still accepted; it does not mix with --json.
     let alias = factlog(&["dump", arg(&dir), "--format", "json"], b"");
-    alias.assert_success();
+    assert_eq!(alias.code, Some(0), "{alias:?}");
     assert_eq!(alias.stdout, json.stdout);
+    assert!(
+        alias.stderr.contains("--format json is deprecated") && alias.stderr.contains("use --json"),
+        "{alias:?}"
+    );
+    assert!(json.stderr.is_empty(), "{json:?}");
     let alias = factlog(&["dump", arg(&dir), "--format", "text"], b"");
-    alias.assert_success();
+    assert_eq!(alias.code, Some(0), "{alias:?}");
+    assert!(alias.stderr.contains("--format text is deprecated"), "{alias:?}");
     assert_eq!(alias.stdout, text.stdout);
     factlog(&["dump", arg(&dir), "--json", "--format", "text"], b"").assert_one_line_error(2);
 }
@@ -133,7 +139,7 @@ fn non_utf8_lines_round_trip_through_payload_b64() {
         vec![(1, binary.to_vec()), (2, "plain \"quoted\" café".as_bytes().to_vec())]
     );
 
-    let text = factlog(&["dump", arg(&dir), "--format", "text"], b"");
+    let text = factlog(&["dump", arg(&dir)], b"");
     text.assert_success();
     assert_eq!(
         text.stdout_text(),

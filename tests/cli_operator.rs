@@ -1,6 +1,6 @@
 //! The operator commands of issue 5 keep their CLI contract: `info` shows a store's snapshots
 //! and tasks, `dump --task/--type/--to` select exactly the matching events, `tail` prints like
-//! `dump` and with `-f` follows events another process appends, `export --jsonl` writes one
+//! `dump` and with `-f` follows events another process appends, `export` writes one
 //! parseable line per event with its envelope, and `purge --before-snapshot --dry-run` lists
 //! exactly the segments a real purge then removes, while `purge` alone is refused. Proved by
 //! running the real binary on stores fed through `emit` or the library.
@@ -239,8 +239,9 @@ fn export_jsonl_lines_carry_the_envelope() {
     // --json names the only format; --jsonl is its deprecated alias.
     for flag in ["--json", "--jsonl"] {
         let run = factlog(&["export", arg(&dir), flag], b"");
-        run.assert_success();
+        assert_eq!(run.code, Some(0), "{run:?}");
         assert_eq!(json_lines(&run), lines, "{flag}");
+        assert_eq!(run.stderr.contains("--jsonl is deprecated"), flag == "--jsonl", "{run:?}");
     }
 
     // A record that is not an event stops the export, naming it: refused data.

@@ -102,7 +102,7 @@ fn unknown_data_survives_a_snapshot_and_an_open_from_it() {
     let opaque = opaque_events(&store);
     assert_eq!(opaque, 3);
     drop(store);
-    let run = common::factlog(&["export", path.to_str().unwrap(), "--jsonl"], b"");
+    let run = common::factlog(&["export", path.to_str().unwrap(), "--json"], b"");
     assert_eq!(run.code, Some(0), "{run:?}");
     let text = String::from_utf8(run.stdout).unwrap();
     assert!(text.contains("\"priority\":\"p1\"") && text.contains("000102feff"), "{text}");
@@ -123,7 +123,7 @@ fn the_fixtures_in_the_repository_are_never_written() {
 #[test]
 fn export_keeps_unknown_fields_and_opaque_bodies_whole() {
     let (_dir, path) = copy_of("v1-unknown-data");
-    let run = common::factlog(&["export", path.to_str().unwrap(), "--jsonl"], b"");
+    let run = common::factlog(&["export", path.to_str().unwrap(), "--json"], b"");
     assert_eq!(run.code, Some(0), "{run:?}");
     let lines: Vec<serde_json::Value> = String::from_utf8(run.stdout)
         .unwrap()

@@ -337,7 +337,7 @@ fn unknown_body_fields_are_allowed_because_the_store_keeps_them() {
     }
     let run = factlog(&["emit", arg(dir.path())], &input(&lines));
     run.assert_success();
-    let dump = factlog(&["dump", arg(dir.path()), "--format", "json"], b"");
+    let dump = factlog(&["dump", arg(dir.path()), "--json"], b"");
     dump.assert_success();
     let stored = json_lines(&dump);
     assert_eq!(stored[0]["x_trace"], json!({ "span": 7 }), "{}", stored[0]);

@@ -145,13 +145,13 @@ fn raw_dump_lines_are_valid() {
     records.extend_from_slice(b"bytes \xff\xfe not UTF-8\n\n");
     let run = factlog(&["append", arg(&log)], &records);
     run.assert_success();
-    let lines = lines_of(&["dump", arg(&log), "--format", "json"], b"", 0);
+    let lines = lines_of(&["dump", arg(&log), "--json"], b"", 0);
     assert_lines_valid("dump-line.json", &lines);
     assert!(lines.iter().any(|line| line.get("payload_b64").is_some()), "{lines:?}");
     assert_lines_valid("dump-line.json", &lines_of(&["tail", arg(&log), "--json"], b"", 0));
     // A store read raw.
     let store = store();
-    let raw = lines_of(&["dump", arg(store.path()), "--raw", "--format", "json"], b"", 0);
+    let raw = lines_of(&["dump", arg(store.path()), "--raw", "--json"], b"", 0);
     assert!(raw.len() > 30);
     assert_lines_valid("dump-line.json", &raw);
 }

@@ -228,7 +228,9 @@ impl Finding {
     pub fn warning(&self) -> String {
         format!(
             "{} looks like a credential ({}) and is not marked as a secret: it is stored as \
-             it is; wrap the value as {{\"{SECRET_KEY}\": \"...\"}} to store a reference instead",
+             it is; where the field takes any JSON (args, output, receipt, extra fields) wrap \
+             the value as {{\"{SECRET_KEY}\": \"...\"}} to store a reference instead, and \
+             in a text field (a message, a phase) leave the credential out of the text",
             self.path, self.shape
         )
     }

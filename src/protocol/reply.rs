@@ -45,6 +45,9 @@ pub enum Reply {
         reply: Map<String, Value>,
         /// The error's message, for a door's diagnostics.
         message: String,
+        /// The store is damaged or holds data this build refuses
+        /// ([`Error::is_damaged_or_refused_data`]), rather than failing to write.
+        damaged: bool,
     },
 }
 
@@ -55,7 +58,11 @@ impl Reply {
     pub fn from_error(error: &Error, id: Option<Value>) -> Reply {
         let reply = error_reply(error, id);
         if error_code(error.kind()).1 {
-            Reply::Fatal { reply, message: error.to_string() }
+            Reply::Fatal {
+                reply,
+                message: error.to_string(),
+                damaged: error.is_damaged_or_refused_data(),
+            }
         } else {
             Reply::Refused { reply }
         }

@@ -95,7 +95,7 @@ pub fn json_of(command: &str, dir: &Path, extra: &[&str]) -> Value {
     lines.into_iter().next().expect("one line")
 }
 
-/// `factlog dump DIR --format json` parsed, one value per record.
+/// `factlog dump DIR --json` parsed, one value per record.
 pub fn dump_records(dir: &Path, extra: &[&str]) -> Vec<Value> {
     let mut args = vec!["dump", arg(dir), "--json"];
     args.extend_from_slice(extra);

@@ -122,16 +122,16 @@ pub fn read_log(dir: &Path) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
-/// Every record as printed by `factlog dump DIR --format json`, bytes recovered exactly.
+/// Every record as printed by `factlog dump DIR --json`, bytes recovered exactly.
 pub fn dump_json(dir: &Path, extra: &[&str]) -> Vec<(u64, Vec<u8>)> {
-    let mut args = vec!["dump", arg(dir), "--format", "json"];
+    let mut args = vec!["dump", arg(dir), "--json"];
     args.extend_from_slice(extra);
     let run = factlog(&args, b"");
     run.assert_success();
     run.stdout_text().lines().map(parse_dump_line).collect()
 }
 
-/// One `dump --format json` line: `{"seq":N,"payload":"..."[,"payload_b64":"..."]}`.
+/// One `dump --json` line: `{"seq":N,"payload":"..."[,"payload_b64":"..."]}`.
 pub fn parse_dump_line(line: &str) -> (u64, Vec<u8>) {
     let value: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
     let seq = value["seq"].as_u64().expect("numeric seq");

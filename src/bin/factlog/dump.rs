@@ -32,6 +32,7 @@ use crate::progress::{Progress, Unit};
 use crate::{
     DumpArgs, DumpFormat, EXIT_DAMAGED, EXIT_FAILURE, EXIT_USAGE, Failure, Outcome, TimeArgs,
     base64, damage_message, is_broken_pipe, library_failure, open_failure, require_store, tasks,
+    warn_deprecated,
 };
 
 /// `dump`: checks the arguments, opens the log read-only up to any damage and prints the
@@ -49,6 +50,11 @@ pub fn run(args: &DumpArgs) -> Outcome {
         ));
     }
     check_time_range(&args.time)?;
+    match args.format {
+        Some(DumpFormat::Json) => warn_deprecated("--format json", "--json"),
+        Some(DumpFormat::Text) => warn_deprecated("--format text", "nothing: text is the default"),
+        None => {}
+    }
     let printer = Printer {
         format: if args.json() { DumpFormat::Json } else { DumpFormat::Text },
         raw: args.raw,

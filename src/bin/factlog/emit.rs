@@ -35,8 +35,8 @@ use factlog::{Durability, Error, ErrorKind, Store, StoreOptions};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    AckArg, EXIT_FAILURE, EmitArgs, Failure, Outcome, library_failure, open_failure, output_failed,
-    refuse_file,
+    AckArg, EXIT_DAMAGED, EXIT_FAILURE, EmitArgs, Failure, Outcome, library_failure, open_failure,
+    output_failed, refuse_file,
 };
 
 /// Longest input line read into memory, newline included. A stored body holds at most
@@ -75,8 +75,8 @@ enum Reply {
     /// Nothing was written (a refusal or a duplicate), or a buffered event was written with
     /// warnings that must reach the harness: the reply stands alone and the stream goes on.
     NotWritten { reply: Map<String, Value> },
-    /// The store can take no more events: the reply, then the command ends.
-    Fatal { reply: Map<String, Value>, message: String },
+    /// The store can take no more events: the reply, then the command ends with `exit_code`.
+    Fatal { reply: Map<String, Value>, message: String, exit_code: u8 },
     /// A blank line: no reply.
     Skip,
 }
@@ -116,9 +116,9 @@ fn emit_lines(store: &Store, ack: AckArg) -> Result<(), Failure> {
             ),
             Line::Complete => handle_line(store, &line),
         };
-        if let Some(message) = acks.reply(store, reply, &mut output)? {
+        if let Some((message, exit_code)) = acks.reply(store, reply, &mut output)? {
             output.flush().map_err(write_failed)?;
-            return Err(Failure::new(EXIT_FAILURE, format_args!("append: {message}")));
+            return Err(Failure::new(exit_code, format_args!("append: {message}")));
         }
     }
     if acks.durable_only {
@@ -148,7 +148,7 @@ impl Acks {
         store: &Store,
         reply: Reply,
         output: &mut impl Write,
-    ) -> Result<Option<String>, Failure> {
+    ) -> Result<Option<(String, u8)>, Failure> {
         let (mut reply, fatal) = match reply {
             Reply::Skip => return Ok(None),
             Reply::Written { reply, durability } => {
@@ -160,7 +160,7 @@ impl Acks {
                 // are now as durable as it is.
                 (reply, None)
             }
-            Reply::Fatal { reply, message } => (reply, Some(message)),
+            Reply::Fatal { reply, message, exit_code } => (reply, Some((message, exit_code))),
             Reply::NotWritten { reply } => {
                 if self.durable_only && self.pending > 0 {
                     // A refusal or a duplicate writes nothing, so it cannot carry the skipped
@@ -180,7 +180,7 @@ impl Acks {
                         // A failed sync ends the stream, whatever its kind.
                         Err(error) => (
                             error_reply(&error, reply.get(KEY_ID).cloned()),
-                            Some(error.to_string()),
+                            Some((error.to_string(), EXIT_FAILURE)),
                         ),
                     }
                 } else {
@@ -277,7 +277,11 @@ fn from_protocol(reply: protocol::Reply) -> Reply {
         protocol::Reply::Duplicate { reply } | protocol::Reply::Refused { reply } => {
             Reply::NotWritten { reply }
         }
-        protocol::Reply::Fatal { reply, message } => Reply::Fatal { reply, message },
+        protocol::Reply::Fatal { reply, message, damaged } => Reply::Fatal {
+            reply,
+            message,
+            exit_code: if damaged { EXIT_DAMAGED } else { EXIT_FAILURE },
+        },
     }
 }
 

@@ -27,14 +27,16 @@ use crate::dump::{check_time_range, event_json_line, write_failed};
 use crate::progress::{Progress, Unit};
 use crate::{
     EXIT_DAMAGED, ExportArgs, Failure, Outcome, damage_message, library_failure, open_failure,
-    require_store, tasks,
+    require_store, tasks, warn_deprecated,
 };
 
 /// `export`: opens the store read-only up to any damage and prints every selected event.
 /// `--json` and the deprecated `--jsonl` name the only format, the default.
 pub fn run(args: &ExportArgs) -> Outcome {
     // JSON Lines is the only format: both flags only name it.
-    let _only_format = args.json || args.jsonl;
+    if args.jsonl {
+        warn_deprecated("--jsonl", "--json, or nothing: JSON Lines is export's only format");
+    }
     check_time_range(&args.time)?;
     require_store(&args.dir)?;
     let (log, mut damage) = Log::open_read_only_to_damage(&args.dir, Options::new())

@@ -267,7 +267,8 @@ enum Command {
     #[command(after_help = help_tail(
         &[
             (0, "information printed"),
-            (3, "the log is damaged so that it cannot be opened"),
+            (3, "the log is damaged so that it cannot be opened, or the report was printed \
+                 but the store cannot be folded because it is damaged"),
         ],
         concat!(
             "  factlog info /tmp/factlog-demo --json",
@@ -286,6 +287,7 @@ enum Command {
         &[
             (0, "every record printed (without -f), or the reader of standard output went away"),
             (1, "also an unknown --task; with -f, the log unreadable for 5 s in a row"),
+            (3, "the log is damaged: the records before the damage were printed"),
         ],
         concat!(
             "  factlog tail /tmp/factlog-store -f --json",
@@ -1098,6 +1100,12 @@ fn one_line(rendered: &str) -> String {
     message
 }
 
+/// Says on standard error that a deprecated flag was used and what replaces it; the command
+/// goes on as if the new flag had been given.
+fn warn_deprecated(flag: &str, instead: &str) {
+    report_failure(&format!("warning: {flag} is deprecated and will be removed; use {instead}"));
+}
+
 /// Writes `factlog: <message>` as a single line on standard error.
 fn report_failure(message: &str) {
     let single: String =
@@ -1160,10 +1168,7 @@ fn require_store(dir: &Path) -> Result<(), Failure> {
 /// The exit code of a library error: [`EXIT_DAMAGED`] when the data is damaged or refused,
 /// [`EXIT_FAILURE`] for everything else (I/O, a lock, a missing log).
 fn exit_code_of(error: &factlog::Error) -> u8 {
-    use factlog::ErrorKind;
-    let refused_data =
-        matches!(error.kind(), ErrorKind::CannotUpcast { .. } | ErrorKind::MigrationRefused { .. });
-    if error.is_corruption() || refused_data { EXIT_DAMAGED } else { EXIT_FAILURE }
+    if error.is_damaged_or_refused_data() { EXIT_DAMAGED } else { EXIT_FAILURE }
 }
 
 /// A failure for a library error met while `doing` something, with the code of the table.
