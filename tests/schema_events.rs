@@ -325,21 +325,21 @@ fn envelope_keys_are_checked_as_emit_checks_them() {
 }
 
 #[test]
-fn unknown_body_fields_are_allowed_because_the_store_keeps_them() {
+fn unknown_body_fields_are_stored_and_refused_on_a_delta() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let lines = [
-        event("t1", "user/message", json!({ "text": "hi", "x_trace": { "span": 7 } })),
-        // The body of a delta is its text alone: other keys are accepted and not stored.
-        event("t1", "assistant/delta", json!({ "text": "a", "x_trace": 1 })),
-    ];
-    for line in &lines {
-        assert_valid(SCHEMA, line);
-    }
-    let run = factlog(&["emit", arg(dir.path())], &input(&lines));
+    let kept = event("t1", "user/message", json!({ "text": "hi", "x_trace": { "span": 7 } }));
+    // The body of a delta is its text alone: another key is refused, never dropped.
+    let refused = event("t1", "assistant/delta", json!({ "text": "a", "x_trace": 1 }));
+    assert_valid(SCHEMA, &kept);
+    assert_invalid(SCHEMA, &refused);
+    let run = factlog(&["emit", arg(dir.path())], &input(&[kept, refused]));
     run.assert_success();
+    let replies = json_lines(&run);
+    assert_eq!(replies[1]["error"], "INVALID_EVENT", "{}", replies[1]);
+    assert!(replies[1]["message"].as_str().unwrap().contains("x_trace"), "{}", replies[1]);
     let dump = factlog(&["dump", arg(dir.path()), "--json"], b"");
     dump.assert_success();
     let stored = json_lines(&dump);
+    assert_eq!(stored.len(), 1);
     assert_eq!(stored[0]["x_trace"], json!({ "span": 7 }), "{}", stored[0]);
-    assert!(stored[1].get("x_trace").is_none(), "{}", stored[1]);
 }

@@ -457,7 +457,10 @@ pub fn body_from_json(event_type: EventType, bytes: &[u8]) -> serde_json::Result
     })
 }
 
+/// The JSON body of an `assistant/delta` as a client writes it: its `text` alone. A delta is
+/// stored as its bare text, so any other field is refused rather than dropped.
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DeltaJson {
     text: String,
 }
