@@ -118,7 +118,7 @@ pub use crate::error::{
 pub use crate::harness::{AppendOptions, Appended, Store, StoreOptions, Task};
 pub use crate::log::{Log, LogInfo, SegmentInfo};
 pub use crate::options::Options;
-pub use crate::prealloc::PreallocStats;
+pub use crate::prealloc::{PreallocStats, prepared_prealloc_bytes};
 pub use crate::reader::{Reader, Record};
 pub use crate::recovery::{RecoveryReport, TailCut};
 pub use crate::salvage::{SalvageOptions, SalvageReport, salvage};

@@ -112,6 +112,24 @@ struct Shared {
     trigger: AtomicU64,
 }
 
+/// The length `prealloc.tmp` gets in `dir`, on the real file system, for a log of
+/// `segment_bytes` segments: its first growth step, or 0 when the file system is short of
+/// space now and the next segment starts empty ([`prealloc_free_bytes_min`]). For benchmarks
+/// and tools that wait for a log's background preallocation to settle.
+#[must_use]
+pub fn prepared_prealloc_bytes(dir: &Path, segment_bytes: u64) -> u64 {
+    let first = growth_step_bytes_first(segment_bytes);
+    match crate::fs::RealFs.space(dir) {
+        Ok(space)
+            if space.available_bytes
+                < first.saturating_add(prealloc_free_bytes_min(segment_bytes, space.total_bytes)) =>
+        {
+            0
+        }
+        _ => first,
+    }
+}
+
 /// Hands out preallocated segment files and grows the active one.
 #[derive(Debug)]
 pub struct Preallocator {

@@ -13,17 +13,23 @@ const PREALLOC_FILE_NAME: &str = "prealloc.tmp";
 /// The longest a bench waits for a background preallocation before giving up.
 const PREALLOC_WAIT_MAX: Duration = Duration::from_secs(120);
 
-/// Waits until the background preallocator of the log in `dir` has written its next file of
-/// `segment_bytes` zeros and that file is on disk. A freshly opened log starts preparing its
+/// Waits until the background preallocator of the log in `dir` (segments of `segment_bytes`)
+/// has written its next file (the first growth step of zeros,
+/// `factlog::prepared_prealloc_bytes`) and that file is on disk. A freshly opened log starts preparing its
 /// second segment at once; without this wait its zeros would be written back during the first
 /// samples of a measurement.
 pub fn wait_for_prealloc(dir: &Path, segment_bytes: u64) {
     let path = dir.join(PREALLOC_FILE_NAME);
     let started = Instant::now();
-    while !std::fs::metadata(&path).is_ok_and(|m| m.len() == segment_bytes) {
+    loop {
+        // The first growth step of a segment, or empty when the file system is short of space.
+        let expected = factlog::prepared_prealloc_bytes(dir, segment_bytes);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == expected) {
+            break;
+        }
         assert!(
             started.elapsed() < PREALLOC_WAIT_MAX,
-            "{} did not reach {segment_bytes} bytes within {PREALLOC_WAIT_MAX:?}",
+            "{} did not reach {expected} bytes within {PREALLOC_WAIT_MAX:?}",
             path.display()
         );
         std::thread::sleep(Duration::from_millis(10));

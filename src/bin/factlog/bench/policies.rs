@@ -71,13 +71,17 @@ fn store_error(what: &str) -> impl Fn(factlog::Error) -> Failed + '_ {
 /// are not written back during the measurement.
 pub fn wait_for_prealloc(dir: &Path) -> Result<(), Failed> {
     let path = dir.join(PREALLOC_FILE_NAME);
-    let segment_bytes =
-        factlog::limits::growth_step_bytes_first(factlog::limits::SEGMENT_BYTES_DEFAULT);
     let started = Instant::now();
-    while !std::fs::metadata(&path).is_ok_and(|m| m.len() == segment_bytes) {
+    loop {
+        // Empty when the file system is short of space: nothing is preallocated then.
+        let expected =
+            factlog::prepared_prealloc_bytes(dir, factlog::limits::SEGMENT_BYTES_DEFAULT);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == expected) {
+            break;
+        }
         if started.elapsed() > PREALLOC_WAIT_MAX {
             return Err(format!(
-                "{} did not reach {segment_bytes} bytes within {PREALLOC_WAIT_MAX:?}",
+                "{} did not reach {expected} bytes within {PREALLOC_WAIT_MAX:?}",
                 path.display()
             ));
         }
