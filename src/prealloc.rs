@@ -122,7 +122,8 @@ pub fn prepared_prealloc_bytes(dir: &Path, segment_bytes: u64) -> u64 {
     match crate::fs::RealFs.space(dir) {
         Ok(space)
             if space.available_bytes
-                < first.saturating_add(prealloc_free_bytes_min(segment_bytes, space.total_bytes)) =>
+                < first
+                    .saturating_add(prealloc_free_bytes_min(segment_bytes, space.total_bytes)) =>
         {
             0
         }
