@@ -71,6 +71,12 @@ pub const GROUP_COMMIT_WAIT_US_MAX: u64 = 100;
 /// two `fdatasync`s here. Single-threaded appenders lead their own syncs and never poll.
 pub const GROUP_COMMIT_SPIN_US_MAX: u64 = 400;
 
+/// Most followers that poll for a running group commit at once, and never more than the
+/// machine has cores: with many sessions the others block on the condition variable at once
+/// instead of yielding in a loop (at 32 sessions on 2 cores a third of the CPU went to
+/// `sched_yield` and the context switches it caused).
+pub const GROUP_COMMIT_SPINNERS_MAX: usize = 4;
+
 /// The least free space the preallocator leaves on a file system after reserving a segment,
 /// whatever its size: a preallocated segment only saves the append path some block
 /// allocations, and taking the last free space of a disk shared with other programs (and
