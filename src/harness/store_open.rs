@@ -356,8 +356,12 @@ pub(crate) fn checkpoint_locked(inner: &Inner) -> Result<SnapshotMeta> {
     let appended_before = inner.appended_bytes.load(Ordering::Acquire);
     // A turn that ends from here on asks for the next snapshot.
     inner.turn_ended_since_snapshot.store(false, Ordering::Release);
-    inner.log.flush(crate::types::Durability::Flushed)?;
+    // A snapshot covers only durable events: were it to cover events a power loss then took,
+    // a later holder would write other events under the same seqs and the next open would
+    // load the snapshot's state in place of theirs (a call repaired by a takeover would come
+    // back as dispatched). So everything up to `through` is synced before it is folded.
     let through = inner.log.last_seq().map_or(0, |s| s.0);
+    inner.log.flush(crate::types::Durability::Synced)?;
     // The folded state is dropped once serialised, before the body is compressed: the two
     // never need to be in memory together with the compressor.
     let body = {
