@@ -439,3 +439,15 @@ fn event_lines_keep_every_body_field_and_name_every_timestamp() {
         assert_eq!(keys[at + 1], "expires_at", "{grant}");
     }
 }
+
+#[test]
+fn verify_of_a_log_that_cannot_be_read_gives_the_error_object() {
+    // A directory where a segment file should be: the name passes the store check, reading
+    // it fails.
+    let temp = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(temp.path().join("00000000000000000001.seg")).expect("mkdir");
+    let lines = lines_of(&["verify", arg(temp.path()), "--json"], b"", 1);
+    assert_lines_valid("verify.json", &lines);
+    assert_eq!(lines[0]["outcome"], "error", "{}", lines[0]);
+    assert_eq!(lines[0]["exit_code"], 1, "{}", lines[0]);
+}
