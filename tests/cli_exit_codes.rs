@@ -128,6 +128,14 @@ fn every_command_follows_the_exit_code_table() {
     let run = run_on("salvage", &damaged, &["--to", "TARGET", "--dry-run"], &target);
     assert_eq!(run.code, Some(0), "{run:?}");
 
+    // 3: append to a log whose active segment lost a record a later synced frame vouches for.
+    let torn = tmp.path().join("damaged-active");
+    factlog(&["append", arg(&torn)], b"one\ntwo\nthree\n").assert_success();
+    let (path, offset, _) = frame_of(&torn, 1);
+    flip_byte(&path, offset + 24);
+    let run = factlog(&["append", arg(&torn)], b"four\n");
+    run.assert_one_line_error(3);
+
     // 3: a raw record where an event is required.
     let raw = tmp.path().join("raw");
     factlog(&["append", arg(&raw)], b"a raw line\n").assert_success();
