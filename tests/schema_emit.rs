@@ -210,7 +210,8 @@ fn durable_only_replies_are_valid() {
 
 #[test]
 fn the_codes_that_end_the_stream_have_a_valid_shape() {
-    // As emit.rs's error_reply builds them; a test cannot make the disk fail through the CLI.
+    // The shapes of every code that ends a stream; a test cannot make the disk fail through
+    // the CLI.
     for code in [
         "IO",
         "DISK_FULL",
@@ -229,6 +230,23 @@ fn the_codes_that_end_the_stream_have_a_valid_shape() {
     ] {
         assert_valid(SCHEMA, &json!({ "id": "r", "error": code, "message": "m", "covers": 3 }));
         assert_valid(SCHEMA, &json!({ "error": code, "message": "m" }));
+    }
+    // The library's own replies to errors that end a stream, built by the code `emit` and the
+    // Python package call, not by hand.
+    use factlog::ErrorKind;
+    use factlog::protocol::reply::{ERROR_CODES, error_code, error_reply};
+    let dir = std::path::PathBuf::from("/store");
+    for kind in [
+        ErrorKind::ReadOnly,
+        ErrorKind::Locked { dir: dir.clone() },
+        ErrorKind::NotALog { dir },
+        ErrorKind::InvalidOptions { reason: "a reason".to_owned() },
+    ] {
+        let (code, ends) = error_code(&kind);
+        assert!(ends && ERROR_CODES.contains(&code), "{code}");
+        let error = factlog::Error::from(kind);
+        assert_valid(SCHEMA, &Value::Object(error_reply(&error, Some(json!("r")))));
+        assert_valid(SCHEMA, &Value::Object(error_reply(&error, None)));
     }
 }
 
