@@ -197,6 +197,12 @@ pub const LOCK_RETRY_MS: u64 = 5;
 /// recovery report lists every call; the event lists them in order up to this budget.
 pub const RESTORED_CALLS_BYTES_MAX: usize = EVENT_BODY_BYTES_MAX / 4;
 
+/// Call ids a task may leave dispatched without a result, among the events not folded yet,
+/// for [`crate::Store::recover`] still to prove from the envelopes alone that the task needs
+/// no repair. A task with more is folded and planned as usual: this bounds the memory of that
+/// proof, never what recovery does.
+pub const RECOVERY_SCAN_OPEN_CALLS_MAX: usize = 1024;
+
 /// The bytes one call decision costs in a `recovery/restored` body besides its call id: the
 /// field names, the longest outcome and plan names and the JSON punctuation, rounded up.
 pub const RESTORED_CALL_OVERHEAD_BYTES: usize = 64;

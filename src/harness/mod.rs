@@ -12,6 +12,7 @@ pub mod event;
 pub mod fold;
 pub mod history;
 pub mod ids;
+mod lazy;
 pub mod migrate;
 pub mod recovery;
 pub mod request_key;

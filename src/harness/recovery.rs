@@ -21,6 +21,8 @@ use crate::harness::state::{ApprovalStatus, Call, CallStatus, TaskState};
 use crate::harness::store::{AppendOptions, Store, TaskCell};
 use crate::limits::{EVENT_BATCH_MAX, RESTORED_CALL_OVERHEAD_BYTES, RESTORED_CALLS_BYTES_MAX};
 use crate::types::Durability;
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// What a call turned out to be after the restart.
@@ -466,11 +468,21 @@ impl Store {
             return Err(crate::error::ErrorKind::ReadOnly.into());
         }
         let mut report = RecoveryReport { dry_run: false, tasks: Vec::new(), events_written: 0 };
-        for cell in self.cells() {
+        let cells = self.cells();
+        // Tasks not folded since open are folded only if they may need repair
+        // (`harness/lazy.rs`); the others are taken over as they are.
+        let quiet = if after_loss { HashSet::new() } else { self.quiet_tasks(&cells)? };
+        let unquiet: Vec<_> = cells.iter().filter(|c| !quiet.contains(&c.id)).cloned().collect();
+        self.fold_pending(&unquiet)?;
+        for cell in cells {
             if cell.revision.load(Ordering::Acquire) == 0 {
                 continue;
             }
-            let recovery = self.take_over_after(&cell, Durability::Buffered, after_loss)?;
+            let recovery = if quiet.contains(&cell.id) {
+                self.take_over_quiet(&cell)?
+            } else {
+                self.take_over_after(&cell, Durability::Buffered, after_loss)?
+            };
             report.events_written += recovery.events_written;
             report.tasks.push(recovery);
         }
@@ -485,7 +497,7 @@ impl Store {
     /// task already held gets no event and is reported from its last recovery.
     pub(crate) fn take_over(
         &self,
-        cell: &TaskCell,
+        cell: &Arc<TaskCell>,
         durability: Durability,
     ) -> Result<TaskRecovery> {
         self.take_over_after(cell, durability, false)
@@ -498,10 +510,11 @@ impl Store {
     /// between them leaves each batch's repairs recorded, and the next holder plans the rest.
     fn take_over_after(
         &self,
-        cell: &TaskCell,
+        cell: &Arc<TaskCell>,
         durability: Durability,
         after_loss: bool,
     ) -> Result<TaskRecovery> {
+        self.fold_pending(std::slice::from_ref(cell))?;
         let _guard = cell.takeover.lock();
         let mut written = 0;
         let mut expired: Vec<ApprovalId> = Vec::new();
@@ -569,10 +582,36 @@ impl Store {
         Ok(recovery)
     }
 
+    /// Takes over a task that [`Store::quiet_tasks`] found needs no repair, without folding
+    /// it: its recovery is empty and `ready`, what [`plan_task`] would say of it folded. A
+    /// task held or folded meanwhile is taken over as usual.
+    fn take_over_quiet(&self, cell: &Arc<TaskCell>) -> Result<TaskRecovery> {
+        {
+            let _guard = cell.takeover.lock();
+            if !cell.held.load(Ordering::Acquire) && cell.pending.lock().is_some() {
+                cell.held.store(true, Ordering::Release);
+                return Ok(TaskRecovery {
+                    task: cell.id.clone(),
+                    calls: Vec::new(),
+                    expired: Vec::new(),
+                    expired_signals: Vec::new(),
+                    interrupted_step: None,
+                    interrupted_turn: None,
+                    resume: Resume::Ready,
+                    events_written: 0,
+                });
+            }
+        }
+        self.take_over_after(cell, Durability::Buffered, false)
+    }
+
     /// What [`Store::recover`] would do, without writing anything (works on a read-only
-    /// store).
+    /// store). Tasks not folded since open are folded first; on a decoding error, as
+    /// [`Store::task_state`] says.
     #[must_use]
     pub fn plan_recovery(&self) -> RecoveryReport {
+        // An error is returned by the calls that can return one ([`Store::task_state`]).
+        let _ = self.fold_all_pending();
         let mut report = RecoveryReport { dry_run: true, tasks: Vec::new(), events_written: 0 };
         for cell in self.cells() {
             let revision = cell.revision.load(Ordering::Acquire);

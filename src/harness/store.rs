@@ -22,6 +22,7 @@ use crate::harness::codec;
 use crate::harness::event::{Body, Event, EventType};
 use crate::harness::fold;
 use crate::harness::ids::{CallId, TaskId, check_task_id};
+use crate::harness::lazy::{FoldBudget, Pending};
 use crate::harness::request_key;
 use crate::harness::secret;
 use crate::harness::secret_shapes;
@@ -188,6 +189,9 @@ pub(crate) struct TaskCell {
     pub(crate) held: AtomicBool,
     /// Serialises taking the task over from an earlier holder. Taken before `state`.
     pub(crate) takeover: Mutex<()>,
+    /// The task's events that `state` does not hold yet (`harness/lazy.rs`); `None` once
+    /// folded. Changed only under `Inner::fold_budget`.
+    pub(crate) pending: Mutex<Option<Pending>>,
 }
 
 impl TaskCell {
@@ -202,6 +206,7 @@ impl TaskCell {
             deltas: AtomicU64::new(state.execution.deltas),
             delta_bytes: AtomicU64::new(state.execution.delta_bytes),
             state: Mutex::new(state),
+            pending: Mutex::new(None),
             id,
         }
     }
@@ -238,6 +243,8 @@ pub(crate) struct Inner {
     /// Writes policy snapshots off the append path; `None` for a read-only store or without
     /// background threads (they are then written inline).
     pub(crate) snapshotter: Option<Snapshotter>,
+    /// Serialises folding pending tasks (`harness/lazy.rs`) and counts what folds read.
+    pub(crate) fold_budget: Mutex<FoldBudget>,
 }
 
 impl Inner {
@@ -371,6 +378,7 @@ impl Store {
                 Arc::clone(cell)
             }
         };
+        self.fold_pending(std::slice::from_ref(&cell))?;
         if !cell.held.load(Ordering::Acquire) && !self.inner.log.is_read_only() {
             self.take_over(&cell, Durability::Synced)?;
         }
@@ -390,18 +398,38 @@ impl Store {
         ids
     }
 
+    /// The revision and last sequence number of task `id`, if it has events: what
+    /// [`Store::task_state`] says of them, without folding the task's state.
+    #[must_use]
+    pub fn task_revision(&self, id: &str) -> Option<(u64, u64)> {
+        let cell = Arc::clone(self.inner.cells.read().get(id)?);
+        let revision = cell.revision.load(Ordering::Acquire);
+        (revision > 0).then(|| (revision, cell.last_seq.load(Ordering::Acquire)))
+    }
+
     /// The folded state of task `id`, if it has events.
+    ///
+    /// A task not folded since open is folded first (`harness/lazy.rs`). Should one of its
+    /// events fail to decode (a record a store never writes; the open would have refused it
+    /// had it decoded every body), the state is that without the task's unfolded events, and
+    /// [`Store::task`] and [`Store::recover`] fail with the decoding error.
     #[must_use]
     pub fn task_state(&self, id: &str) -> Option<TaskState> {
         let cell = Arc::clone(self.inner.cells.read().get(id)?);
+        // An error is returned by the calls that can return one (above).
+        let _ = self.fold_pending(std::slice::from_ref(&cell));
         let locked = cell.state.lock();
         let state = cell.snapshot_of(&locked);
         (state.revision > 0).then_some(state)
     }
 
-    /// The folded state of every task, as of the events appended so far.
+    /// The folded state of every task, as of the events appended so far. Tasks not folded
+    /// since open are folded first, in one read of the log; on a decoding error, as
+    /// [`Store::task_state`] says.
     #[must_use]
     pub fn state(&self) -> State {
+        // An error is returned by the calls that can return one ([`Store::task_state`]).
+        let _ = self.fold_all_pending();
         let cells: Vec<Arc<TaskCell>> = self.inner.cells.read().values().cloned().collect();
         let mut state =
             State { last_seq: self.inner.log.last_seq().map_or(0, |s| s.0), ..State::default() };

@@ -17,6 +17,7 @@ use crate::fs::Fs;
 use crate::harness::codec;
 use crate::harness::fold;
 use crate::harness::ids::TaskId;
+use crate::harness::lazy::{self, FoldBudget, Pending};
 use crate::harness::snapshot::{self, SnapshotMeta};
 use crate::harness::snapshotter::Snapshotter;
 use crate::harness::state::{STATE_SCHEMA, State, TaskState};
@@ -73,19 +74,26 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
     };
     let fs = Arc::clone(&options.log.fs);
     let through = log.last_seq().map_or(0, |s| s.0);
-    let folded = match fold_log(&*fs, dir, &log, through, true, None) {
-        Ok(folded) => folded,
+    let (folded, mut pending) = match scan_log(&*fs, dir, &log, through) {
+        Ok(scanned) => scanned,
         Err(error) => {
             // A store this open created leaves nothing behind.
             log.discard_created();
             return Err(error);
         }
     };
+    // Folds of single tasks may read as many records as the pending ranges span before one
+    // fold folds them all (`harness/lazy.rs`).
+    let budget = lazy::span(pending.values()).map_or(0, |(from, to)| to - from + 1);
     let cells: HashMap<_, _> = folded
         .state
         .tasks
-        .iter()
-        .map(|(id, task)| (id.clone(), Arc::new(TaskCell::new(id.clone(), task.clone()))))
+        .into_iter()
+        .map(|(id, task)| {
+            let cell = TaskCell::new(id.clone(), task);
+            *cell.pending.lock() = pending.remove(&id);
+            (id, Arc::new(cell))
+        })
         .collect();
     let snapshot_seq = folded.snapshot.as_ref().map_or(0, |m| m.covered_seq.0);
     let report = OpenReport {
@@ -114,23 +122,41 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
             snapshot_bytes_mark: AtomicU64::new(0),
             snapshot_error: Mutex::new(None),
             turn_ended_since_snapshot: AtomicBool::new(false),
+            fold_budget: Mutex::new(FoldBudget { scanned: 0, budget }),
         }),
     })
 }
 
-/// Folds the log through `through`, starting from the newest usable snapshot when
-/// `use_snapshot`, else from the first event. With `only`, the events after the snapshot of
-/// every other task are read (CRC-checked, envelope only) but not decoded nor folded: the
-/// state then holds `only`'s state, and the other tasks only as of the snapshot; the ids of
-/// tasks that first appear after it are in [`Folded::unfolded_tasks`].
-pub(crate) fn fold_log(
+/// The newest usable snapshot and the events after it through `through`, read but folded
+/// only lazily (`harness/lazy.rs`): the state holds every task with its revision, last seq
+/// and delta counters exact, and its other events folded only through the snapshot; the
+/// events after it are each task's pending range.
+fn scan_log(
     fs: &dyn Fs,
     dir: &Path,
     log: &Log,
     through: u64,
-    use_snapshot: bool,
-    only: Option<&str>,
-) -> Result<Folded> {
+) -> Result<(Folded, HashMap<TaskId, Pending>)> {
+    let (mut state, snapshot, skipped) = load_base(fs, dir, through, true)?;
+    let from = snapshot.as_ref().map_or(0, |m| m.covered_seq.0) + 1;
+    let mut replayed = 0;
+    let mut pending = HashMap::new();
+    if from <= through {
+        let scanned = lazy::scan(&mut state, &mut log.read_from(Seq(from))?, through)?;
+        replayed = scanned.records;
+        pending = scanned.pending;
+    }
+    state.last_seq = state.last_seq.max(through);
+    let folded = Folded { state, snapshot, skipped, replayed, unfolded_tasks: BTreeSet::new() };
+    Ok((folded, pending))
+}
+
+/// A state to replay from, the snapshot it was loaded from, and the snapshots skipped.
+type Base = (State, Option<SnapshotMeta>, Vec<(PathBuf, String)>);
+
+/// The state to replay from: the newest usable snapshot's when `use_snapshot` (with its meta
+/// and the snapshots skipped), else the empty state.
+fn load_base(fs: &dyn Fs, dir: &Path, through: u64, use_snapshot: bool) -> Result<Base> {
     let mut state = State::default();
     let mut snapshot = None;
     let mut skipped = Vec::new();
@@ -158,6 +184,23 @@ pub(crate) fn fold_log(
             snapshot = Some(meta);
         }
     }
+    Ok((state, snapshot, skipped))
+}
+
+/// Folds the log through `through`, starting from the newest usable snapshot when
+/// `use_snapshot`, else from the first event. With `only`, the events after the snapshot of
+/// every other task are read (CRC-checked, envelope only) but not decoded nor folded: the
+/// state then holds `only`'s state, and the other tasks only as of the snapshot; the ids of
+/// tasks that first appear after it are in [`Folded::unfolded_tasks`].
+pub(crate) fn fold_log(
+    fs: &dyn Fs,
+    dir: &Path,
+    log: &Log,
+    through: u64,
+    use_snapshot: bool,
+    only: Option<&str>,
+) -> Result<Folded> {
+    let (mut state, snapshot, skipped) = load_base(fs, dir, through, use_snapshot)?;
     let from = snapshot.as_ref().map_or(0, |m| m.covered_seq.0) + 1;
     let mut replayed = 0;
     let mut unfolded_tasks = BTreeSet::new();
@@ -170,6 +213,8 @@ pub(crate) fn fold_log(
             BTreeSet::new()
         };
         let mut replay = fold::Replay::new(&mut state);
+        // The last other task seen: tasks write in runs, so most records skip the lookups.
+        let mut other = String::new();
         while let Some(record) = reader.next_ref() {
             let (seq, payload) = record?;
             if seq.0 > through {
@@ -179,8 +224,12 @@ pub(crate) fn fold_log(
             if let Some(only) = only {
                 let task = codec::peek(seq, payload)?.task;
                 if task != only {
-                    if !known.contains(task) && !unfolded_tasks.contains(task) {
-                        unfolded_tasks.insert(TaskId::new(task)?);
+                    if task != other {
+                        if !known.contains(task) && !unfolded_tasks.contains(task) {
+                            unfolded_tasks.insert(TaskId::new(task)?);
+                        }
+                        other.clear();
+                        other.push_str(task);
                     }
                     continue;
                 }
@@ -314,6 +363,8 @@ impl Store {
     /// Returns the segments and bytes removed (0 without a valid snapshot).
     pub fn reclaim(&self) -> Result<(usize, u64)> {
         let inner = &self.inner;
+        // Reclaiming may remove segments holding events of tasks not folded yet.
+        self.fold_all_pending()?;
         let _guard = inner.checkpoint.lock();
         let mut oldest_valid = None;
         for file in snapshot::list(&*inner.fs, &inner.dir)? {

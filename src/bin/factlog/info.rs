@@ -124,12 +124,9 @@ fn store_tasks(
         .task_ids()
         .into_iter()
         .filter_map(|id| {
-            let state = store.task_state(id.as_str())?;
-            Some(TaskLine {
-                id: id.as_str().to_owned(),
-                revision: state.revision,
-                last_seq: state.last_seq,
-            })
+            // Without folding the task: the open counted both from the envelopes.
+            let (revision, last_seq) = store.task_revision(id.as_str())?;
+            Some(TaskLine { id: id.as_str().to_owned(), revision, last_seq })
         })
         .collect())
 }
