@@ -1,8 +1,9 @@
 //! Open and replay at scale (issue 14): a store with many tasks and many events, a snapshot,
 //! then more events of a few tasks after it. Measures, in one run, the time of a writable
 //! `Store::open`, a read-only open, `factlog info`, `factlog state --task T` (a task the
-//! later events do not touch) and `factlog recover`, before and after those later events,
-//! and the raw replay rate of the same log (every record read and CRC-checked through
+//! later events do not touch) and `factlog recover`, on the store and on a copy of it to
+//! which those later events were appended (each run on one beside the same run on the other,
+//! so that the machine's load weighs on both alike), and the raw replay rate of the same log (every record read and CRC-checked through
 //! `Reader::next_ref`, as `benches/replay.rs` does). The increase each command shows per
 //! later event is set beside the time a raw scan takes per record: an open may replay what
 //! follows its snapshot, but no slower than it can be read.
@@ -10,7 +11,7 @@
 //! Run: `cargo build --release && cargo run --release --example scale -- [TASKS [EVENTS
 //! [LATER [DIR]]]]` (defaults: 10,000 tasks, 10,000,000 events, 1,000,000 later events
 //! spread over 10 tasks, a scratch directory under `target/`, removed at the end; a DIR
-//! given is kept, for a profiler; about 1 GB of disk). The
+//! given is kept, with its copy `DIR.later`, for a profiler; about 1.4 GB of disk). The
 //! `factlog` binary is looked up beside the example's own directory (`target/release`).
 
 use std::path::{Path, PathBuf};
@@ -28,7 +29,7 @@ const DELTAS_PER_TURN: u64 = 92;
 /// Events of one turn.
 const EVENTS_PER_TURN: u64 = DELTAS_PER_TURN + 8;
 /// How often each measurement is repeated (the median is reported).
-const REPEATS: usize = 3;
+const REPEATS: usize = 5;
 
 fn main() -> factlog::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,14 +63,16 @@ fn main() -> factlog::Result<()> {
     }
     // The task `state --task` asks for: never written after the snapshot.
     let quiet = format!("task-{}", tasks / 2);
-    let before = measure(&dir, &binary, &quiet)?;
+    // The later events go to a copy, so that both stores are measured side by side, each
+    // measurement interleaved with its twin's (the machine's load then weighs on both alike).
+    let later_dir = dir.with_extension("later");
+    copy_dir(&dir, &later_dir);
     {
-        let store = Store::open(&dir, StoreOptions::new().snapshot_every_bytes(u64::MAX))?;
+        let store = Store::open(&later_dir, StoreOptions::new().snapshot_every_bytes(u64::MAX))?;
         write_turns(&store, "later", 0..10, later)?;
         store.close()?;
     }
-    let after = measure(&dir, &binary, &quiet)?;
-    let scan = median_of(|| scan_all(&dir))?;
+    let (before, after, scan) = measure(&dir, &later_dir, &binary, &quiet)?;
     let records = scan.1;
     let scan_ns_per_record = scan.0.as_nanos() as f64 / records as f64;
     println!(
@@ -91,6 +94,7 @@ fn main() -> factlog::Result<()> {
     }
     if !keep {
         std::fs::remove_dir_all(&dir).expect("remove the scratch store");
+        std::fs::remove_dir_all(&later_dir).expect("remove the scratch store");
     }
     Ok(())
 }
@@ -145,20 +149,67 @@ fn write_turns(
     store.flush(Durability::Synced)
 }
 
-/// The median time of each measured operation.
-fn measure(dir: &Path, binary: &Path, task: &str) -> factlog::Result<Vec<(String, Duration)>> {
-    let mut rows = Vec::new();
-    rows.push(("Store::open (writable)".to_owned(), median_of(|| timed_open(dir, false))?.0));
-    rows.push(("Store::open_read_only".to_owned(), median_of(|| timed_open(dir, true))?.0));
-    let dir_text = dir.to_str().expect("a UTF-8 path");
-    for (name, command) in [
-        ("factlog info", vec!["info", dir_text]),
-        ("factlog state --task T", vec!["state", dir_text, "--task", task]),
-        ("factlog recover", vec!["recover", dir_text]),
-    ] {
-        rows.push((name.to_owned(), median_of(|| Ok((run(binary, &command), 0)))?.0));
+/// The operations measured on each store.
+const OPERATIONS: &[&str] = &[
+    "Store::open (writable)",
+    "Store::open_read_only",
+    "factlog info",
+    "factlog state --task T",
+    "factlog recover",
+];
+
+/// The median time of each measured operation on `first` and on `second`, every run on one
+/// beside the same run on the other, and the median raw scan of `second`.
+type Measured = (Vec<(String, Duration)>, Vec<(String, Duration)>, (Duration, u64));
+
+fn measure(first: &Path, second: &Path, binary: &Path, task: &str) -> factlog::Result<Measured> {
+    let mut samples: Vec<[Vec<Duration>; 2]> = vec![[Vec::new(), Vec::new()]; OPERATIONS.len()];
+    let mut scans = Vec::with_capacity(REPEATS);
+    for _ in 0..REPEATS {
+        for (op, name) in OPERATIONS.iter().enumerate() {
+            for (which, dir) in [first, second].into_iter().enumerate() {
+                let dir_text = dir.to_str().expect("a UTF-8 path");
+                let took = match *name {
+                    "Store::open (writable)" => timed_open(dir, false)?.0,
+                    "Store::open_read_only" => timed_open(dir, true)?.0,
+                    "factlog info" => run(binary, &["info", dir_text]),
+                    "factlog state --task T" => run(binary, &["state", dir_text, "--task", task]),
+                    _ => run(binary, &["recover", dir_text]),
+                };
+                samples[op][which].push(took);
+            }
+        }
+        scans.push(scan_all(second)?);
     }
-    Ok(rows)
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let mut rows = [Vec::new(), Vec::new()];
+    for (name, [a, b]) in OPERATIONS.iter().zip(samples) {
+        rows[0].push(((*name).to_owned(), median(a)));
+        rows[1].push(((*name).to_owned(), median(b)));
+    }
+    scans.sort();
+    let [before, after] = rows;
+    Ok((before, after, scans[scans.len() / 2]))
+}
+
+/// Copies the store in `from` (files and the snapshot directory) to `to`, made anew.
+fn copy_dir(from: &Path, to: &Path) {
+    if to.exists() {
+        std::fs::remove_dir_all(to).expect("remove the old copy");
+    }
+    std::fs::create_dir_all(to).expect("create the copy");
+    for entry in std::fs::read_dir(from).expect("list the store") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy a file");
+        }
+    }
 }
 
 fn timed_open(dir: &Path, read_only: bool) -> factlog::Result<(Duration, u64)> {
@@ -199,17 +250,6 @@ fn run(binary: &Path, args: &[&str]) -> Duration {
         String::from_utf8_lossy(&output.stderr)
     );
     elapsed
-}
-
-fn median_of(
-    mut f: impl FnMut() -> factlog::Result<(Duration, u64)>,
-) -> factlog::Result<(Duration, u64)> {
-    let mut samples = Vec::with_capacity(REPEATS);
-    for _ in 0..REPEATS {
-        samples.push(f()?);
-    }
-    samples.sort();
-    Ok(samples[REPEATS / 2])
 }
 
 fn ms(duration: Duration) -> f64 {

@@ -5,23 +5,28 @@
 //! a writer open would cut from a torn tail.
 //!
 //! For a store it also shows the snapshot files (each decoded to say whether it is valid) and
-//! the tasks (id, revision, last seq) through a read-only store open. A log whose first record
+//! the tasks (id, revision, last seq) through a read-only store open. The newest snapshot is
+//! the one that open loads and decodes when it is usable, so it is not decoded twice; the
+//! older ones are decoded on other threads meanwhile. The tasks' revisions and last seqs are
+//! read without folding their states (`Store::task_revision`). A log whose first record
 //! is not an event (written by `factlog append`) has no tasks: they are skipped with a note,
 //! and the exit code is 0. A store that cannot be folded because it is damaged is reported
 //! the same way, then the exit code is 3 (damaged data) with one line on standard error
 //! pointing to `factlog salvage`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use factlog::fs::RealFs;
 use factlog::harness::codec;
+use factlog::harness::snapshot::{self, SnapshotFile};
 use factlog::{Log, LogInfo, Options, Seq, Store, StoreOptions, TailCut};
 use serde_json::{Value, json};
 
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
-use crate::purge::{CheckedSnapshot, checked_snapshots};
+use crate::purge::{CheckedSnapshot, check_snapshot};
 use crate::{
     EXIT_DAMAGED, Failure, InfoArgs, Outcome, Output, exit_code_of, library_failure, open_failure,
     require_store,
@@ -75,41 +80,71 @@ fn gather(args: &InfoArgs, fs: &Arc<CountingFs>) -> Result<Gathered, Failure> {
         .map_err(|error| open_failure(&args.dir, &error))?;
     let info = log.info().map_err(|error| library_failure("info", &error))?;
     let tail_cut = log.recovery_report().tail_cut.clone();
-    let snapshots = checked_snapshots(&args.dir)
+    let mut files = snapshot::list(&RealFs, &args.dir)
         .map_err(|error| library_failure("cannot list the snapshots", &error))?;
-    let tasks = tasks(&args.dir, &log, &info, fs);
+    // Every snapshot is decoded to say whether it is valid, as `checked_snapshots` does; the
+    // older ones on other threads while the store opens, and the newest by that open, which
+    // loads and decodes it in full when it is usable (else it is decoded here).
+    let newest = files.pop();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len());
+    let (older, (tasks, loaded)) = std::thread::scope(|scope| {
+        let mut shares: Vec<Vec<SnapshotFile>> = vec![Vec::new(); threads];
+        for (i, file) in files.into_iter().enumerate() {
+            shares[i % threads].push(file);
+        }
+        let workers: Vec<_> = shares
+            .into_iter()
+            .map(|share| scope.spawn(|| share.into_iter().map(check_snapshot).collect::<Vec<_>>()))
+            .collect();
+        let tasks = tasks(&args.dir, &log, &info, fs);
+        let mut older: Vec<CheckedSnapshot> = workers
+            .into_iter()
+            .flat_map(|worker| worker.join().expect("a snapshot check does not panic"))
+            .collect();
+        older.sort_by_key(|checked| checked.file.covered_seq);
+        (older, tasks)
+    });
+    let mut snapshots = older;
+    if let Some(newest) = newest {
+        snapshots.push(if loaded.as_deref() == Some(newest.path.as_path()) {
+            CheckedSnapshot { file: newest, error: None }
+        } else {
+            check_snapshot(newest)
+        });
+    }
     Ok((info, tail_cut, snapshots, tasks))
 }
 
 /// The tasks, through a read-only store open, if the log holds events; and the damage that
-/// kept the store from opening, if that was why.
+/// kept the store from opening, if that was why. Also the snapshot file that open loaded.
 fn tasks(
     dir: &Path,
     log: &Log,
     info: &LogInfo,
     fs: &Arc<CountingFs>,
-) -> (Tasks, Option<factlog::Error>) {
+) -> ((Tasks, Option<factlog::Error>), Option<PathBuf>) {
     match store_tasks(dir, log, info, fs) {
-        Ok(tasks) => (Ok(tasks), None),
+        Ok((tasks, loaded)) => ((Ok(tasks), None), loaded),
         Err((note, error)) => {
             let damage = error.filter(|error| exit_code_of(error) == EXIT_DAMAGED);
-            (Err(note), damage)
+            ((Err(note), damage), None)
         }
     }
 }
 
-/// [`tasks`]: the task lines, or the note saying why there are none and the error behind it.
+/// [`tasks`]: the task lines and the snapshot file the open loaded, or the note saying why
+/// there are none and the error behind it.
 fn store_tasks(
     dir: &Path,
     log: &Log,
     info: &LogInfo,
     fs: &Arc<CountingFs>,
-) -> Result<Vec<TaskLine>, (String, Option<factlog::Error>)> {
-    let Some(first) = info.first_seq else { return Ok(Vec::new()) };
+) -> Result<(Vec<TaskLine>, Option<PathBuf>), (String, Option<factlog::Error>)> {
+    let Some(first) = info.first_seq else { return Ok((Vec::new(), None)) };
     let mut reader =
         log.read_from(first).map_err(|error| (format!("cannot read the log: {error}"), None))?;
     match reader.next() {
-        None => return Ok(Vec::new()),
+        None => return Ok((Vec::new(), None)),
         Some(Err(error)) => return Err((format!("cannot read the log: {error}"), Some(error))),
         Some(Ok(record)) if codec::peek(record.seq, &record.payload).is_err() => {
             let note = "the log holds raw records, not events: it is not a store";
@@ -120,7 +155,8 @@ fn store_tasks(
     let options = StoreOptions::new().log(Options::new().fs(fs.clone()));
     let store = Store::open_read_only(dir, options)
         .map_err(|error| (format!("cannot open the store: {error}"), Some(error)))?;
-    Ok(store
+    let loaded = store.open_report().snapshot.as_ref().map(|meta| meta.path.clone());
+    let tasks = store
         .task_ids()
         .into_iter()
         .filter_map(|id| {
@@ -128,7 +164,8 @@ fn store_tasks(
             let (revision, last_seq) = store.task_revision(id.as_str())?;
             Some(TaskLine { id: id.as_str().to_owned(), revision, last_seq })
         })
-        .collect())
+        .collect();
+    Ok((tasks, loaded))
 }
 
 /// The last seq of each segment (`None` for an empty one): the next one's first seq - 1, or the

@@ -33,13 +33,13 @@ pub struct CheckedSnapshot {
 /// judges it (`snapshot::load`), so that a dry run lists what a purge removes.
 pub fn checked_snapshots(dir: &Path) -> Result<Vec<CheckedSnapshot>, factlog::Error> {
     let files = snapshot::list(&RealFs, dir)?;
-    Ok(files
-        .into_iter()
-        .map(|file| {
-            let error = snapshot::load(&RealFs, &file).err().map(|e| e.to_string());
-            CheckedSnapshot { file, error }
-        })
-        .collect())
+    Ok(files.into_iter().map(check_snapshot).collect())
+}
+
+/// `file`, judged as [`checked_snapshots`] judges each.
+pub fn check_snapshot(file: SnapshotFile) -> CheckedSnapshot {
+    let error = snapshot::load(&RealFs, &file).err().map(|e| e.to_string());
+    CheckedSnapshot { file, error }
 }
 
 pub fn run(args: &PurgeArgs) -> Outcome {
