@@ -1,4 +1,4 @@
-//! Proves that the event vectors (`format-spec/vectors/020-*` to `027-*`) hold exactly the
+//! Proves that the event vectors (`format-spec/vectors/020-*` to `029-*`) hold exactly the
 //! bytes and values their description in `format-spec/vectors/README.md` ("Event vectors")
 //! gives, and that this build reads them as `format-spec/events.md` promises. Each record
 //! vector is built with `codec::encode_event` from the described event (in the event's body
@@ -15,15 +15,16 @@
 //! does not exist yet. It never overwrites a file: the committed vectors are the compatibility
 //! promise and are never regenerated.
 
+mod common;
+
+use common::vectors;
 use std::fmt::Write as _;
 use std::fs;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON, EVENT_MAGIC};
 use factlog::harness::event::{
-    AssistantDelta, Effect, Opaque, ResultOutcome, ToolCall, ToolResult,
+    AssistantDelta, Effect, Opaque, RecordPut, RecordRemoved, ResultOutcome, ToolCall, ToolResult,
 };
 use factlog::harness::{Body, CallId, Event, EventType, RequestKey, TaskId, request_key, secret};
 use factlog::{ErrorKind, Seq};
@@ -40,14 +41,6 @@ const WRITE_VARIABLE: &str = "FACTLOG_WRITE_VECTORS";
 const REQUEST_KEYS: &str = "024-request-keys";
 /// The first field of an argument-digest line of 024.
 const ARGS_LINE: &str = "args-canonical";
-
-fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("format-spec").join("vectors")
-}
-
-fn writing() -> bool {
-    std::env::var(WRITE_VARIABLE).is_ok_and(|v| v == "1")
-}
 
 // ---------------------------------------------------------------------------------------------
 // The inputs of 024, and the values 021 takes from them.
@@ -191,6 +184,28 @@ fn tool_result_v1_record() -> Image {
     Image::new(bytes)
 }
 
+/// 028: a `record/put` of an Agents SDK item no typed event covers.
+fn record_put_event() -> Event {
+    let body = RecordPut {
+        kind: "agents/item".to_owned(),
+        key: Some("rs_1".to_owned()),
+        value: json!({"type": "reasoning", "summary": []}),
+        extra: serde_json::Map::new(),
+    };
+    event("session-1", 10, Body::RecordPut(body))
+}
+
+/// 029: a `record/removed` naming two events and a prefix of the task.
+fn record_removed_event() -> Event {
+    let body = RecordRemoved {
+        kind: "agents/item".to_owned(),
+        seqs: vec![3, 5],
+        through_seq: Some(2),
+        extra: serde_json::Map::new(),
+    };
+    event("session-1", 11, Body::RecordRemoved(body))
+}
+
 /// The schema-1 body of 027: a free-text status.
 const FREE_TEXT_BODY: &[u8] = br#"{"call_id":"c3","status":"timeout"}"#;
 
@@ -303,6 +318,29 @@ fn vectors() -> Vec<Vector> {
             build: free_text_record,
             outcome: || Outcome::CannotUpcast(FREE_TEXT_ERROR),
         },
+        Vector {
+            name: "028-event-record-put",
+            about: &[
+                "028-event-record-put: record/put (tag 0x0c01, schema 1, encoding 1 = JSON), task",
+                "\"session-1\", revision 10, timestamp_us 1700000000000000; body kind",
+                "\"agents/item\", key \"rs_1\", value {\"type\":\"reasoning\",\"summary\":[]}.",
+                "Expected: decodes (at seq 1) to that event, the value whole; re-encodes to the",
+                "same bytes.",
+            ],
+            build: || encoded(&record_put_event()),
+            outcome: || Outcome::Decodes(Box::new(record_put_event())),
+        },
+        Vector {
+            name: "029-event-record-removed",
+            about: &[
+                "029-event-record-removed: record/removed (tag 0x0c02, schema 1, encoding 1 =",
+                "JSON), task \"session-1\", revision 11, timestamp_us 1700000000000000; body kind",
+                "\"agents/item\", seqs [3,5], through_seq 2.",
+                "Expected: decodes (at seq 1) to that event; re-encodes to the same bytes.",
+            ],
+            build: || encoded(&record_removed_event()),
+            outcome: || Outcome::Decodes(Box::new(record_removed_event())),
+        },
     ]
 }
 
@@ -353,8 +391,8 @@ impl Image {
                     b[6],
                 ),
             ),
-            (8, 16, format!("envelope [8, 16): revision {}", u64_at(b, 8))),
-            (16, 24, format!("envelope [16, 24): timestamp_us {}", u64_at(b, 16))),
+            (8, 16, format!("envelope [8, 16): revision {}", vectors::u64_at(b, 8))),
+            (16, 24, format!("envelope [16, 24): timestamp_us {}", vectors::u64_at(b, 16))),
             (
                 24,
                 body_at,
@@ -402,145 +440,33 @@ impl Image {
 
     /// The annotated hex dump: `about` first, then each structure's annotation and its bytes.
     fn dump(&self, name: &str, about: &[&str]) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "# format-spec/vectors/{name}.bin: {} bytes.", self.bytes.len());
-        for line in about {
-            let _ = writeln!(out, "# {line}");
-        }
-        out.push_str(
-            "#\n\
-             # Generated by tests/event_vectors.rs together with the .bin, which it checks byte \
-             for byte.\n\
-             # The .bin is one record payload (format-spec/events.md, \"Envelope\"), not a whole \
-             segment.\n\
-             # Each line: offset (hex), up to 16 bytes in hex, the same bytes as ASCII. The last \
-             line is\n\
-             # the record length. Lines starting with \"#\" annotate the structure whose bytes \
-             follow them.\n",
-        );
-        for (start, end, description) in self.spans() {
-            let _ = writeln!(out, "#\n# {description}");
-            for (_, note) in self.notes.iter().filter(|(at, _)| (start..end).contains(at)) {
-                let _ = writeln!(out, "#   {note}");
-            }
-            dump_lines(&mut out, &self.bytes, start, end);
-        }
-        let _ = writeln!(out, "{:08x}", self.bytes.len());
-        out
+        const LEGEND: &[&str] = &[
+            "Generated by tests/event_vectors.rs together with the .bin, which it checks byte for byte.",
+            "The .bin is one record payload (format-spec/events.md, \"Envelope\"), not a whole segment.",
+            "Each line: offset (hex), up to 16 bytes in hex, the same bytes as ASCII. The last line is",
+            "the record length. Lines starting with \"#\" annotate the structure whose bytes follow them.",
+        ];
+        let sections: Vec<vectors::Section> = self
+            .spans()
+            .into_iter()
+            .map(|(start, end, description)| vectors::Section {
+                description,
+                notes: self
+                    .notes
+                    .iter()
+                    .filter(|(at, _)| (start..end).contains(at))
+                    .map(|(_, note)| note.clone())
+                    .collect(),
+                start,
+                end,
+            })
+            .collect();
+        vectors::dump(name, &self.bytes, about, LEGEND, &sections)
     }
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-/// Appends the hex lines of `bytes[start..end)`, up to 16 bytes a line, as
-/// `tests/format_vectors.rs` does (records are short: no `*` lines).
-fn dump_lines(out: &mut String, bytes: &[u8], start: usize, end: usize) {
-    for (i, chunk) in bytes[start..end].chunks(16).enumerate() {
-        let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
-        let offset = start + 16 * i;
-        let _ = writeln!(out, "{offset:08x}  {:<47}  |{}|", hex.join(" "), ascii(chunk));
-    }
-}
-
-fn ascii(bytes: &[u8]) -> String {
-    bytes.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' }).collect()
-}
-
-/// The hex bytes in columns 10 to 56 of a dump line: at most 16 two-digit tokens.
-fn hex_columns(line: &str) -> Result<Vec<u8>, String> {
-    let area = line.get(10..line.len().min(57)).ok_or("line too short")?;
-    let bytes: Vec<u8> = area
-        .split_whitespace()
-        .map(|t| {
-            if t.len() == 2 { u8::from_str_radix(t, 16).ok() } else { None }.ok_or(t.to_owned())
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|t| format!("not a hex byte: {t:?}"))?;
-    if bytes.is_empty() || bytes.len() > 16 {
-        return Err(format!("{} bytes on one line", bytes.len()));
-    }
-    Ok(bytes)
-}
-
-/// Rebuilds the record from an annotated dump, checking that the offsets follow each other,
-/// that the ASCII column matches the hex, and that the last line is the length.
-fn parse_dump(text: &str) -> Result<Vec<u8>, String> {
-    let mut bytes: Vec<u8> = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let at = |e: String| format!("line {}: {e}", number + 1);
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let offset = line
-            .get(..8)
-            .and_then(|h| usize::from_str_radix(h, 16).ok())
-            .ok_or_else(|| at(format!("no offset in {line:?}")))?;
-        if offset != bytes.len() {
-            return Err(at(format!("offset {offset:#x}, expected {:#x}", bytes.len())));
-        }
-        if line.len() == 8 {
-            return Ok(bytes);
-        }
-        let chunk = hex_columns(line).map_err(at)?;
-        let shown = line.get(57..).unwrap_or_default();
-        if shown != format!("  |{}|", ascii(&chunk)) {
-            return Err(at(format!("ASCII column {shown:?} does not match the hex")));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Err("no final line with the record length".into())
 }
 
 // ---------------------------------------------------------------------------------------------
 // The checks of the record vectors.
-
-fn write_new(path: &Path, bytes: &[u8]) {
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .unwrap_or_else(|e| panic!("create {} (never overwritten): {e}", path.display()));
-    file.write_all(bytes).expect("write vector file");
-    file.sync_all().expect("sync vector file");
-}
-
-fn assert_same_bytes(got: &[u8], expected: &[u8], what: &str) {
-    if let Some(at) = got.iter().zip(expected).position(|(a, b)| a != b) {
-        panic!(
-            "{what}: first difference at offset {at}: {:#04x} != {:#04x}",
-            got[at], expected[at]
-        );
-    }
-    assert_eq!(got.len(), expected.len(), "{what}: length");
-}
-
-/// The committed `.bin`, after checking it against the built record and the `.txt`.
-fn committed_bytes(vector: &Vector, image: &Image) -> Vec<u8> {
-    let bin = vectors_dir().join(format!("{}.bin", vector.name));
-    let txt = vectors_dir().join(format!("{}.txt", vector.name));
-    if !bin.exists() {
-        assert!(
-            writing(),
-            "{} does not exist: run `{WRITE_VARIABLE}=1 cargo test --test event_vectors` once \
-             to write it, then commit it",
-            bin.display()
-        );
-        write_new(&bin, &image.bytes);
-        write_new(&txt, image.dump(vector.name, vector.about).as_bytes());
-    }
-    let committed = fs::read(&bin).expect("read the committed .bin");
-    assert_same_bytes(
-        &committed,
-        &image.bytes,
-        &format!("{} against codec::encode", bin.display()),
-    );
-    let text = fs::read_to_string(&txt).expect("read the committed .txt");
-    let dumped = parse_dump(&text).unwrap_or_else(|e| panic!("{}: {e}", txt.display()));
-    assert_same_bytes(&dumped, &committed, &format!("hex columns of {}", txt.display()));
-    committed
-}
 
 /// The envelope read with `peek` is the described event's, field by field.
 fn check_envelope(name: &str, bytes: &[u8], expected: &Event) {
@@ -567,14 +493,21 @@ fn check_envelope(name: &str, bytes: &[u8], expected: &Event) {
 fn check(name: &str) {
     let vector = vectors().into_iter().find(|v| v.name == name).expect("a listed vector");
     let image = (vector.build)();
-    let bytes = committed_bytes(&vector, &image);
+    let bytes = vectors::Files {
+        name: vector.name,
+        built: &image.bytes,
+        builder: "codec::encode",
+        test: "event_vectors",
+        write_variable: WRITE_VARIABLE,
+    }
+    .committed(|| image.dump(vector.name, vector.about));
     match (vector.outcome)() {
         Outcome::Decodes(expected) => {
             check_envelope(name, &bytes, &expected);
             let decoded = codec::decode(SEQ, &bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(decoded, *expected, "{name}: the decoded event");
             let again = codec::encode_event(&decoded).expect("the decoded event encodes");
-            assert_same_bytes(&again, &bytes, &format!("{name}: re-encoded"));
+            vectors::assert_same_bytes(&again, &bytes, &format!("{name}: re-encoded"));
         }
         Outcome::Corrupt(word) => {
             for (what, result) in [
@@ -598,7 +531,7 @@ fn check(name: &str) {
             assert_eq!(decoded, *expected, "{name}: the upcast event");
             let again = codec::encode(env.task, env.revision, env.timestamp_us, &decoded.body, 1)
                 .expect("the downcast encodes");
-            assert_same_bytes(&again, &bytes, &format!("{name}: written for format 1"));
+            vectors::assert_same_bytes(&again, &bytes, &format!("{name}: written for format 1"));
         }
         Outcome::CannotUpcast(message) => {
             let env = codec::peek(SEQ, &bytes).unwrap_or_else(|e| panic!("{name}: peek: {e}"));
@@ -624,7 +557,7 @@ fn vector_020_event_delta() {
 fn vector_021_event_tool_call() {
     check("021-event-tool-call");
     // The body field by field, as the README states it, and its values as 024 pins them.
-    let bytes = fs::read(vectors_dir().join("021-event-tool-call.bin")).expect("021");
+    let bytes = fs::read(vectors::dir().join("021-event-tool-call.bin")).expect("021");
     let Body::ToolCall(call) = codec::decode(SEQ, &bytes).expect("021 decodes").body else {
         panic!("021 is a tool/call");
     };
@@ -652,7 +585,7 @@ fn vector_021_event_tool_call() {
 #[test]
 fn vector_025_event_tool_result() {
     check("025-event-tool-result");
-    let bytes = fs::read(vectors_dir().join("025-event-tool-result.bin")).expect("025");
+    let bytes = fs::read(vectors::dir().join("025-event-tool-result.bin")).expect("025");
     let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
     assert_eq!(
         String::from_utf8_lossy(body),
@@ -664,7 +597,7 @@ fn vector_025_event_tool_result() {
 #[test]
 fn vector_026_event_tool_result_schema_1() {
     check("026-event-tool-result-schema-1");
-    let bytes = fs::read(vectors_dir().join("026-event-tool-result-schema-1.bin")).expect("026");
+    let bytes = fs::read(vectors::dir().join("026-event-tool-result-schema-1.bin")).expect("026");
     let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
     assert_eq!(
         String::from_utf8_lossy(body),
@@ -673,14 +606,38 @@ fn vector_026_event_tool_result_schema_1() {
     );
     // Read, 026 is 025; written in schema 2 (a format-2 log), it is 025's bytes.
     let v1 = codec::decode(SEQ, &bytes).expect("026 decodes");
-    let v2 = fs::read(vectors_dir().join("025-event-tool-result.bin")).expect("025");
+    let v2 = fs::read(vectors::dir().join("025-event-tool-result.bin")).expect("025");
     assert_eq!(v1, codec::decode(SEQ, &v2).expect("025 decodes"), "026 upcasts to 025");
-    assert_same_bytes(&codec::encode_event(&v1).expect("encodes"), &v2, "026 re-encoded");
+    vectors::assert_same_bytes(&codec::encode_event(&v1).expect("encodes"), &v2, "026 re-encoded");
 }
 
 #[test]
 fn vector_027_event_tool_result_free_text() {
     check("027-event-tool-result-free-text");
+}
+
+#[test]
+fn vector_028_event_record_put() {
+    check("028-event-record-put");
+    let bytes = fs::read(vectors::dir().join("028-event-record-put.bin")).expect("028");
+    let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
+    assert_eq!(
+        String::from_utf8_lossy(body),
+        r#"{"kind":"agents/item","key":"rs_1","value":{"type":"reasoning","summary":[]}}"#,
+        "028: the body bytes"
+    );
+}
+
+#[test]
+fn vector_029_event_record_removed() {
+    check("029-event-record-removed");
+    let bytes = fs::read(vectors::dir().join("029-event-record-removed.bin")).expect("029");
+    let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
+    assert_eq!(
+        String::from_utf8_lossy(body),
+        r#"{"kind":"agents/item","seqs":[3,5],"through_seq":2}"#,
+        "029: the body bytes"
+    );
 }
 
 #[test]
@@ -692,11 +649,11 @@ fn vector_022_event_opaque() {
 #[test]
 fn vector_023_event_bad_magic() {
     check("023-event-bad-magic");
-    let damaged = fs::read(vectors_dir().join("023-event-bad-magic.bin")).expect("023");
-    let mut original = fs::read(vectors_dir().join("021-event-tool-call.bin")).expect("021");
+    let damaged = fs::read(vectors::dir().join("023-event-bad-magic.bin")).expect("023");
+    let mut original = fs::read(vectors::dir().join("021-event-tool-call.bin")).expect("021");
     assert_eq!(original[0], EVENT_MAGIC);
     original[0] = 0x00;
-    assert_same_bytes(&damaged, &original, "023 is 021 with byte 0 zeroed");
+    vectors::assert_same_bytes(&damaged, &original, "023 is 021 with byte 0 zeroed");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -740,11 +697,15 @@ fn request_keys_text() -> String {
 /// The lines of 024 that are not comments, split at TABs.
 fn data_lines() -> Vec<Vec<String>> {
     static WRITTEN: OnceLock<()> = OnceLock::new();
-    let path = vectors_dir().join(format!("{REQUEST_KEYS}.txt"));
+    let path = vectors::dir().join(format!("{REQUEST_KEYS}.txt"));
     WRITTEN.get_or_init(|| {
         if !path.exists() {
-            assert!(writing(), "{} does not exist: run with {WRITE_VARIABLE}=1", path.display());
-            write_new(&path, request_keys_text().as_bytes());
+            assert!(
+                vectors::writing(WRITE_VARIABLE),
+                "{} does not exist: run with {WRITE_VARIABLE}=1",
+                path.display()
+            );
+            vectors::write_new(&path, request_keys_text().as_bytes());
         }
     });
     let text = fs::read_to_string(&path).expect("024");
@@ -829,7 +790,7 @@ fn vector_024_argument_digests() {
 fn vector_024_is_what_the_generator_writes() {
     let _ = data_lines(); // writes the file first when asked to
     let committed =
-        fs::read_to_string(vectors_dir().join(format!("{REQUEST_KEYS}.txt"))).expect("024");
+        fs::read_to_string(vectors::dir().join(format!("{REQUEST_KEYS}.txt"))).expect("024");
     assert_eq!(committed, request_keys_text(), "024-request-keys.txt");
 }
 
@@ -848,7 +809,7 @@ fn every_event_vector_is_described_and_checked() {
     listed.push(REQUEST_KEYS);
     listed.sort_unstable();
     assert!(listed.iter().all(|n| is_event_vector(n)), "{listed:?}");
-    let readme = fs::read_to_string(vectors_dir().join("README.md")).expect("vectors/README.md");
+    let readme = fs::read_to_string(vectors::dir().join("README.md")).expect("vectors/README.md");
     let described: Vec<&str> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("### "))
@@ -861,16 +822,16 @@ fn every_event_vector_is_described_and_checked() {
         .flat_map(|v| [format!("{}.bin", v.name), format!("{}.txt", v.name)])
         .collect();
     expected.push(format!("{REQUEST_KEYS}.txt"));
-    for entry in fs::read_dir(vectors_dir()).expect("the vectors directory") {
+    for entry in fs::read_dir(vectors::dir()).expect("the vectors directory") {
         let file = entry.expect("a directory entry").file_name().to_string_lossy().into_owned();
         let stem = file.split_once('.').map_or(file.as_str(), |(s, _)| s);
         if is_event_vector(stem) {
             assert!(expected.contains(&file), "{file} is not a checked event vector");
         }
     }
-    if !writing() {
+    if !vectors::writing(WRITE_VARIABLE) {
         for file in &expected {
-            assert!(vectors_dir().join(file).exists(), "{file} is missing");
+            assert!(vectors::dir().join(file).exists(), "{file} is missing");
         }
     }
 }
