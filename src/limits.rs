@@ -205,11 +205,12 @@ pub const LOCK_RETRY_MS: u64 = 5;
 /// recovery report lists every call; the event lists them in order up to this budget.
 pub const RESTORED_CALLS_BYTES_MAX: usize = EVENT_BODY_BYTES_MAX / 4;
 
-/// Call ids a task may leave dispatched without a result, among the events not folded yet,
-/// for [`crate::Store::recover`] still to prove from the envelopes alone that the task needs
-/// no repair. A task with more is folded and planned as usual: this bounds the memory of that
-/// proof, never what recovery does.
-pub const RECOVERY_SCAN_OPEN_CALLS_MAX: usize = 1024;
+/// Call ids a task may have dispatched without a result at any point among its events after
+/// the snapshot, for [`crate::Store::recover`] still to prove from the envelopes read at open
+/// that the task needs no repair. A task with more is folded and planned as usual: this bounds
+/// the memory of that proof at open (a few kilobytes a task at most), never what recovery
+/// does.
+pub const RECOVERY_SCAN_OPEN_CALLS_MAX: usize = 64;
 
 /// The bytes one call decision costs in a `recovery/restored` body besides its call id: the
 /// field names, the longest outcome and plan names and the JSON punctuation, rounded up.

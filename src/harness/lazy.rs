@@ -20,7 +20,10 @@
 //!
 //! [`Store::recover`] must take every task over, but a task whose pending events leave
 //! nothing open needs no repair and its report is known without folding it
-//! ([`quiet_tasks`]): it is marked held and stays pending.
+//! ([`Store::quiet_tasks`]): it is marked held and stays pending. What that needs of the
+//! pending events ([`Tail`]) is gathered by the same scan at open, from the envelopes' type
+//! tags and the call ids `tool/call` and `tool/result` bodies start with, so `recover` reads
+//! nothing more.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -43,6 +46,69 @@ use crate::types::Seq;
 pub(crate) struct Pending {
     pub(crate) from: u64,
     pub(crate) to: u64,
+    /// Whether these events end with a `turn/end`, hold no `task/contract`,
+    /// `approval/grant`, `tool/outcome_unknown` nor `recovery/restored`, and answer every
+    /// `tool/call` among them with a later `tool/result` of the same call id: then they leave
+    /// nothing open that the task's folded part did not ([`Store::quiet_tasks`]).
+    pub(crate) quiet_tail: bool,
+}
+
+/// What [`scan`] gathers of a task's pending events for [`Pending::quiet_tail`].
+#[derive(Debug, Default)]
+struct Tail {
+    /// Something among them keeps the task from being quiet.
+    ruled_out: bool,
+    /// The type tag of the last of them.
+    last_tag: u16,
+    /// The call ids dispatched without a result yet; at most
+    /// [`RECOVERY_SCAN_OPEN_CALLS_MAX`], else the task is ruled out.
+    open_calls: HashSet<String>,
+}
+
+impl Tail {
+    /// Takes the event of `envelope` (not a delta) into account.
+    fn add(&mut self, envelope: &codec::EnvelopeRef<'_>) {
+        self.last_tag = envelope.tag;
+        if self.ruled_out {
+            return;
+        }
+        let call_id = || leading_call_id(envelope.body);
+        match EventType::from_tag(envelope.tag) {
+            Some(
+                EventType::Contract
+                | EventType::ApprovalGrant
+                | EventType::ToolOutcomeUnknown
+                | EventType::Restored,
+            ) => self.rule_out(),
+            Some(EventType::ToolCall) if envelope.schema == codec::SCHEMA_VERSION => {
+                match call_id() {
+                    Some(id) if self.open_calls.len() < RECOVERY_SCAN_OPEN_CALLS_MAX => {
+                        self.open_calls.insert(id.to_owned());
+                    }
+                    _ => self.rule_out(),
+                }
+            }
+            Some(EventType::ToolResult) if envelope.schema == codec::TOOL_RESULT_SCHEMA => {
+                match call_id() {
+                    Some(id) => {
+                        self.open_calls.remove(id);
+                    }
+                    None => self.rule_out(),
+                }
+            }
+            Some(EventType::ToolCall | EventType::ToolResult) => self.rule_out(),
+            _ => {}
+        }
+    }
+
+    fn rule_out(&mut self) {
+        self.ruled_out = true;
+        self.open_calls = HashSet::new();
+    }
+
+    fn quiet(&self) -> bool {
+        !self.ruled_out && self.open_calls.is_empty() && self.last_tag == EventType::TurnEnd.tag()
+    }
 }
 
 /// How many records the folds of single tasks have read since open, against the budget
@@ -62,7 +128,7 @@ struct Counted {
     last_seq: u64,
     deltas: u64,
     delta_bytes: u64,
-    pending: Option<Pending>,
+    pending: Option<(Pending, Tail)>,
 }
 
 /// What [`scan`] read: the records and each task's pending range.
@@ -115,15 +181,19 @@ pub(crate) fn scan(state: &mut State, reader: &mut Reader, through: u64) -> Resu
             // Decoded now only to fail the open as an eager fold would, naming the event.
             codec::decode(seq, payload)?;
         }
-        let pending = task.pending.get_or_insert(Pending { from: seq.0, to: seq.0 });
+        let (pending, tail) = task.pending.get_or_insert_with(|| {
+            (Pending { from: seq.0, to: seq.0, quiet_tail: false }, Tail::default())
+        });
         pending.to = seq.0;
+        tail.add(&envelope);
     }
     let mut scanned = Scanned { records, pending: HashMap::new() };
     for (id, counted) in counted {
         state.last_seq = state.last_seq.max(counted.last_seq);
         let id = TaskId(id);
-        if let Some(pending) = counted.pending {
-            scanned.pending.insert(id.clone(), pending);
+        if let Some((pending, tail)) = counted.pending {
+            let quiet_tail = tail.quiet();
+            scanned.pending.insert(id.clone(), Pending { quiet_tail, ..pending });
         }
         let task = state.tasks.entry(id).or_default();
         task.revision = task.revision.max(counted.revision);
@@ -221,94 +291,23 @@ impl Store {
     }
 
     /// Of the pending tasks of `cells`, those whose recovery needs no repair and reports
-    /// nothing, known without folding them: in one read of their pending ranges, envelopes
-    /// only. Such a task, folded, would have no open turn, step, call, one-time or per-run
-    /// approval, pending cancel or high risk, and its last recovery would not be its last
-    /// event; so [`crate::harness::recovery::plan_task`] would write nothing and report an
-    /// empty recovery, `ready`. The test is conservative: a task it cannot prove quiet is
-    /// folded and planned as usual.
+    /// nothing, known without folding them (and without reading the log): such a task, folded,
+    /// would have no open turn, step, call, one-time or per-run approval, pending cancel or
+    /// high risk, and its last recovery would not be its last event; so
+    /// [`crate::harness::recovery::plan_task`] would write nothing and report an empty
+    /// recovery, `ready`. The test is conservative: a task it cannot prove quiet is folded and
+    /// planned as usual.
     ///
     /// A task is quiet when its folded part (its state as of the snapshot) has no call
     /// dispatched or of unknown outcome, no granted `once` or `run` approval, and low risk;
-    /// and its pending events end with a `turn/end`, hold no `task/contract`, `approval/grant`,
-    /// `tool/outcome_unknown` nor `recovery/restored`, and every `tool/call` among them is
-    /// followed by a `tool/result` of the same call id (read from the start of the body, as
-    /// this build writes it; any other shape is not quiet).
-    pub(crate) fn quiet_tasks(&self, cells: &[Arc<TaskCell>]) -> Result<HashSet<TaskId>> {
-        #[derive(Default)]
-        struct Watch {
-            pending: Option<Pending>,
-            ruled_out: bool,
-            last_tag: u16,
-            open_calls: HashSet<String>,
-        }
-        let mut watched: Vec<(&TaskId, Watch)> = Vec::new();
-        for cell in cells {
-            let Some(pending) = *cell.pending.lock() else { continue };
-            if !settled(&cell.state.lock()) {
-                continue;
-            }
-            watched.push((&cell.id, Watch { pending: Some(pending), ..Watch::default() }));
-        }
-        let Some((from, to)) = span(watched.iter().filter_map(|(_, w)| w.pending.as_ref())) else {
-            return Ok(HashSet::new());
-        };
-        let names: Vec<&str> = watched.iter().map(|(id, _)| id.as_str()).collect();
-        let ids: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        let mut reader = self.inner.log.read_from(Seq(from))?;
-        let mut current = usize::MAX;
-        while let Some(record) = reader.next_ref() {
-            let (seq, payload) = record?;
-            if seq.0 > to {
-                break;
-            }
-            let envelope = codec::peek(seq, payload)?;
-            let index = lookup(&ids, &names, &mut current, envelope.task);
-            let Some((_, watch)) = watched.get_mut(index) else { continue };
-            let Some(pending) = watch.pending else { continue };
-            if watch.ruled_out || seq.0 < pending.from || seq.0 > pending.to {
-                continue;
-            }
-            if codec::delta_text(seq, &envelope)?.is_some() {
-                continue;
-            }
-            watch.last_tag = envelope.tag;
-            let call_id = || leading_call_id(envelope.body);
-            let tag = EventType::from_tag(envelope.tag);
-            match tag {
-                Some(
-                    EventType::Contract
-                    | EventType::ApprovalGrant
-                    | EventType::ToolOutcomeUnknown
-                    | EventType::Restored,
-                ) => watch.ruled_out = true,
-                Some(EventType::ToolCall) if envelope.schema == codec::SCHEMA_VERSION => {
-                    match call_id() {
-                        Some(id) if watch.open_calls.len() < RECOVERY_SCAN_OPEN_CALLS_MAX => {
-                            watch.open_calls.insert(id.to_owned());
-                        }
-                        _ => watch.ruled_out = true,
-                    }
-                }
-                Some(EventType::ToolResult) if envelope.schema == codec::TOOL_RESULT_SCHEMA => {
-                    match call_id() {
-                        Some(id) => {
-                            watch.open_calls.remove(id);
-                        }
-                        None => watch.ruled_out = true,
-                    }
-                }
-                Some(EventType::ToolCall | EventType::ToolResult) => watch.ruled_out = true,
-                _ => {}
-            }
-        }
-        Ok(watched
-            .into_iter()
-            .filter(|(_, w)| {
-                !w.ruled_out && w.open_calls.is_empty() && w.last_tag == EventType::TurnEnd.tag()
-            })
-            .map(|(id, _)| id.clone())
-            .collect())
+    /// and its pending events have a [`Pending::quiet_tail`].
+    pub(crate) fn quiet_tasks(&self, cells: &[Arc<TaskCell>]) -> HashSet<TaskId> {
+        cells
+            .iter()
+            .filter(|cell| cell.pending.lock().is_some_and(|p| p.quiet_tail))
+            .filter(|cell| settled(&cell.state.lock()))
+            .map(|cell| cell.id.clone())
+            .collect()
     }
 }
 

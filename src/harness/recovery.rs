@@ -471,7 +471,7 @@ impl Store {
         let cells = self.cells();
         // Tasks not folded since open are folded only if they may need repair
         // (`harness/lazy.rs`); the others are taken over as they are.
-        let quiet = if after_loss { HashSet::new() } else { self.quiet_tasks(&cells)? };
+        let quiet = if after_loss { HashSet::new() } else { self.quiet_tasks(&cells) };
         let unquiet: Vec<_> = cells.iter().filter(|c| !quiet.contains(&c.id)).cloned().collect();
         self.fold_pending(&unquiet)?;
         for cell in cells {
