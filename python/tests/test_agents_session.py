@@ -19,7 +19,7 @@ import threading
 
 import pytest
 
-pytest.importorskip("agents")
+agents = pytest.importorskip("agents")
 
 import factlog  # noqa: E402
 from factlog.agents import (  # noqa: E402
@@ -467,10 +467,27 @@ def readme_example() -> str:
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")  # offline: no trace export
+    agents.set_tracing_disabled(True)  # offline: no trace export (nothing else here traces)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(readme_example(), "README.md (OpenAI Agents SDK)", "exec"),
              {"__name__": "readme"})
     assert out.getvalue() == "About 2 million. 4\n['user', 'assistant', 'user']\n"
     assert os.listdir(tmp_path) == ["sessions.factlog"]
+
+
+def test_every_public_name_has_a_docstring():
+    import factlog.agents as module
+
+    assert module.__doc__
+    for name in module.__all__:
+        value = getattr(module, name)
+        if callable(value):
+            assert value.__doc__, name
+    for name in dir(FactlogSession):
+        if not name.startswith("_") and callable(getattr(FactlogSession, name)):
+            assert getattr(FactlogSession, name).__doc__, f"FactlogSession.{name}"
+    # Attributes documented where they are set (the module docstring's table is the rest).
+    source = open(module.__file__, encoding="utf-8").read()
+    for constant in ("ITEM_KIND", "DURABILITIES", "BATCH_ITEMS_MAX"):
+        assert re.search(rf'^{constant} = .*\n"""', source, re.MULTILINE), constant
