@@ -457,12 +457,12 @@ def test_a_killed_process_keeps_every_acknowledged_item(path):
 
 
 def readme_example() -> str:
+    """The python block of python/README.md's "OpenAI Agents SDK" section."""
     with open(README, encoding="utf-8") as f:
         text = f.read()
-    section = text.split("\n## OpenAI Agents SDK\n", 1)[1].split("\n## ", 1)[0]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "the README's OpenAI Agents SDK section has no python block"
-    return match.group(1)
+    found = re.search(r"\n## OpenAI Agents SDK\n[^#]*?```python\n(.*?)```", text, re.DOTALL)
+    assert found, "python/README.md has no python block under '## OpenAI Agents SDK'"
+    return found.group(1)
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):
