@@ -34,7 +34,8 @@ _SQLITE = "the test reads SQLite's own state"
 DESELECTED: Dict[str, str] = {
     "tests/memory/test_session.py::test_sqlite_session_close_closes_worker_thread_connections":
         f"{_SQLITE}: the per-thread sqlite3 connections (session._connections)",
-    "tests/memory/test_session.py::test_sqlite_session_reaps_connections_from_exited_worker_threads":
+    "tests/memory/test_session.py::"
+    "test_sqlite_session_reaps_connections_from_exited_worker_threads":
         f"{_SQLITE}: the per-thread sqlite3 connections (session._connections)",
     "tests/memory/test_session.py::"
     "test_sqlite_session_closes_retired_connections_before_the_next_allocation":
