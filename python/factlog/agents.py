@@ -35,6 +35,10 @@ kind ``agents/item`` naming the removed events (``seqs``, or ``through_seq`` for
 the session's items are the fold of its task's events with those removals applied. The removed
 items stay in the log, readable with ``factlog dump``.
 
+With ``OpenAIResponsesCompactionSession`` the session offers the SDK's atomic snapshot hook
+(``_get_compaction_snapshot``, as the SDK's SQL sessions do): a compaction replaces the
+compacted items with its output in one batch, checked against the task's revision.
+
 Limits, from the store's: an item's JSON must fit in one event body (4 MiB; a larger one is
 refused with :class:`factlog.LimitExceeded` and nothing of that ``add_items`` call's batch is
 written); ``add_items`` is atomic for up to 1024 items (and 12 MiB of JSON): a longer list is
@@ -68,6 +72,11 @@ try:
     from agents.memory.session_settings import coerce_session_settings as _coerce_settings
 except ImportError:  # pragma: no cover - older SDKs have no coercion helper
     _coerce_settings = None
+
+try:  # the SDK's internal snapshot type of its compaction hook (see _get_compaction_snapshot)
+    from agents.memory.session import _CompactionSnapshot
+except ImportError:  # pragma: no cover - SDKs without the hook
+    _CompactionSnapshot = None
 
 __all__ = [
     "FactlogSession",
@@ -304,6 +313,67 @@ class FactlogSession:
         written when the session has no items)."""
         await _finish_despite_cancel(self._clear_session_sync)
 
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Optional[Callable[[Any], bool]] = None
+    ) -> Any:
+        """The SDK's optional hook for ``OpenAIResponsesCompactionSession`` (an internal
+        contract of the SDK that its own SQL sessions implement; ``None`` when the installed
+        SDK has no such contract): the latest ``limit`` items, whether they are all of the
+        session's, and ``replace_suffix(start, output)``, which replaces the snapshot's items
+        from ``start`` on by ``output`` in one atomic batch (a ``record/removed`` and the new
+        items) if the task did not change since the snapshot, and says whether it did. With
+        ``prune_prefix``, the leading items before that suffix for which it is true are
+        removed in the same batch."""
+        if _CompactionSnapshot is None:
+            return None
+        seqs, texts, complete, revision = await asyncio.to_thread(self._snapshot_sync, limit)
+
+        async def replace_suffix(start: int, output: List[Any]) -> bool:
+            replaced = seqs[start:]
+            if not replaced:
+                return False
+            out = [json.dumps(item) for item in output]
+            return await _finish_despite_cancel(
+                lambda: self._replace_suffix_sync(replaced, out, revision, prune_prefix)
+            )
+
+        return _CompactionSnapshot([json.loads(t) for t in texts], complete, replace_suffix)
+
+    def _snapshot_sync(self, limit: int) -> Any:
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            seqs = list(self._items.keys())
+            if limit > 0:
+                seqs = seqs[-limit:]
+            complete = len(seqs) == len(self._items)
+            return seqs, [self._items[seq] for seq in seqs], complete, self._revision
+
+    def _replace_suffix_sync(
+        self,
+        replaced: List[int],
+        texts: List[str],
+        revision: int,
+        prune_prefix: Optional[Callable[[Any], bool]],
+    ) -> bool:
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            if self._revision != revision or len(texts) + 1 > BATCH_ITEMS_MAX:
+                return False
+            live = list(self._items.keys())
+            pruned: List[int] = []
+            if prune_prefix is not None:
+                for seq in live[: len(live) - len(replaced)]:
+                    if not prune_prefix(json.loads(self._items[seq])):
+                        break
+                    pruned.append(seq)
+            try:
+                self._append_items(texts, pruned + replaced, expected_revision=revision)
+            except StaleRevision:
+                return False
+            return True
+
     # -- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -360,24 +430,41 @@ class FactlogSession:
             for batch in _batches(texts):
                 self._append_items(batch)
 
-    def _append_items(self, texts: List[str]) -> None:
-        """Appends one batch of items; on a refusal of a typed event (a call id another
-        writer made known meanwhile) catches up and writes every item as ``record/put``."""
+    def _append_items(
+        self,
+        texts: List[str],
+        removed_seqs: Optional[List[int]] = None,
+        expected_revision: Optional[int] = None,
+    ) -> None:
+        """Appends one atomic batch: a removal of ``removed_seqs`` (if any), then the items.
+        On a refusal of a typed event (a call id another writer made known meanwhile) it
+        writes every item as ``record/put`` instead. ``expected_revision`` is a
+        compare-and-set over the whole batch (``StaleRevision``)."""
         task = self._handle()
         items = [json.loads(text) for text in texts]
-        events = self._events_for(items, texts)
+        head = []
+        if removed_seqs:
+            head.append({"type": "record/removed", "kind": ITEM_KIND, "seqs": removed_seqs})
+        events = head + self._events_for(items, texts)
         try:
-            reply = task.append_batch(events, durability=self.durability)
+            reply = task.append_batch(
+                events, expected_revision=expected_revision, durability=self.durability
+            )
         except (CallIdReused, InvalidEvent):
-            if all(event["type"] == "record/put" for event in events):
+            if all(event["type"].startswith("record/") for event in events):
                 raise
-            self._refresh()
-            events = [_record_put(item) for item in items]
-            reply = task.append_batch(events, durability=self.durability)
-        first_seq = int(reply["seq"])
+            if expected_revision is None:
+                self._refresh()
+            events = head + [_record_put(item) for item in items]
+            reply = task.append_batch(
+                events, expected_revision=expected_revision, durability=self.durability
+            )
+        for seq in removed_seqs or ():
+            self._items.pop(seq, None)
+        first_item_seq = int(reply["seq"]) + len(head)
         if self._caught_up_by(reply, len(events)) and not any('"$secret"' in t for t in texts):
             for offset, text in enumerate(texts):
-                self._items[first_seq + offset] = text
+                self._items[first_item_seq + offset] = text
 
     def _events_for(self, items: List[Any], texts: List[str]) -> List[Dict[str, Any]]:
         known = set(self._known_call_ids)

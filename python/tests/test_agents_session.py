@@ -420,6 +420,39 @@ def test_calls_from_threads_with_their_own_loops_keep_every_item(path):
         assert items[at + 1] == user(k + 1000)
 
 
+def test_the_compaction_hook_replaces_a_suffix_atomically(path):
+    async def scenario(session):
+        await session.add_items([user(n) for n in range(5)])
+        snapshot = await session._get_compaction_snapshot(3)
+        assert snapshot.items == [user(2), user(3), user(4)] and not snapshot.complete
+        summary = summary_item()
+        assert await snapshot.replace_suffix(1, [summary])
+        assert await session.get_items() == [user(0), user(1), user(2), summary]
+        # A snapshot taken before another change no longer applies.
+        stale = await session._get_compaction_snapshot(10)
+        assert stale.complete
+        await session.add_items([user(9)])
+        assert not await stale.replace_suffix(0, [summary])
+        # Leading items the predicate calls expired go in the same batch.
+        expired = await session._get_compaction_snapshot(
+            2, prune_prefix=lambda item: item in (user(0), user(1)))
+        assert await expired.replace_suffix(1, [user(8)])
+        return await session.get_items()
+
+    with FactlogSession("s1", path) as session:
+        assert run(scenario(session)) == [user(2), summary_item(), user(8)]
+        events = task_events(session.store, "s1")
+    batch = events[-2:]
+    assert batch[0]["type"] == "record/removed" and batch[1]["type"] == "user/message"
+    assert batch[0]["revision"] + 1 == batch[1]["revision"]
+    with FactlogSession("s1", path) as reopened:
+        assert run(reopened.get_items()) == [user(2), summary_item(), user(8)]
+
+
+def summary_item() -> dict:
+    return {"role": "assistant", "content": "summary of 3 and 4"}
+
+
 def _child(path: str, acknowledged) -> None:
     async def main():
         session = FactlogSession("crash", path)  # durability "flushed": survives a kill
