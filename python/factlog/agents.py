@@ -55,7 +55,7 @@ import itertools
 import json
 import os
 import threading
-from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar, Union
 
 from . import _native
 from .errors import CallIdReused, InvalidEvent, StaleRevision
@@ -98,6 +98,9 @@ by the store's flusher; a crash of the process may lose the last ones)."""
 BATCH_ITEMS_MAX = 1024
 """The most items one atomic batch holds (the store's batch limit); ``add_items`` splits a
 longer list into several batches."""
+
+REMOVED_SEQS_MAX = 4096
+"""The most seqs one ``record/removed`` names (the store's limit)."""
 
 TASK_ID_BYTES_MAX = 128
 """The longest task id the store takes, in UTF-8 bytes."""
@@ -359,7 +362,7 @@ class FactlogSession:
         with self._lock:
             self._check_open()
             self._refresh()
-            if self._revision != revision or len(texts) + 1 > BATCH_ITEMS_MAX:
+            if self._revision != revision:
                 return False
             live = list(self._items.keys())
             pruned: List[int] = []
@@ -368,6 +371,8 @@ class FactlogSession:
                     if not prune_prefix(json.loads(self._items[seq])):
                         break
                     pruned.append(seq)
+            if len(texts) + len(_removals(pruned + replaced)) > BATCH_ITEMS_MAX:
+                return False  # not one atomic batch
             try:
                 self._append_items(texts, pruned + replaced, expected_revision=revision)
             except StaleRevision:
@@ -442,9 +447,7 @@ class FactlogSession:
         compare-and-set over the whole batch (``StaleRevision``)."""
         task = self._handle()
         items = [json.loads(text) for text in texts]
-        head = []
-        if removed_seqs:
-            head.append({"type": "record/removed", "kind": ITEM_KIND, "seqs": removed_seqs})
+        head = _removals(removed_seqs or [])
         events = head + self._events_for(items, texts)
         try:
             reply = task.append_batch(
@@ -537,19 +540,10 @@ class FactlogSession:
         task = self._handle()
         if task.revision == self._revision:
             return
-        for event in self._task_events(task, self._next_seq):
+        for event in task.events(from_seq=self._next_seq):
             self._apply(event)
             self._next_seq = int(event["seq"]) + 1
             self._revision = int(event["revision"])
-
-    def _task_events(self, task: _native.Task, from_seq: int) -> Iterator[Dict[str, Any]]:
-        events = getattr(task, "events", None)
-        if events is not None:
-            yield from events(from_seq=from_seq)
-            return
-        for event in self.store.events(from_seq):
-            if event.get("task") == self.task_id:
-                yield event
 
     def _apply(self, event: Dict[str, Any]) -> None:
         """Applies one event of the task to the fold."""
@@ -577,6 +571,14 @@ class FactlogSession:
                     self._items.clear()
                 else:
                     self._items = {s: t for s, t in self._items.items() if s > through_seq}
+
+
+def _removals(seqs: List[int]) -> List[Dict[str, Any]]:
+    """``record/removed`` events naming ``seqs``, at most :data:`REMOVED_SEQS_MAX` each."""
+    return [
+        {"type": "record/removed", "kind": ITEM_KIND, "seqs": seqs[at : at + REMOVED_SEQS_MAX]}
+        for at in range(0, len(seqs), REMOVED_SEQS_MAX)
+    ]
 
 
 def _batches(texts: List[str]) -> Iterator[List[str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import json
 import multiprocessing
 import os
 import re
@@ -128,7 +127,7 @@ def run(coroutine):
 
 
 def task_events(store: factlog.Store, task_id: str):
-    return [event for event in store.events() if event["task"] == task_id]
+    return list(store.events(task=task_id))
 
 
 def user(n: int) -> dict:
@@ -447,6 +446,21 @@ def test_the_compaction_hook_replaces_a_suffix_atomically(path):
     assert batch[0]["revision"] + 1 == batch[1]["revision"]
     with FactlogSession("s1", path) as reopened:
         assert run(reopened.get_items()) == [user(2), summary_item(), user(8)]
+
+
+def test_a_compaction_removing_more_than_4096_items_is_still_one_batch(path):
+    async def scenario(session):
+        await session.add_items([user(n) for n in range(5000)])
+        snapshot = await session._get_compaction_snapshot(1, prune_prefix=lambda item: True)
+        assert await snapshot.replace_suffix(0, [summary_item()])
+        return await session.get_items()
+
+    with FactlogSession("s1", path) as session:
+        assert run(scenario(session)) == [summary_item()]
+        batch = list(session.store.task("s1").events(from_seq=5001))
+    assert [(e["type"], len(e.get("seqs", ()))) for e in batch] == [
+        ("record/removed", 4096), ("record/removed", 904), ("assistant/message", 0)]
+    assert batch[0]["revision"] + 2 == batch[2]["revision"]
 
 
 def summary_item() -> dict:
