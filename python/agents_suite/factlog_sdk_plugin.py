@@ -73,6 +73,12 @@ DESELECTED: Dict[str, str] = {
         "cancellation contract is tested on FactlogSession in test_agents_session.py)",
 }
 
+# The runner test files hold hundreds of tests that never touch a session; of these files only
+# the tests whose names mention sessions run (the other files listed by .ci/python-agents run
+# whole: their sessions are what they test).
+SESSION_NAMED_ONLY = {"tests/test_agent_runner.py", "tests/test_agent_runner_streamed.py"}
+
+
 class _Stores:
     """The factlog stores of one test: one per SQLite ``db_path`` (shared by its sessions,
     closed when the last one closes), and a fresh one per in-memory session."""
@@ -200,15 +206,22 @@ def _factlog_session_stand_ins(request, monkeypatch, tmp_path_factory):
 
 def pytest_configure(config):
     config._factlog_exercised = set()
+    config._factlog_deselected = []
+    config._factlog_unrelated = []
 
 
 def pytest_collection_modifyitems(config, items):
-    keep, deselected, matched = [], [], set()
+    keep, deselected, matched, unrelated = [], [], set(), []
     for item in items:
         name = item.nodeid.split("[", 1)[0]
         if name in DESELECTED:
             deselected.append(item)
             matched.add(name)
+        elif (
+            name.split("::", 1)[0] in SESSION_NAMED_ONLY
+            and "session" not in item.nodeid.split("::", 1)[1].lower()
+        ):
+            unrelated.append(item)
         else:
             keep.append(item)
     stale = sorted(set(DESELECTED) - matched)
@@ -219,10 +232,11 @@ def pytest_collection_modifyitems(config, items):
             "factlog_sdk_plugin: these deselected tests were not collected (renamed or "
             "removed in this SDK version; update DESELECTED): " + ", ".join(stale)
         )
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
+    if deselected or unrelated:
+        config.hook.pytest_deselected(items=deselected + unrelated)
         items[:] = keep
     config._factlog_deselected = deselected
+    config._factlog_unrelated = unrelated
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -234,7 +248,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"passed: {len(passed)} ({len(exercised)} of them built a FactlogSession); "
         f"skipped: {len(reporter.stats.get('skipped', []))}; "
         f"failed: {len(reporter.stats.get('failed', []))}; "
-        f"deselected by name: {len(getattr(config, '_factlog_deselected', []))}"
+        f"deselected by name: {len(config._factlog_deselected)}; "
+        f"runner tests not about sessions, left out: {len(config._factlog_unrelated)}"
     )
+    by_file: Dict[str, List[int]] = {}
+    for nodeid in passed:
+        counts = by_file.setdefault(nodeid.split("::", 1)[0], [0, 0])
+        counts[0] += 1
+        counts[1] += nodeid in config._factlog_exercised
+    for path, (count, built) in sorted(by_file.items()):
+        reporter.write_line(f"  {path}: passed {count}, {built} of them with a FactlogSession")
     for name, reason in DESELECTED.items():
         reporter.write_line(f"  deselected {name}: {reason}")
