@@ -198,18 +198,28 @@ def _record_put(item: Any) -> Dict[str, Any]:
     return {"type": "record/put", "kind": ITEM_KIND, "value": item}
 
 
+async def _in_thread(call: Callable[[], T]) -> T:
+    """Runs ``call`` in the event loop's default executor."""
+    return await asyncio.get_running_loop().run_in_executor(None, call)
+
+
 async def _finish_despite_cancel(call: Callable[[], T]) -> T:
     """Runs ``call`` in a worker thread and waits for it to end even when the caller is
     cancelled meanwhile: a write that started cannot be taken back, so a cancelled caller
     learns of its cancellation only once the write's outcome is settled (and the session's
     items show it)."""
-    work = asyncio.ensure_future(asyncio.to_thread(call))
+    work = asyncio.get_running_loop().run_in_executor(None, call)
     cancelled: Optional[asyncio.CancelledError] = None
     while not work.done():
         try:
-            await asyncio.wait((work,))
+            await asyncio.shield(work)
         except asyncio.CancelledError as error:
+            if work.cancelled():  # the executor itself shut down
+                raise
             cancelled = cancelled or error
+        except BaseException:
+            if cancelled is None:
+                raise
     if cancelled is not None:
         if not work.cancelled():
             work.exception()  # retrieved, so that the loop does not report it as lost
@@ -294,7 +304,7 @@ class FactlogSession:
         chronological order. A limit of 0 gives ``[]``; a negative one, every item."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        return await asyncio.to_thread(self._get_items_sync, limit)
+        return await _in_thread(lambda: self._get_items_sync(limit))
 
     async def add_items(self, items: List[Dict[str, Any]]) -> None:
         """Appends ``items`` to the session, as one atomic batch per 1024 items, and waits
@@ -329,7 +339,7 @@ class FactlogSession:
         removed in the same batch."""
         if _CompactionSnapshot is None:
             return None
-        seqs, texts, complete, revision = await asyncio.to_thread(self._snapshot_sync, limit)
+        seqs, texts, complete, revision = await _in_thread(lambda: self._snapshot_sync(limit))
 
         async def replace_suffix(start: int, output: List[Any]) -> bool:
             replaced = seqs[start:]
