@@ -12,9 +12,10 @@ by stand-ins built on :class:`factlog.agents.FactlogSession` with the same const
 
 Tests that look into SQLite itself (its connections, locks, rows written behind the
 session's back, rollbacks) are deselected by name in :data:`DESELECTED`, each with its reason;
-the plugin fails the run if a name there matches no collected test (a stale list). At the end
-it prints how many tests built at least one factlog session, so a pass cannot come from a
-test that never touched one.
+the plugin fails the run if a name there matches no collected test (a stale list). In the two
+big runner files (:data:`SESSION_NAMED_ONLY`) only the tests whose names mention sessions run.
+At the end it prints, per file, how many passing tests built at least one factlog session, so
+those can be told from the passes that used sessions of their own or none.
 """
 
 from __future__ import annotations
