@@ -474,8 +474,10 @@ class FactlogSession:
             )
         for seq in removed_seqs or ():
             self._items.pop(seq, None)
+        if any('"$secret"' in text for text in texts):
+            return  # the store wrote references in place of the secrets: the next read folds them
         first_item_seq = int(reply["seq"]) + len(head)
-        if self._caught_up_by(reply, len(events)) and not any('"$secret"' in t for t in texts):
+        if self._caught_up_by(reply, len(events)):
             for offset, text in enumerate(texts):
                 self._items[first_item_seq + offset] = text
 

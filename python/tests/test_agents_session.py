@@ -353,6 +353,25 @@ def test_unicode_and_large_items_round_trip(path):
         assert run(reopened.get_items()) == [big, odd]
 
 
+def test_an_item_over_the_body_limit_writes_nothing_of_its_batch(path):
+    with FactlogSession("s1", path) as session:
+        with pytest.raises(factlog.LimitExceeded):
+            run(session.add_items([user(1), {"type": "x", "v": "y" * (5 * 1024 * 1024)}]))
+        assert run(session.get_items()) == []
+
+
+def test_a_marked_secret_comes_back_as_the_stores_reference(path):
+    with FactlogSession("s1", path) as session:
+        output = {"type": "function_call_output", "call_id": "c1",
+                  "output": {"$secret": "hunter2"}}
+        run(session.add_items([user(1), output]))
+        items = run(session.get_items())
+        assert items[0] == user(1)
+        assert re.fullmatch(r"sec_[0-9a-f]{32}", items[1]["output"]["$secret_ref"])
+        with FactlogSession("s1", store=session.store) as other:
+            assert run(other.get_items()) == items
+
+
 def test_an_item_that_is_not_json_writes_nothing(path):
     with FactlogSession("s1", path) as session:
         with pytest.raises(TypeError):
