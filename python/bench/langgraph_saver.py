@@ -38,6 +38,7 @@ sqlite FULL and to the floor, factlog default to sqlite NORMAL.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sqlite3
@@ -52,7 +53,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from factlog.langgraph import FactlogSaver, _blob
+from factlog.langgraph import FactlogSaver
 
 WORDS = (
     "the agent reads file and then calls tool with query result token stream model plan step "
@@ -111,14 +112,22 @@ def session_calls(turns: int, steps: int, seed: int) -> List[Op]:
             call = {
                 "role": "assistant",
                 "content": "",
-                "tool_calls": [{"id": f"call-{turn}-{step}", "name": "search",
-                                "args": {"query": text.words(24)}}],
+                "tool_calls": [
+                    {
+                        "id": f"call-{turn}-{step}",
+                        "name": "search",
+                        "args": {"query": text.words(24)},
+                    }
+                ],
             }
             ops.append(("writes", ("messages", [call], f"agent-{turn}-{step}")))
             messages.append(call)
             checkpoint("loop")
-            result = {"role": "tool", "tool_call_id": f"call-{turn}-{step}",
-                      "content": text.words(960)}
+            result = {
+                "role": "tool",
+                "tool_call_id": f"call-{turn}-{step}",
+                "content": text.words(960),
+            }
             ops.append(("writes", ("messages", [result], f"tools-{turn}-{step}")))
             messages.append(result)
             checkpoint("loop")
@@ -127,6 +136,11 @@ def session_calls(turns: int, steps: int, seed: int) -> List[Op]:
         messages.append(answer)
         checkpoint("loop")
     return ops
+
+
+def blob(typed: Tuple[str, bytes]) -> Dict[str, str]:
+    """A serialized value as FactlogSaver stores it (``{"type", "base64"}``)."""
+    return {"type": typed[0], "base64": base64.b64encode(typed[1]).decode("ascii")}
 
 
 def drive(saver: Any, ops: List[Op], thread_id: str) -> None:
@@ -188,12 +202,16 @@ def run_floor(scratch: str, ops: List[Op]) -> Tuple[float, int]:
     for kind, args in ops:
         if kind == "put":
             cp, metadata, _ = args
-            body = {"checkpoint": _blob(serde.dumps_typed(cp)),
-                    "metadata": _blob(serde.dumps_typed(metadata))}
+            body = {
+                "checkpoint": blob(serde.dumps_typed(cp)),
+                "metadata": blob(serde.dumps_typed(metadata)),
+            }
         else:
             channel, values, task_id = args
-            body = {"task_id": task_id, "writes": [
-                {"channel": channel, **_blob(serde.dumps_typed(v))} for v in values]}
+            body = {
+                "task_id": task_id,
+                "writes": [{"channel": channel, **blob(serde.dumps_typed(v))} for v in values],
+            }
         records.append(json.dumps(body).encode() + b"\n")
     path = os.path.join(scratch, "floor.jsonl")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -235,28 +253,41 @@ def main() -> int:
         for run in range(args.runs):
             # Interleaved: each run measures every backend, in a rotated order.
             names = list(BACKENDS)
-            names = names[run % len(names):] + names[: run % len(names)]
+            names = names[run % len(names) :] + names[: run % len(names)]
             for name in names:
                 where = os.path.join(scratch, f"{run}-{name.replace(' ', '-')}")
                 os.mkdir(where)
                 elapsed, size = BACKENDS[name](where, ops)
                 times[name].append(elapsed)
                 sizes[name] = size
-            print(f"run {run + 1}/{args.runs}: " + ", ".join(
-                f"{n} {times[n][-1] * 1e3:.0f} ms" for n in BACKENDS), file=sys.stderr)
+            print(
+                f"run {run + 1}/{args.runs}: "
+                + ", ".join(f"{n} {times[n][-1] * 1e3:.0f} ms" for n in BACKENDS),
+                file=sys.stderr,
+            )
 
     median = {name: statistics.median(values) for name, values in times.items()}
-    print(f"LangGraph checkpoint stream of the agent-session workload: {args.turns} turns x "
-          f"{args.steps} steps, {calls} saver calls per session "
-          f"({sum(1 for k, _ in ops if k == 'put')} puts), {args.runs} interleaved runs, medians")
-    print(f"{'backend':<16} {'session ms':>11} {'us/call':>9} {'ns/token':>9} {'bytes on disk':>14}")
+    print(
+        f"LangGraph checkpoint stream of the agent-session workload: {args.turns} turns x "
+        f"{args.steps} steps, {calls} saver calls per session "
+        f"({sum(1 for k, _ in ops if k == 'put')} puts), {args.runs} interleaved runs, medians"
+    )
+    print(
+        f"{'backend':<16} {'session ms':>11} {'us/call':>9} {'ns/token':>9} {'bytes on disk':>14}"
+    )
     for name in BACKENDS:
-        print(f"{name:<16} {median[name] * 1e3:>11.1f} {median[name] / calls * 1e6:>9.1f} "
-              f"{median[name] / tokens * 1e9:>9.0f} {sizes[name]:>14,}")
-    print(f"ratio factlog synced / sqlite FULL:    {median['factlog synced'] / median['sqlite FULL']:.2f}")
-    print(f"ratio factlog default / sqlite NORMAL: {median['factlog default'] / median['sqlite NORMAL']:.2f}")
-    print(f"ratio factlog synced / floor:          {median['factlog synced'] / median['floor']:.2f}")
-    print(f"ratio sqlite FULL / floor:             {median['sqlite FULL'] / median['floor']:.2f}")
+        print(
+            f"{name:<16} {median[name] * 1e3:>11.1f} {median[name] / calls * 1e6:>9.1f} "
+            f"{median[name] / tokens * 1e9:>9.0f} {sizes[name]:>14,}"
+        )
+    ratios = [
+        ("factlog synced / sqlite FULL", median["factlog synced"] / median["sqlite FULL"]),
+        ("factlog default / sqlite NORMAL", median["factlog default"] / median["sqlite NORMAL"]),
+        ("factlog synced / floor", median["factlog synced"] / median["floor"]),
+        ("sqlite FULL / floor", median["sqlite FULL"] / median["floor"]),
+    ]
+    for name, ratio in ratios:
+        print(f"ratio {name + ':':<33} {ratio:.2f}")
     return 0
 
 

@@ -82,19 +82,26 @@ from typing import (
     Tuple,
 )
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    SerializerProtocol,
-    get_checkpoint_id,
-    get_checkpoint_metadata,
-    writes_sort_key,
-)
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        SerializerProtocol,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+        writes_sort_key,
+    )
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"factlog.langgraph needs LangGraph's checkpoint package ({error}): install the extra, "
+        "pip install 'factlog[langgraph]' (from a clone: pip install './python[langgraph]'), "
+        "on Python 3.10 or later"
+    ) from error
 
 from . import _native
 from .errors import StaleRevision
@@ -393,7 +400,9 @@ class FactlogSaver(BaseCheckpointSaver):
                 entry = entries[checkpoint_id]
                 counted = entry.seq
                 entry.versions = [
-                    v for v in entry.versions if v[0] not in seqs and (through is None or v[0] > through)
+                    v
+                    for v in entry.versions
+                    if v[0] not in seqs and (through is None or v[0] > through)
                 ]
                 if not entry.versions:
                     del entries[checkpoint_id]
@@ -490,7 +499,9 @@ class FactlogSaver(BaseCheckpointSaver):
             if typed is None:
                 typed = _unblob(values[entry.seq]["checkpoint"])
             stored = thread.writes.get((ns, checkpoint_id), {})
-            ordered = sorted(stored.items(), key=lambda kv: writes_sort_key(kv[1].task_path, *kv[0]))
+            ordered = sorted(
+                stored.items(), key=lambda kv: writes_sort_key(kv[1].task_path, *kv[0])
+            )
             pending = []
             for (task_id, idx), write in ordered:
                 write_typed = write.typed
@@ -654,7 +665,12 @@ class FactlogSaver(BaseCheckpointSaver):
             "checkpoint": _blob(self.serde.dumps_typed(checkpoint)),
             "metadata": _blob(self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
         }
-        event = {"type": "record/put", "kind": CHECKPOINT_KIND, "key": checkpoint["id"], "value": value}
+        event = {
+            "type": "record/put",
+            "kind": CHECKPOINT_KIND,
+            "key": checkpoint["id"],
+            "value": value,
+        }
         thread = self._thread(thread_id)
         with thread.lock:
             self._append(thread, [event], self._tier(config))
@@ -680,7 +696,10 @@ class FactlogSaver(BaseCheckpointSaver):
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         checkpoint_id = configurable["checkpoint_id"]
-        indexed = [(WRITES_IDX_MAP.get(channel, idx), channel, v) for idx, (channel, v) in enumerate(writes)]
+        indexed = [
+            (WRITES_IDX_MAP.get(channel, idx), channel, v)
+            for idx, (channel, v) in enumerate(writes)
+        ]
         thread = self._thread(thread_id)
         with thread.lock:
             stored = thread.writes.get((ns, checkpoint_id), {})
@@ -698,7 +717,12 @@ class FactlogSaver(BaseCheckpointSaver):
                     for idx, channel, v in fresh
                 ],
             }
-            event = {"type": "record/put", "kind": WRITES_KIND, "key": checkpoint_id, "value": value}
+            event = {
+                "type": "record/put",
+                "kind": WRITES_KIND,
+                "key": checkpoint_id,
+                "value": value,
+            }
             self._append(thread, [event], self._tier(config))
 
     def _remove(
@@ -710,7 +734,10 @@ class FactlogSaver(BaseCheckpointSaver):
     ) -> None:
         """Appends the removal events (synced); the caller holds ``thread.lock``."""
         events = []
-        for kind, seqs in ((CHECKPOINT_KIND, sorted(set(checkpoint_seqs))), (WRITES_KIND, sorted(set(writes_seqs)))):
+        for kind, seqs in (
+            (CHECKPOINT_KIND, sorted(set(checkpoint_seqs))),
+            (WRITES_KIND, sorted(set(writes_seqs))),
+        ):
             if through_seq is None and not seqs:
                 continue
             event: Dict[str, Any] = {"type": "record/removed", "kind": kind}
@@ -790,7 +817,9 @@ class FactlogSaver(BaseCheckpointSaver):
         source = self._thread(str(source_thread_id))
         target_id = str(target_thread_id)
         with source.lock:
-            seqs = {entry.seq for entries in source.checkpoints.values() for entry in entries.values()}
+            seqs = {
+                entry.seq for entries in source.checkpoints.values() for entry in entries.values()
+            }
             seqs.update(write.seq for stored in source.writes.values() for write in stored.values())
             if not seqs:
                 return
@@ -804,7 +833,9 @@ class FactlogSaver(BaseCheckpointSaver):
             value = dict(values[seq])
             value["thread_id"] = target_id
             kind = kinds.get(seq, WRITES_KIND)
-            events.append({"type": "record/put", "kind": kind, "key": value["checkpoint_id"], "value": value})
+            events.append(
+                {"type": "record/put", "kind": kind, "key": value["checkpoint_id"], "value": value}
+            )
         target = self._thread(target_id)
         with target.lock:
             batch: List[Dict[str, Any]] = []
@@ -812,7 +843,10 @@ class FactlogSaver(BaseCheckpointSaver):
             for event in events:
                 size = sum(len(w.get("base64", "")) for w in event["value"].get("writes", ()))
                 size += len(event["value"].get("checkpoint", {}).get("base64", ""))
-                if batch and (len(batch) >= _COPY_BATCH_EVENTS_MAX or batch_bytes + size > _COPY_BATCH_BYTES_MAX):
+                if batch and (
+                    len(batch) >= _COPY_BATCH_EVENTS_MAX
+                    or batch_bytes + size > _COPY_BATCH_BYTES_MAX
+                ):
                     self._append(target, batch, "synced")
                     batch, batch_bytes = [], 0
                 batch.append(event)

@@ -93,7 +93,9 @@ def approval_graph():
 def test_put_get_list_round_trip(path):
     with FactlogSaver(path) as saver:
         ids = put_chain(saver, "t1", 4)
-        saver.put_writes(config("t1", checkpoint_id=ids[-1]), [("a", {"x": 1}), ("b", [2])], "task-1")
+        saver.put_writes(
+            config("t1", checkpoint_id=ids[-1]), [("a", {"x": 1}), ("b", [2])], "task-1"
+        )
 
         newest = saver.get_tuple(config("t1"))
         assert newest.checkpoint["id"] == ids[-1]
@@ -110,7 +112,9 @@ def test_put_get_list_round_trip(path):
         assert listed == ids[::-1]
         assert [t.metadata["step"] for t in saver.list(config("t1"), filter={"step": 1})] == [1]
         before = config("t1", checkpoint_id=ids[2])
-        assert [t.checkpoint["id"] for t in saver.list(config("t1"), before=before, limit=1)] == [ids[1]]
+        assert [t.checkpoint["id"] for t in saver.list(config("t1"), before=before, limit=1)] == [
+            ids[1]
+        ]
         assert saver.get_tuple(config("missing")) is None
         assert list(saver.list(config("missing"))) == []
 
@@ -132,8 +136,14 @@ def test_the_events_are_record_puts_of_the_documented_shape(path):
     ]
     value = events[0]["value"]
     assert events[0]["key"] == checkpoint_id
-    assert list(value) == ["thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id",
-                           "checkpoint", "metadata"]
+    assert list(value) == [
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "checkpoint",
+        "metadata",
+    ]
     assert set(value["checkpoint"]) == {"type", "base64"}
     writes = events[1]["value"]
     assert (writes["task_id"], writes["task_path"]) == ("task-1", "p:1")
@@ -146,7 +156,10 @@ def test_task_ids_for_long_thread_ids_are_digests():
     assert task_id_for(fits) == TASK_PREFIX + fits
     long = "é" * 100  # 200 bytes of UTF-8
     digest = task_id_for(long)
-    assert digest.startswith(TASK_DIGEST_PREFIX) and len(digest.encode()) == len(TASK_DIGEST_PREFIX) + 64
+    assert (
+        digest.startswith(TASK_DIGEST_PREFIX)
+        and len(digest.encode()) == len(TASK_DIGEST_PREFIX) + 64
+    )
     assert task_id_for(long + "!") != digest
 
 
@@ -170,7 +183,9 @@ def test_writes_are_idempotent_and_special_writes_replace(path):
         saver.put_writes(at, [(INTERRUPT, "one")], "task-1")
         saver.put_writes(at, [(INTERRUPT, "two")], "task-1")  # special: replaces
         writes = saver.get_tuple(at).pending_writes
-        assert sorted(writes, key=str) == sorted([("task-1", "ch", "first"), ("task-1", INTERRUPT, "two")], key=str)
+        assert sorted(writes, key=str) == sorted(
+            [("task-1", "ch", "first"), ("task-1", INTERRUPT, "two")], key=str
+        )
         events = len(list(saver.store.events()))
     assert events == 4  # the ignored write appended nothing
 
@@ -233,7 +248,9 @@ def test_delete_thread_and_prune_survive_a_reopen(path):
     with FactlogSaver(path) as saver:
         assert [t.checkpoint["id"] for t in saver.list(config("gone"))] == again
         assert saver.get_tuple(config("gone")).pending_writes == []
-        assert len(list(saver.list({"configurable": {"thread_id": "kept"}}))) == 2  # one per namespace
+        assert (
+            len(list(saver.list({"configurable": {"thread_id": "kept"}}))) == 2
+        )  # one per namespace
         removals = [e for e in saver.store.events() if e["type"] == "record/removed"]
         assert {e["kind"] for e in removals} == {CHECKPOINT_KIND, WRITES_KIND}
 
@@ -380,5 +397,8 @@ def test_the_readme_langgraph_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "python/README.md (LangGraph)", "exec", dont_inherit=True), {"__name__": "readme"})
+        exec(
+            compile(code, "python/README.md (LangGraph)", "exec", dont_inherit=True),
+            {"__name__": "readme"},
+        )
     assert out.getvalue() == "['hello', 'hello, 1 so far', 'again', 'again, 3 so far']\n"
