@@ -333,8 +333,16 @@ class FactlogSaver(BaseCheckpointSaver):
             self._apply(thread, event["seq"], event)
             thread.revision = event["revision"]
 
-    def _apply(self, thread: _Thread, seq: int, event: Dict[str, Any]) -> None:
-        """Folds one event of the thread's task into its index."""
+    def _apply(
+        self,
+        thread: _Thread,
+        seq: int,
+        event: Dict[str, Any],
+        typed: Optional[List[Tuple[str, bytes]]] = None,
+    ) -> None:
+        """Folds one event of the thread's task into its index. ``typed``: the serialized
+        checkpoint, or the writes' values, of an event this saver just appended (so that
+        its base64 need not be decoded again)."""
         thread.last_seq = max(thread.last_seq, seq)
         kind = event.get("kind")
         if event["type"] == "record/put":
@@ -342,9 +350,9 @@ class FactlogSaver(BaseCheckpointSaver):
             if not isinstance(value, dict) or value.get("thread_id") != thread.thread_id:
                 return
             if kind == CHECKPOINT_KIND:
-                self._apply_checkpoint(thread, seq, value)
+                self._apply_checkpoint(thread, seq, value, typed)
             elif kind == WRITES_KIND:
-                self._apply_writes(thread, seq, value)
+                self._apply_writes(thread, seq, value, typed)
         elif event["type"] == "record/removed" and kind in (CHECKPOINT_KIND, WRITES_KIND):
             through = event.get("through_seq")
             seqs = set(event.get("seqs") or ())
@@ -353,13 +361,19 @@ class FactlogSaver(BaseCheckpointSaver):
             else:
                 self._remove_writes(thread, through, seqs)
 
-    def _apply_checkpoint(self, thread: _Thread, seq: int, value: Dict[str, Any]) -> None:
+    def _apply_checkpoint(
+        self,
+        thread: _Thread,
+        seq: int,
+        value: Dict[str, Any],
+        typed: Optional[List[Tuple[str, bytes]]],
+    ) -> None:
         ns = value["checkpoint_ns"]
         checkpoint_id = value["checkpoint_id"]
         entry = thread.checkpoints.setdefault(ns, {}).setdefault(checkpoint_id, _Checkpoint())
         metadata = self.serde.loads_typed(_unblob(value["metadata"]))
         entry.versions.append((seq, value.get("parent_checkpoint_id"), metadata))
-        entry.typed = _unblob(value["checkpoint"])
+        entry.typed = typed[0] if typed else _unblob(value["checkpoint"])
         newest = thread.newest.get(ns)
         if newest is None or checkpoint_id >= newest:
             if newest is not None and newest != checkpoint_id:
@@ -368,12 +382,18 @@ class FactlogSaver(BaseCheckpointSaver):
         else:
             self._forget_bytes(thread, ns, checkpoint_id)
 
-    def _apply_writes(self, thread: _Thread, seq: int, value: Dict[str, Any]) -> None:
+    def _apply_writes(
+        self,
+        thread: _Thread,
+        seq: int,
+        value: Dict[str, Any],
+        typed: Optional[List[Tuple[str, bytes]]],
+    ) -> None:
         ns = value["checkpoint_ns"]
         checkpoint_id = value["checkpoint_id"]
         keep_bytes = thread.newest.get(ns) == checkpoint_id
         stored = thread.writes.setdefault((ns, checkpoint_id), {})
-        for write in value["writes"]:
+        for position, write in enumerate(value["writes"]):
             key = (value["task_id"], write["idx"])
             # A regular write (idx >= 0) is written once: a repeated one is ignored. A special
             # one (an error, an interrupt, ...: negative idx) replaces the earlier one.
@@ -383,7 +403,7 @@ class FactlogSaver(BaseCheckpointSaver):
                 seq,
                 write["channel"],
                 value.get("task_path", ""),
-                _unblob(write) if keep_bytes else None,
+                (typed[position] if typed else _unblob(write)) if keep_bytes else None,
             )
 
     def _forget_bytes(self, thread: _Thread, ns: str, checkpoint_id: str) -> None:
@@ -433,9 +453,16 @@ class FactlogSaver(BaseCheckpointSaver):
             mode = config.get("configurable", {}).get(_DURABILITY_CONFIG_KEY) or "async"
         return _MODE_TIERS.get(mode, "synced")
 
-    def _append(self, thread: _Thread, events: List[Dict[str, Any]], durability: str) -> None:
-        """Appends ``events`` to the thread's task as one atomic batch and folds them; the
-        caller holds ``thread.lock``. A compare-and-set on the revision keeps the index in
+    def _append(
+        self,
+        thread: _Thread,
+        events: List[Dict[str, Any]],
+        durability: str,
+        typed: Optional[List[Tuple[str, bytes]]] = None,
+    ) -> None:
+        """Appends ``events`` to the thread's task as one atomic batch and folds them (a
+        single event may come with its ``typed`` serialized parts); the caller holds
+        ``thread.lock``. A compare-and-set on the revision keeps the index in
         the log's order when another saver appends to the same task."""
         for _ in range(_APPEND_ATTEMPTS_MAX):
             try:
@@ -452,7 +479,7 @@ class FactlogSaver(BaseCheckpointSaver):
                 continue
             first = reply["seq"]
             for offset, event in enumerate(events):
-                self._apply(thread, first + offset, event)
+                self._apply(thread, first + offset, event, typed)
             thread.revision = reply["revision"]
             return
         raise RuntimeError(
@@ -657,12 +684,13 @@ class FactlogSaver(BaseCheckpointSaver):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
+        typed = self.serde.dumps_typed(checkpoint)
         value = {
             "thread_id": thread_id,
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint["id"],
             "parent_checkpoint_id": configurable.get("checkpoint_id"),
-            "checkpoint": _blob(self.serde.dumps_typed(checkpoint)),
+            "checkpoint": _blob(typed),
             "metadata": _blob(self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
         }
         event = {
@@ -673,7 +701,7 @@ class FactlogSaver(BaseCheckpointSaver):
         }
         thread = self._thread(thread_id)
         with thread.lock:
-            self._append(thread, [event], self._tier(config))
+            self._append(thread, [event], self._tier(config), [typed])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -706,6 +734,7 @@ class FactlogSaver(BaseCheckpointSaver):
             fresh = [w for w in indexed if w[0] < 0 or (task_id, w[0]) not in stored]
             if not fresh:
                 return
+            typed = [self.serde.dumps_typed(v) for _, _, v in fresh]
             value = {
                 "thread_id": thread_id,
                 "checkpoint_ns": ns,
@@ -713,8 +742,8 @@ class FactlogSaver(BaseCheckpointSaver):
                 "task_id": task_id,
                 "task_path": task_path,
                 "writes": [
-                    {"idx": idx, "channel": channel, **_blob(self.serde.dumps_typed(v))}
-                    for idx, channel, v in fresh
+                    {"idx": idx, "channel": channel, **_blob(t)}
+                    for (idx, channel, _), t in zip(fresh, typed)
                 ],
             }
             event = {
@@ -723,7 +752,7 @@ class FactlogSaver(BaseCheckpointSaver):
                 "key": checkpoint_id,
                 "value": value,
             }
-            self._append(thread, [event], self._tier(config))
+            self._append(thread, [event], self._tier(config), typed)
 
     def _remove(
         self,
