@@ -245,13 +245,18 @@ def graph_workload(turns: int, steps: int, seed: int) -> Workload:
     return run
 
 
+def timed(workload: Workload, saver: Any, mode: str) -> float:
+    """Seconds the workload takes on the saver."""
+    start = time.perf_counter()
+    workload(saver, mode)
+    return time.perf_counter() - start
+
+
 def run_factlog(durability: Any, mode: str) -> Backend:
     def run(scratch: str, workload: Workload) -> Tuple[float, int]:
         path = os.path.join(scratch, "store")
         saver = FactlogSaver(path, durability=durability)
-        start = time.perf_counter()
-        workload(saver, mode)
-        elapsed = time.perf_counter() - start
+        elapsed = timed(workload, saver, mode)
         saver.close()
         return elapsed, disk_bytes(path)
 
@@ -265,9 +270,7 @@ def run_sqlite(synchronous: str, mode: str) -> Backend:
         conn.execute(f"PRAGMA synchronous={synchronous}")
         saver = SqliteSaver(conn)
         saver.setup()
-        start = time.perf_counter()
-        workload(saver, mode)
-        elapsed = time.perf_counter() - start
+        elapsed = timed(workload, saver, mode)
         conn.close()
         return elapsed, disk_bytes(scratch)
 

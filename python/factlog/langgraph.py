@@ -146,6 +146,13 @@ _LIST_PAGE = 64
 _ALIST_CHUNK = 16
 
 
+# The serialized parts of an event this saver just appended: the checkpoint, or each write's
+# value (so that folding it need not decode its base64 again).
+_Typed = Optional[List[Tuple[str, bytes]]]
+# A checkpoint's place in its thread: (checkpoint namespace, checkpoint id).
+_Key = Tuple[str, str]
+
+
 def task_id_for(thread_id: str) -> str:
     """The factlog task id that holds LangGraph thread ``thread_id``: ``"langgraph:" +
     thread_id`` when that is at most 128 bytes of UTF-8, otherwise ``"langgraph#"`` followed by
@@ -334,11 +341,7 @@ class FactlogSaver(BaseCheckpointSaver):
             thread.revision = event["revision"]
 
     def _apply(
-        self,
-        thread: _Thread,
-        seq: int,
-        event: Dict[str, Any],
-        typed: Optional[List[Tuple[str, bytes]]] = None,
+        self, thread: _Thread, seq: int, event: Dict[str, Any], typed: _Typed = None
     ) -> None:
         """Folds one event of the thread's task into its index. ``typed``: the serialized
         checkpoint, or the writes' values, of an event this saver just appended (so that
@@ -349,10 +352,11 @@ class FactlogSaver(BaseCheckpointSaver):
             value = event.get("value")
             if not isinstance(value, dict) or value.get("thread_id") != thread.thread_id:
                 return
+            where = (value["checkpoint_ns"], value["checkpoint_id"])
             if kind == CHECKPOINT_KIND:
-                self._apply_checkpoint(thread, seq, value, typed)
+                self._apply_checkpoint(thread, seq, where, value, typed)
             elif kind == WRITES_KIND:
-                self._apply_writes(thread, seq, value, typed)
+                self._apply_writes(thread, seq, where, value, typed)
         elif event["type"] == "record/removed" and kind in (CHECKPOINT_KIND, WRITES_KIND):
             through = event.get("through_seq")
             seqs = set(event.get("seqs") or ())
@@ -362,14 +366,9 @@ class FactlogSaver(BaseCheckpointSaver):
                 self._remove_writes(thread, through, seqs)
 
     def _apply_checkpoint(
-        self,
-        thread: _Thread,
-        seq: int,
-        value: Dict[str, Any],
-        typed: Optional[List[Tuple[str, bytes]]],
+        self, thread: _Thread, seq: int, where: _Key, value: Dict[str, Any], typed: _Typed
     ) -> None:
-        ns = value["checkpoint_ns"]
-        checkpoint_id = value["checkpoint_id"]
+        ns, checkpoint_id = where
         entry = thread.checkpoints.setdefault(ns, {}).setdefault(checkpoint_id, _Checkpoint())
         metadata = self.serde.loads_typed(_unblob(value["metadata"]))
         entry.versions.append((seq, value.get("parent_checkpoint_id"), metadata))
@@ -383,14 +382,9 @@ class FactlogSaver(BaseCheckpointSaver):
             self._forget_bytes(thread, ns, checkpoint_id)
 
     def _apply_writes(
-        self,
-        thread: _Thread,
-        seq: int,
-        value: Dict[str, Any],
-        typed: Optional[List[Tuple[str, bytes]]],
+        self, thread: _Thread, seq: int, where: _Key, value: Dict[str, Any], typed: _Typed
     ) -> None:
-        ns = value["checkpoint_ns"]
-        checkpoint_id = value["checkpoint_id"]
+        ns, checkpoint_id = where
         keep_bytes = thread.newest.get(ns) == checkpoint_id
         stored = thread.writes.setdefault((ns, checkpoint_id), {})
         for position, write in enumerate(value["writes"]):
@@ -458,7 +452,7 @@ class FactlogSaver(BaseCheckpointSaver):
         thread: _Thread,
         events: List[Dict[str, Any]],
         durability: str,
-        typed: Optional[List[Tuple[str, bytes]]] = None,
+        typed: _Typed = None,
     ) -> None:
         """Appends ``events`` to the thread's task as one atomic batch and folds them (a
         single event may come with its ``typed`` serialized parts); the caller holds
