@@ -172,6 +172,14 @@ pub const EVENT_ENVELOPE_BYTES: usize = 24;
 /// are meant to be short handles, not descriptions.
 pub const TASK_ID_BYTES_MAX: usize = 128;
 
+/// Longest `kind` of a `record/put` or `record/removed`, in bytes: a short name of an
+/// adapter's record type (`langgraph/checkpoint`), like a task id.
+pub const RECORD_KIND_BYTES_MAX: usize = 128;
+
+/// Most sequence numbers one `record/removed` names: a removal of more is a `through_seq`, or
+/// several events.
+pub const RECORD_REMOVED_SEQS_MAX: usize = 4096;
+
 /// Longest text of one `assistant/delta`: a streamed fragment is a few tokens; the bound keeps
 /// one runaway fragment out of the hot path.
 pub const DELTA_TEXT_BYTES_MAX: usize = 64 * 1024;

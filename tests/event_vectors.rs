@@ -1,4 +1,4 @@
-//! Proves that the event vectors (`format-spec/vectors/020-*` to `027-*`) hold exactly the
+//! Proves that the event vectors (`format-spec/vectors/020-*` to `029-*`) hold exactly the
 //! bytes and values their description in `format-spec/vectors/README.md` ("Event vectors")
 //! gives, and that this build reads them as `format-spec/events.md` promises. Each record
 //! vector is built with `codec::encode_event` from the described event (in the event's body
@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON, EVENT_MAGIC};
 use factlog::harness::event::{
-    AssistantDelta, Effect, Opaque, ResultOutcome, ToolCall, ToolResult,
+    AssistantDelta, Effect, Opaque, RecordPut, RecordRemoved, ResultOutcome, ToolCall, ToolResult,
 };
 use factlog::harness::{Body, CallId, Event, EventType, RequestKey, TaskId, request_key, secret};
 use factlog::{ErrorKind, Seq};
@@ -191,6 +191,28 @@ fn tool_result_v1_record() -> Image {
     Image::new(bytes)
 }
 
+/// 028: a `record/put` of an Agents SDK item no typed event covers.
+fn record_put_event() -> Event {
+    let body = RecordPut {
+        kind: "agents/item".to_owned(),
+        key: Some("rs_1".to_owned()),
+        value: json!({"type": "reasoning", "summary": []}),
+        extra: serde_json::Map::new(),
+    };
+    event("session-1", 10, Body::RecordPut(body))
+}
+
+/// 029: a `record/removed` naming two events and a prefix of the task.
+fn record_removed_event() -> Event {
+    let body = RecordRemoved {
+        kind: "agents/item".to_owned(),
+        seqs: vec![3, 5],
+        through_seq: Some(2),
+        extra: serde_json::Map::new(),
+    };
+    event("session-1", 11, Body::RecordRemoved(body))
+}
+
 /// The schema-1 body of 027: a free-text status.
 const FREE_TEXT_BODY: &[u8] = br#"{"call_id":"c3","status":"timeout"}"#;
 
@@ -302,6 +324,29 @@ fn vectors() -> Vec<Vector> {
             ],
             build: free_text_record,
             outcome: || Outcome::CannotUpcast(FREE_TEXT_ERROR),
+        },
+        Vector {
+            name: "028-event-record-put",
+            about: &[
+                "028-event-record-put: record/put (tag 0x0c01, schema 1, encoding 1 = JSON), task",
+                "\"session-1\", revision 10, timestamp_us 1700000000000000; body kind",
+                "\"agents/item\", key \"rs_1\", value {\"type\":\"reasoning\",\"summary\":[]}.",
+                "Expected: decodes (at seq 1) to that event, the value whole; re-encodes to the",
+                "same bytes.",
+            ],
+            build: || encoded(&record_put_event()),
+            outcome: || Outcome::Decodes(Box::new(record_put_event())),
+        },
+        Vector {
+            name: "029-event-record-removed",
+            about: &[
+                "029-event-record-removed: record/removed (tag 0x0c02, schema 1, encoding 1 =",
+                "JSON), task \"session-1\", revision 11, timestamp_us 1700000000000000; body kind",
+                "\"agents/item\", seqs [3,5], through_seq 2.",
+                "Expected: decodes (at seq 1) to that event; re-encodes to the same bytes.",
+            ],
+            build: || encoded(&record_removed_event()),
+            outcome: || Outcome::Decodes(Box::new(record_removed_event())),
         },
     ]
 }
@@ -681,6 +726,30 @@ fn vector_026_event_tool_result_schema_1() {
 #[test]
 fn vector_027_event_tool_result_free_text() {
     check("027-event-tool-result-free-text");
+}
+
+#[test]
+fn vector_028_event_record_put() {
+    check("028-event-record-put");
+    let bytes = fs::read(vectors_dir().join("028-event-record-put.bin")).expect("028");
+    let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
+    assert_eq!(
+        String::from_utf8_lossy(body),
+        r#"{"kind":"agents/item","key":"rs_1","value":{"type":"reasoning","summary":[]}}"#,
+        "028: the body bytes"
+    );
+}
+
+#[test]
+fn vector_029_event_record_removed() {
+    check("029-event-record-removed");
+    let bytes = fs::read(vectors_dir().join("029-event-record-removed.bin")).expect("029");
+    let body = &bytes[ENVELOPE_BYTES + "session-1".len()..];
+    assert_eq!(
+        String::from_utf8_lossy(body),
+        r#"{"kind":"agents/item","seqs":[3,5],"through_seq":2}"#,
+        "029: the body bytes"
+    );
 }
 
 #[test]

@@ -139,6 +139,11 @@ fn sample_json(event_type: EventType) -> Value {
             "state_digest": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
             "backup": "/data/store.backup-v1"
         }),
+        "record/put" => json!({
+            "kind": "agents/item", "key": "msg_1",
+            "value": {"type": "reasoning", "summary": [{"text": "ü"}], "n": [1, 2.5, null]}
+        }),
+        "record/removed" => json!({"kind": "agents/item", "seqs": [3, 5], "through_seq": 2}),
         other => panic!("no sample body for {other}: add one"),
     }
 }
@@ -198,7 +203,7 @@ fn assert_corrupt(seq: u64, bytes: &[u8], what: &str) {
 
 #[test]
 fn every_event_type_round_trips_through_the_codec() {
-    assert_eq!(EventType::ALL.len(), 26, "a new type needs a sample and a durability row");
+    assert_eq!(EventType::ALL.len(), 28, "a new type needs a sample and a durability row");
     for (i, &event_type) in EventType::ALL.iter().enumerate() {
         let body = sample_body(event_type);
         let revision = 10 + i as u64;
@@ -507,6 +512,8 @@ fn the_default_durability_table_is_the_one_of_issue_4() {
         ("context/compacted", Synced),
         ("recovery/restored", Synced),
         ("state/migrated", Synced),
+        ("record/put", Flushed),
+        ("record/removed", Flushed),
     ];
     assert_eq!(EventType::ALL.len(), expected.len(), "every type has a row");
     for (name, durability) in expected {

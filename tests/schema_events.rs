@@ -70,6 +70,11 @@ fn examples(task: &str) -> Vec<Value> {
         ),
         e("budget/usage", json!({ "input_tokens": 120, "output_tokens": 40, "cost_micros": 900 })),
         e("context/compacted", json!({ "summary": "searched, publishing failed once" })),
+        e(
+            "record/put",
+            json!({ "kind": "agents/item", "key": "rs_1", "value": { "type": "reasoning", "summary": [] } }),
+        ),
+        e("record/removed", json!({ "kind": "agents/item", "seqs": [2], "through_seq": 1 })),
         e("step/end", json!({ "status": "failed" })),
         e("control/cancel", json!({ "reason": "user pressed stop" })),
         e("turn/end", json!({ "status": "cancelled" })),

@@ -208,6 +208,10 @@ fn sample(event_type: EventType) -> Value {
             "from": 1, "to": 2, "events": 40, "rewritten": 3,
             "state_digest": "00ff", "backup": "/backup",
         }),
+        T::RecordPut => {
+            json!({"kind": "agents/item", "key": "k1", "value": {"type": "x", "n": [1]}})
+        }
+        T::RecordRemoved => json!({"kind": "agents/item", "seqs": [1, 2], "through_seq": 3}),
         _ => json!({}),
     };
     value["x_seed"] = json!({"kept": [true, -1]});

@@ -56,9 +56,12 @@ class Store:
         ``factlog recover --json``."""
     def task_ids(self) -> List[str]:
         """The ids of the tasks that have events, sorted."""
-    def events(self, from_seq: int = 1) -> Events:
+    def events(self, from_seq: int = 1, task: Optional[str] = None) -> Events:
         """The events from ``from_seq`` on, each a dict of the ``factlog dump --json`` shape
-        (``seq``, ``task``, ``revision``, ``timestamp_us``, ``type``, body fields)."""
+        (``seq``, ``task``, ``revision``, ``timestamp_us``, ``time``, ``type``, body fields).
+        With ``task``, only that task's events: the others are skipped by their envelope
+        (their bodies are never decoded), with the GIL released while skipping. Either way the
+        log is read from ``from_seq``: keep the seq to resume from rather than rescanning."""
     def flush(self, durability: str = "synced") -> None:
         """Makes every event appended so far meet ``durability``."""
     def close(self) -> None:
@@ -104,6 +107,8 @@ class Task:
     ) -> Dict[str, Any]:
         """Appends events as one atomic batch (all or none after a crash). Returns
         ``{"seq": first, "task", "revision": last, "durability", "count"}``."""
+    def events(self, from_seq: int = 1) -> Events:
+        """This task's events from ``from_seq`` on (``store.events(from_seq, task=id)``)."""
     def state(self) -> Dict[str, Any]:
         """The task's folded state: the dict under ``tasks[ID]`` of ``factlog state --task ID --json``."""
     def history(self) -> List[Dict[str, Any]]:

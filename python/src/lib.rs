@@ -59,10 +59,20 @@ struct Task {
     id: String,
 }
 
-/// An iterator over the events of a store, as dicts.
+/// An iterator over the events of a store (or of one task of it), as dicts.
 #[pyclass(module = "factlog._native")]
 struct Events {
     reader: Option<Reader>,
+    /// Only this task's events, when set: the others are skipped by their envelope, their
+    /// bodies never decoded nor converted.
+    task: Option<String>,
+}
+
+impl Events {
+    fn new(store: &factlog::Store, from_seq: u64, task: Option<String>) -> PyResult<Events> {
+        let reader = store.log().read_from(Seq(from_seq.max(1))).map_err(|e| to_py_err(&e))?;
+        Ok(Events { reader: Some(reader), task })
+    }
 }
 
 fn to_py_err(error: &factlog::Error) -> PyErr {
@@ -169,12 +179,11 @@ impl Store {
         Ok(self.store()?.task_ids().into_iter().map(|id| id.0).collect())
     }
 
-    /// The events from `from_seq` on, as dicts (the shape of `factlog dump --json`).
-    #[pyo3(signature = (from_seq = 1))]
-    fn events(&self, from_seq: u64) -> PyResult<Events> {
-        let store = self.store()?;
-        let reader = store.log().read_from(Seq(from_seq.max(1))).map_err(|e| to_py_err(&e))?;
-        Ok(Events { reader: Some(reader) })
+    /// The events from `from_seq` on, as dicts (the shape of `factlog dump --json`); with
+    /// `task`, only that task's events.
+    #[pyo3(signature = (from_seq = 1, task = None))]
+    fn events(&self, from_seq: u64, task: Option<String>) -> PyResult<Events> {
+        Events::new(&self.store()?, from_seq, task)
     }
 
     /// Makes every event appended so far meet `durability` (default `"synced"`).
@@ -285,6 +294,14 @@ impl Task {
         &self.id
     }
 
+    /// This task's events from `from_seq` on, as dicts (the shape of `factlog dump --json`).
+    #[pyo3(signature = (from_seq = 1))]
+    fn events(&self, from_seq: u64) -> PyResult<Events> {
+        let guard = self.slot.task.read();
+        let Some((_, store)) = &*guard else { return Err(errors::closed()) };
+        Events::new(store, from_seq, Some(self.id.clone()))
+    }
+
     /// The task's current revision: the count of its events.
     #[getter]
     fn revision(&self) -> PyResult<u64> {
@@ -387,7 +404,23 @@ impl Events {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
         let Some(reader) = &mut self.reader else { return Ok(None) };
-        match reader.next() {
+        let task = self.task.as_deref();
+        // Skipping other tasks' records reads the disk: the interpreter is free meanwhile.
+        let next = py.detach(|| {
+            loop {
+                let record = match reader.next()? {
+                    Ok(record) => record,
+                    Err(error) => return Some(Err(error)),
+                };
+                let Some(task) = task else { return Some(Ok(record)) };
+                match codec::peek(record.seq, &record.payload) {
+                    Ok(envelope) if envelope.task != task => {}
+                    Ok(_) => return Some(Ok(record)),
+                    Err(error) => return Some(Err(error)),
+                }
+            }
+        });
+        match next {
             None => {
                 self.reader = None;
                 Ok(None)

@@ -5,9 +5,12 @@
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result, UnresolvedCall};
-use crate::harness::event::{AssistantMessage, Body, Effect, EventType, Scope, ToolCall};
+use crate::harness::event::{
+    AssistantMessage, Body, Effect, EventType, RecordRemoved, Scope, ToolCall,
+};
 use crate::harness::ids::{CallId, TaskId};
 use crate::harness::state::{ApprovalStatus, Call, CallStatus, TaskState};
+use crate::limits::{RECORD_KIND_BYTES_MAX, RECORD_REMOVED_SEQS_MAX};
 
 /// What the store does with a checked event.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,9 +99,59 @@ pub fn check(
         Body::ApprovalGrant(g) if g.scope != Scope::Persistent && g.expires_at_us.is_some() => {
             return Err(invalid(event_type, "only a persistent grant takes expires_at_us"));
         }
+        Body::RecordPut(r) => check_record_kind(event_type, &r.kind)?,
+        Body::RecordRemoved(r) => {
+            check_record_kind(event_type, &r.kind)?;
+            check_removed(task, r)?;
+        }
         _ => {}
     }
     Ok(Verdict::Write)
+}
+
+/// A record's kind: 1 to [`RECORD_KIND_BYTES_MAX`] bytes.
+fn check_record_kind(event_type: EventType, kind: &str) -> Result<()> {
+    if kind.is_empty() {
+        return Err(invalid(event_type, "kind is empty: name the adapter's record type"));
+    }
+    if kind.len() > RECORD_KIND_BYTES_MAX {
+        return Err(ErrorKind::LimitExceeded {
+            what: "record kind bytes",
+            value: kind.len() as u64,
+            limit: RECORD_KIND_BYTES_MAX as u64,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// A removal names only events the task already has: sequence numbers from 1 to the task's
+/// last one (so never itself nor a later event), at most [`RECORD_REMOVED_SEQS_MAX`] of them.
+fn check_removed(task: &TaskState, removed: &RecordRemoved) -> Result<()> {
+    let event_type = EventType::RecordRemoved;
+    if removed.seqs.len() > RECORD_REMOVED_SEQS_MAX {
+        return Err(ErrorKind::LimitExceeded {
+            what: "sequence numbers in one record/removed",
+            value: removed.seqs.len() as u64,
+            limit: RECORD_REMOVED_SEQS_MAX as u64,
+        }
+        .into());
+    }
+    let mut named = removed.seqs.iter().chain(removed.through_seq.iter());
+    if let Some(&bad) = named.find(|&&seq| seq == 0 || seq > task.last_seq) {
+        return Err(invalid(
+            event_type,
+            format!(
+                "seq {bad} is not an earlier event of this task (its events end at seq {}): \
+                 a removal names events already appended",
+                task.last_seq
+            ),
+        ));
+    }
+    if removed.seqs.is_empty() && removed.through_seq.is_none() {
+        return Err(invalid(event_type, "it names no event: give seqs or through_seq"));
+    }
+    Ok(())
 }
 
 /// The part of `task` that checking `bodies` in order can look at: the execution and

@@ -228,6 +228,8 @@ pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
         Body::ContextCompacted(b) => (EventType::ContextCompacted, json(b)),
         Body::Restored(b) => (EventType::Restored, json(b)),
         Body::StateMigrated(b) => (EventType::Migrated, json(b)),
+        Body::RecordPut(b) => (EventType::RecordPut, json(b)),
+        Body::RecordRemoved(b) => (EventType::RecordRemoved, json(b)),
     };
     let bytes = bytes.map_err(|e| ErrorKind::InvalidEvent {
         event_type: event_type.name().to_owned(),
@@ -454,6 +456,8 @@ pub fn body_from_json(event_type: EventType, bytes: &[u8]) -> serde_json::Result
         T::ContextCompacted => Body::ContextCompacted(de_json_slice(bytes)?),
         T::Restored => Body::Restored(de_json_slice(bytes)?),
         T::Migrated => Body::StateMigrated(de_json_slice(bytes)?),
+        T::RecordPut => Body::RecordPut(de_json_slice(bytes)?),
+        T::RecordRemoved => Body::RecordRemoved(de_json_slice(bytes)?),
     })
 }
 
@@ -503,6 +507,8 @@ pub fn body_to_value(body: &Body) -> serde_json::Value {
         Body::ContextCompacted(b) => v(b),
         Body::Restored(b) => v(b),
         Body::StateMigrated(b) => v(b),
+        Body::RecordPut(b) => v(b),
+        Body::RecordRemoved(b) => v(b),
     }
 }
 

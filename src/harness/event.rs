@@ -98,6 +98,10 @@ event_types! {
         "Written by recovery: the task was restored after a restart, and what was decided.";
     Migrated = 0x0B01, "state/migrated", Synced,
         "Written by `factlog migrate`: the store was rewritten into a newer format.";
+    RecordPut = 0x0C01, "record/put", Flushed,
+        "A framework's record the typed events do not cover, kept whole (an adapter's).";
+    RecordRemoved = 0x0C02, "record/removed", Flushed,
+        "Earlier events of the task no longer count for an adapter's records of one kind.";
 }
 
 impl EventType {
@@ -173,6 +177,8 @@ pub enum Body {
     ContextCompacted(ContextCompacted),
     Restored(Restored),
     StateMigrated(Migrated),
+    RecordPut(RecordPut),
+    RecordRemoved(RecordRemoved),
     /// An event of a type or body schema this build does not know: kept as it was read.
     Opaque(Opaque),
 }
@@ -564,6 +570,38 @@ body!(
     }
 );
 
+body!(
+    /// `record/put`: a record of a framework adapter (an Agents SDK session item, a LangGraph
+    /// checkpoint) that no typed event covers, kept whole. The store does not interpret it:
+    /// it moves the task's revision and nothing else in the folded state.
+    RecordPut {
+        /// Which adapter record this is (`agents/item`, `langgraph/checkpoint`): 1 to
+        /// [`crate::limits::RECORD_KIND_BYTES_MAX`] bytes.
+        kind: String,
+        /// The record's key within its kind, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// The record, whole (`null` when absent).
+        #[serde(default)]
+        value: Value,
+    }
+);
+body!(
+    /// `record/removed`: the log is append-only, so a removal is an event. Earlier events of
+    /// the task stop counting for the adapter records of `kind`; the adapter's fold applies
+    /// it, the store's own fold and history do not.
+    RecordRemoved {
+        /// The kind of records the removal applies to.
+        kind: String,
+        /// Sequence numbers of earlier events of the task that no longer count.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        seqs: Vec<u64>,
+        /// Every event of the task up to and including this sequence number no longer counts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        through_seq: Option<u64>,
+    }
+);
+
 /// `assistant/delta`: a streamed fragment. Its body is binary (the UTF-8 text), not JSON,
 /// because it is the hot path.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -632,6 +670,8 @@ impl Body {
             Body::ContextCompacted(_) => EventType::ContextCompacted,
             Body::Restored(_) => EventType::Restored,
             Body::StateMigrated(_) => EventType::Migrated,
+            Body::RecordPut(_) => EventType::RecordPut,
+            Body::RecordRemoved(_) => EventType::RecordRemoved,
             Body::Opaque(_) => return None,
         })
     }
