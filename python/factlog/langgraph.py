@@ -136,6 +136,9 @@ _DURABILITY_CONFIG_KEY = "__pregel_durability"
 # this many times before giving up (another saver on the same store would have to append
 # to the same thread between every refold and retry).
 _APPEND_ATTEMPTS_MAX = 16
+# The store's limits on a record/removed event's seqs and on the events of one batch.
+_REMOVED_SEQS_MAX = 4096
+_BATCH_EVENTS_MAX = 1024
 # A batch of copied events stops at this many events or body bytes, well inside the
 # store's per-batch limits (1024 events, 16 MiB frames).
 _COPY_BATCH_EVENTS_MAX = 512
@@ -322,15 +325,11 @@ class FactlogSaver(BaseCheckpointSaver):
             self._catch_up(thread)
         return thread
 
-    def _task_events(self, thread: _Thread, from_seq: int) -> Iterator[Dict[str, Any]]:
-        task_events = getattr(thread.task, "events", None)
-        if task_events is not None:
-            yield from task_events(from_seq)
-            return
-        task_id = thread.task.id
-        for event in self.store.events(from_seq):
-            if event["task"] == task_id:
-                yield event
+    @staticmethod
+    def _task_events(thread: _Thread, from_seq: int) -> Iterator[Dict[str, Any]]:
+        """The thread's task's events from ``from_seq`` on (the store skips other tasks'
+        events by their envelope)."""
+        return thread.task.events(from_seq)
 
     def _catch_up(self, thread: _Thread) -> None:
         """Folds the task's events the index has not seen (none if the revision is known)."""
@@ -755,22 +754,21 @@ class FactlogSaver(BaseCheckpointSaver):
         writes_seqs: Iterable[int] = (),
         through_seq: Optional[int] = None,
     ) -> None:
-        """Appends the removal events (synced); the caller holds ``thread.lock``."""
+        """Appends the removal events (synced); the caller holds ``thread.lock``. Each
+        event names at most 4096 seqs (the store's limit) and a batch holds at most 1024
+        events, so a removal of more than about four million events is several batches."""
         events = []
         for kind, seqs in (
             (CHECKPOINT_KIND, sorted(set(checkpoint_seqs))),
             (WRITES_KIND, sorted(set(writes_seqs))),
         ):
-            if through_seq is None and not seqs:
-                continue
-            event: Dict[str, Any] = {"type": "record/removed", "kind": kind}
-            if seqs:
-                event["seqs"] = seqs
             if through_seq is not None:
-                event["through_seq"] = through_seq
-            events.append(event)
-        if events:
-            self._append(thread, events, "synced")
+                events.append({"type": "record/removed", "kind": kind, "through_seq": through_seq})
+            for start in range(0, len(seqs), _REMOVED_SEQS_MAX):
+                chunk = seqs[start : start + _REMOVED_SEQS_MAX]
+                events.append({"type": "record/removed", "kind": kind, "seqs": chunk})
+        for start in range(0, len(events), _BATCH_EVENTS_MAX):
+            self._append(thread, events[start : start + _BATCH_EVENTS_MAX], "synced")
 
     def delete_thread(self, thread_id: str) -> None:
         """Removes every checkpoint and write of the thread (by appending removal events

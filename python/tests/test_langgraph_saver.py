@@ -255,6 +255,17 @@ def test_delete_thread_and_prune_survive_a_reopen(path):
         assert {e["kind"] for e in removals} == {CHECKPOINT_KIND, WRITES_KIND}
 
 
+def test_a_prune_past_the_seqs_one_removal_may_name_is_split(path):
+    # A record/removed names at most 4096 seqs: 4100 checkpoints need two.
+    with FactlogSaver(path, durability="buffered") as saver:
+        ids = put_chain(saver, "long", 4100)
+        saver.prune(["long"])
+    with FactlogSaver(path) as saver:
+        assert [t.checkpoint["id"] for t in saver.list(config("long"))] == [ids[-1]]
+        removals = [e for e in saver.store.events() if e["type"] == "record/removed"]
+        assert [len(e["seqs"]) for e in removals] == [4096, 3]
+
+
 def test_copy_thread_and_delete_for_runs(path):
     with FactlogSaver(path) as saver:
         parent = config("src")
