@@ -338,6 +338,19 @@ def test_durability_follows_langgraphs_mode_unless_fixed(path):
         assert saver._tier({"configurable": {"__pregel_durability": "sync"}}) == "buffered"
 
 
+def test_every_public_name_of_the_module_has_a_docstring():
+    import factlog.langgraph as module
+
+    assert module.__doc__
+    for name in module.__all__:
+        value = getattr(module, name)
+        if not isinstance(value, str):
+            assert value.__doc__, name
+    for name, value in vars(FactlogSaver).items():
+        if not name.startswith("_") and callable(value):
+            assert value.__doc__, f"FactlogSaver.{name}"
+
+
 def test_constructor_refuses_bad_arguments(path):
     with pytest.raises(TypeError):
         FactlogSaver()
