@@ -39,7 +39,18 @@ from the log when asked for. At most ``threads_cached`` threads (default 256) ar
 once, least recently used first out; an evicted thread is refolded on its next use. So the
 memory is bounded by those threads' live checkpoints (about the size of their metadata each)
 plus one checkpoint per namespace, not by the store. The first use of a thread in a process
-scans the log from its start (the store has no per-task position to start from).
+scans the log from its start (the store skips other tasks' events by their envelope, but has
+no per-task position to start from). ``list(None)`` (every thread) and ``delete_for_runs``
+visit every LangGraph thread of the store, and ``list`` sorts the ids of every checkpoint it
+matches before reading them back a page at a time.
+
+Limits
+------
+A serialized checkpoint, or one ``put_writes`` call, must fit one event body (4 MiB of JSON,
+so about 3 MiB of serialized bytes after base64); a bigger one raises ``LimitExceeded`` and
+is not stored. Writes are not also mapped onto typed factlog events (``user/message``,
+``assistant/message``, ...): a forked or replayed LangGraph thread may legitimately carry the
+same tool-call ids again, which the typed events refuse.
 
 Durability
 ----------
