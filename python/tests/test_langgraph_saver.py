@@ -266,6 +266,17 @@ def test_a_prune_past_the_seqs_one_removal_may_name_is_split(path):
         assert [len(e["seqs"]) for e in removals] == [4096, 3]
 
 
+def test_a_checkpoint_over_the_body_limit_is_refused_and_nothing_changes(path):
+    with FactlogSaver(path) as saver:
+        [kept] = put_chain(saver, "t1", 1)
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"blob": "x" * (4 * 1024 * 1024)}
+        with pytest.raises(factlog.LimitExceeded):
+            saver.put(config("t1", checkpoint_id=kept), checkpoint, {"step": 1}, {})
+        assert saver.get_tuple(config("t1")).checkpoint["id"] == kept
+        assert len(list(saver.store.events())) == 1
+
+
 def test_copy_thread_and_delete_for_runs(path):
     with FactlogSaver(path) as saver:
         parent = config("src")
