@@ -9,6 +9,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod readme;
 pub mod schema;
+pub mod vectors;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
