@@ -844,47 +844,52 @@ class FactlogSaver(BaseCheckpointSaver):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Appends a copy of every live checkpoint and write of the source thread to the
-        target thread, in their order (in atomic batches of at most 512 events / 8 MiB). The
-        source is unchanged; a source without checkpoints copies nothing."""
+        target thread, in their order, in atomic batches of at most 512 events or 8 MiB
+        (read from the log as they are copied, so memory holds one batch). The source is
+        unchanged; a source without checkpoints copies nothing."""
         source = self._thread(str(source_thread_id))
         target_id = str(target_thread_id)
         with source.lock:
-            seqs = {
-                entry.seq for entries in source.checkpoints.values() for entry in entries.values()
+            kinds = {
+                entry.seq: CHECKPOINT_KIND
+                for entries in source.checkpoints.values()
+                for entry in entries.values()
             }
-            seqs.update(write.seq for stored in source.writes.values() for write in stored.values())
-            if not seqs:
-                return
-            kinds = {}
-            for entries in source.checkpoints.values():
-                for entry in entries.values():
-                    kinds[entry.seq] = CHECKPOINT_KIND
-            values = self._read_values(source, seqs)
-        events = []
-        for seq in sorted(values):
-            value = dict(values[seq])
-            value["thread_id"] = target_id
-            kind = kinds.get(seq, WRITES_KIND)
-            events.append(
-                {"type": "record/put", "kind": kind, "key": value["checkpoint_id"], "value": value}
-            )
-        target = self._thread(target_id)
-        with target.lock:
-            batch: List[Dict[str, Any]] = []
-            batch_bytes = 0
-            for event in events:
-                size = sum(len(w.get("base64", "")) for w in event["value"].get("writes", ()))
-                size += len(event["value"].get("checkpoint", {}).get("base64", ""))
+            for stored in source.writes.values():
+                kinds.update((write.seq, WRITES_KIND) for write in stored.values())
+        if not kinds:
+            return
+        # The log is append-only, so the wanted events can be read without the source's lock;
+        # the reader sees the log as it was when it started, even when source is target.
+        last = max(kinds)
+        batch: List[Dict[str, Any]] = []
+        batch_bytes = 0
+        for event in self._task_events(source, min(kinds)):
+            seq = event["seq"]
+            if seq in kinds:
+                value = dict(event["value"], thread_id=target_id)
+                size = len(value.get("checkpoint", {}).get("base64", ""))
+                size += sum(len(w["base64"]) for w in value.get("writes", ()))
                 if batch and (
                     len(batch) >= _COPY_BATCH_EVENTS_MAX
                     or batch_bytes + size > _COPY_BATCH_BYTES_MAX
                 ):
-                    self._append(target, batch, "synced")
+                    self._append_to(target_id, batch)
                     batch, batch_bytes = [], 0
-                batch.append(event)
+                batch.append(
+                    {"type": "record/put", "kind": kinds[seq], "key": event["key"], "value": value}
+                )
                 batch_bytes += size
-            if batch:
-                self._append(target, batch, "synced")
+            if seq >= last:
+                break
+        if batch:
+            self._append_to(target_id, batch)
+
+    def _append_to(self, thread_id: str, events: List[Dict[str, Any]]) -> None:
+        """Appends ``events`` (synced) to a thread, taking its lock."""
+        thread = self._thread(thread_id)
+        with thread.lock:
+            self._append(thread, events, "synced")
 
     # ----------------------------------------------------------------- async forms
 
