@@ -219,6 +219,48 @@ def test_an_async_graph_resumes_from_its_checkpoint_after_reopening(path):
     assert asyncio.run(run(["b"])) == ["a", 1, "b", 3]
 
 
+def fan_out_graph():
+    """Three nodes run in parallel in one superstep (their writes are put concurrently),
+    then a join."""
+    builder = StateGraph(State)
+    for name in ("a", "b", "c"):
+        builder.add_node(name, lambda state, name=name: {"items": [name]})
+        builder.add_edge(START, name)
+        builder.add_edge(name, "join")
+    builder.add_node("join", lambda state: {"items": [len(state["items"])]})
+    builder.add_edge("join", END)
+    return builder
+
+
+def test_parallel_nodes_and_threads_of_langgraph_share_one_saver(path):
+    import threading
+
+    with FactlogSaver(path, threads_cached=4) as saver:
+        graph = fan_out_graph().compile(checkpointer=saver)
+        failures: List[BaseException] = []
+
+        def run(thread_id: str) -> None:
+            try:
+                for _ in range(3):
+                    graph.invoke({"items": []}, config(thread_id), durability="sync")
+            except BaseException as error:  # handed to the main thread
+                failures.append(error)
+
+        workers = [threading.Thread(target=run, args=(f"t{i}",)) for i in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert failures == []
+    with FactlogSaver(path) as saver:
+        graph = fan_out_graph().compile(checkpointer=saver)
+        for i in range(8):
+            items = graph.get_state(config(f"t{i}")).values["items"]
+            assert len(items) == 12  # three runs of a, b, c and a count
+            assert sorted(items[:3]) == ["a", "b", "c"] and items[3] == 3
+            assert items[-1] == 11
+
+
 def test_an_interrupt_is_resumed_by_a_reopened_saver(path):
     thread = config("approval")
     with FactlogSaver(path) as saver:
