@@ -287,14 +287,21 @@ fn at_boundary(text: &[u8], at: usize) -> bool {
 /// parse and the walk.
 #[must_use]
 pub fn json_may_hold_credential(json: &[u8]) -> bool {
-    (0..json.len()).any(|at| {
-        let Some(&first) = json.get(at) else { return false };
-        if !IS_PREFIX_FIRST_BYTE[usize::from(first)] || !json_boundary(json, at) {
-            return false;
+    // One table load per byte tells whether the byte before a candidate is a key byte, so the
+    // common case (a byte that starts no prefix, or one inside a token) costs no more.
+    let mut previous_is_key = false;
+    for (at, &byte) in json.iter().enumerate() {
+        let after_key = previous_is_key;
+        previous_is_key = IS_KEY_BYTE[usize::from(byte)];
+        if !IS_PREFIX_FIRST_BYTE[usize::from(byte)] || (after_key && !after_escape(json, at)) {
+            continue;
         }
         let rest = json.get(at..).unwrap_or_default();
-        SHAPES.iter().flat_map(|s| s.prefixes).any(|p| rest.starts_with(p.as_bytes()))
-    })
+        if SHAPES.iter().flat_map(|s| s.prefixes).any(|p| rest.starts_with(p.as_bytes())) {
+            return true;
+        }
+    }
+    false
 }
 
 /// The first bytes of every prefix of [`SHAPES`] (checked by a unit test).
@@ -311,14 +318,25 @@ const IS_PREFIX_FIRST_BYTE: [bool; 256] = {
     table
 };
 
-/// A boundary as [`at_boundary`] would see it in the decoded string, over-approximated in
-/// escaped JSON text: after an escape (`\n`, `\u001f`) the decoded byte before is no word byte.
-fn json_boundary(json: &[u8], at: usize) -> bool {
+/// Whether `at` follows an escape in JSON text (`\n`, `\u001f`): in the decoded string the
+/// byte before is no word byte, so a match may start there although the text's byte before
+/// (`n`, `f`) is a key byte. Over-approximated, as a prefilter may be.
+fn after_escape(json: &[u8], at: usize) -> bool {
     let back = |n: usize| at.checked_sub(n).and_then(|i| json.get(i)).copied();
-    at_boundary(json, at)
-        || back(2) == Some(b'\\')
-        || (back(6) == Some(b'\\') && back(5) == Some(b'u'))
+    back(2) == Some(b'\\') || (back(6) == Some(b'\\') && back(5) == Some(b'u'))
 }
+
+/// [`is_key_byte`] as a lookup table.
+const IS_KEY_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        table[byte] = b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+        byte += 1;
+    }
+    table
+};
 
 /// Every unmarked credential-shaped string value in the JSON text `json` (a body as
 /// `serde_json` writes it), in document order. Cheap when there is none: see
@@ -428,6 +446,44 @@ mod tests {
             assert!(shapes_in(&text).is_empty());
         }
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+
+    /// The prefilter as first written (a boundary test at every candidate byte): the table
+    /// driven one must answer the same on any text.
+    fn reference_prefilter(json: &[u8]) -> bool {
+        (0..json.len()).any(|at| {
+            let back = |n: usize| at.checked_sub(n).and_then(|i| json.get(i)).copied();
+            let boundary = at_boundary(json, at)
+                || back(2) == Some(b'\\')
+                || (back(6) == Some(b'\\') && back(5) == Some(b'u'));
+            IS_PREFIX_FIRST_BYTE[usize::from(json[at])]
+                && boundary
+                && SHAPES
+                    .iter()
+                    .flat_map(|s| s.prefixes)
+                    .any(|p| json[at..].starts_with(p.as_bytes()))
+        })
+    }
+
+    #[test]
+    fn the_table_driven_prefilter_agrees_with_the_reference() {
+        let pieces: Vec<&str> = SHAPES
+            .iter()
+            .flat_map(|s| s.prefixes.iter().copied())
+            .chain(["a", "Z", "0", "_", "-", " ", "\\", "\\n", "\\u001f", "\"", "/", "+", "="])
+            .collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for _ in 0..20_000 {
+            let text: String = (0..next(12)).map(|_| pieces[next(pieces.len())]).collect();
+            let bytes = text.as_bytes();
+            assert_eq!(json_may_hold_credential(bytes), reference_prefilter(bytes), "{text:?}");
+        }
     }
 
     #[test]
