@@ -20,8 +20,12 @@ use factlog::{Store, StoreOptions};
 const BASE_US: u64 = 1_796_306_400_000_000;
 const SECOND_US: u64 = 1_000_000;
 
-/// The time the store's clock reads; each test file is its own process.
+/// The time the store's clock reads; each test file is its own process, but its tests run on
+/// threads of it at once: [`WRITING`] keeps one writer setting the clock at a time.
 static NOW_US: AtomicU64 = AtomicU64::new(BASE_US);
+
+/// Held while a test writes a store through the shared clock.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn clock() -> u64 {
     NOW_US.load(Ordering::SeqCst)
@@ -33,6 +37,7 @@ const OFFSETS_SECONDS: [u64; 6] = [0, 10, 5, 20, 1, 86_400];
 
 /// Writes one event per offset for task `t1`, seqs 1 to 6.
 fn store_with_times(dir: &Path) {
+    let _writing = WRITING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let store = Store::open(dir, StoreOptions::new().clock(clock)).expect("open the store");
     let task = store.task("t1").expect("task");
     for (i, offset) in OFFSETS_SECONDS.iter().enumerate() {

@@ -564,7 +564,7 @@ impl Store {
                 expected_revision: Some(state.revision),
                 durability: Some(durability),
             };
-            match self.append_events(cell, bodies, options, true) {
+            match self.append_events(cell, bodies, options, true, None) {
                 Ok(_) if last_batch => {
                     recovery.events_written = written + count;
                     break recovery;

@@ -287,9 +287,41 @@ fn at_boundary(text: &[u8], at: usize) -> bool {
 /// parse and the walk.
 #[must_use]
 pub fn json_may_hold_credential(json: &[u8]) -> bool {
-    (0..json.len()).any(|at| {
+    // An escape can put a boundary where the text's byte before is a key byte (`\n`), so
+    // text holding one gets the exact test at every byte. Text without one (nearly every
+    // large body: base64, plain prose) needs only the boundary test, run branch-free over
+    // blocks; a block with a candidate gets the exact test.
+    if json.contains(&b'\\') {
+        return candidates_in(json, 0..json.len());
+    }
+    let mut previous_is_key = 0u8;
+    let mut block_start = 0;
+    for block in json.chunks(PREFILTER_BLOCK_BYTES) {
+        let mut candidate = 0u8;
+        let mut previous = previous_is_key;
+        for &byte in block {
+            candidate |= PREFIX_FIRST_BYTE[usize::from(byte)] & (previous ^ 1);
+            previous = KEY_BYTE[usize::from(byte)];
+        }
+        let end = block_start + block.len();
+        if candidate != 0 && candidates_in(json, block_start..end) {
+            return true;
+        }
+        previous_is_key = previous;
+        block_start = end;
+    }
+    false
+}
+
+/// Bytes the branch-free pass of [`json_may_hold_credential`] looks at between two checks.
+const PREFILTER_BLOCK_BYTES: usize = 256;
+
+/// Whether a prefix of a shape starts at a boundary at some offset of `range` of `json` (the
+/// prefix may run past the range's end).
+fn candidates_in(json: &[u8], range: std::ops::Range<usize>) -> bool {
+    range.into_iter().any(|at| {
         let Some(&first) = json.get(at) else { return false };
-        if !IS_PREFIX_FIRST_BYTE[usize::from(first)] || !json_boundary(json, at) {
+        if PREFIX_FIRST_BYTE[usize::from(first)] == 0 || !json_boundary(json, at) {
             return false;
         }
         let rest = json.get(at..).unwrap_or_default();
@@ -300,12 +332,12 @@ pub fn json_may_hold_credential(json: &[u8]) -> bool {
 /// The first bytes of every prefix of [`SHAPES`] (checked by a unit test).
 const PREFIX_FIRST_BYTES: &[u8] = b"sAgxrebB-";
 
-/// [`PREFIX_FIRST_BYTES`] as a lookup table: one load per byte of the JSON text.
-const IS_PREFIX_FIRST_BYTE: [bool; 256] = {
-    let mut table = [false; 256];
+/// [`PREFIX_FIRST_BYTES`] as a lookup table, 1 for those bytes and 0 for the others.
+const PREFIX_FIRST_BYTE: [u8; 256] = {
+    let mut table = [0u8; 256];
     let mut i = 0;
     while i < PREFIX_FIRST_BYTES.len() {
-        table[PREFIX_FIRST_BYTES[i] as usize] = true;
+        table[PREFIX_FIRST_BYTES[i] as usize] = 1;
         i += 1;
     }
     table
@@ -319,6 +351,20 @@ fn json_boundary(json: &[u8], at: usize) -> bool {
         || back(2) == Some(b'\\')
         || (back(6) == Some(b'\\') && back(5) == Some(b'u'))
 }
+
+/// [`is_key_byte`] as a lookup table, 1 for key bytes and 0 for the others.
+const KEY_BYTE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            table[byte] = 1;
+        }
+        byte += 1;
+    }
+    table
+};
 
 /// Every unmarked credential-shaped string value in the JSON text `json` (a body as
 /// `serde_json` writes it), in document order. Cheap when there is none: see
@@ -428,6 +474,46 @@ mod tests {
             assert!(shapes_in(&text).is_empty());
         }
         assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+
+    /// The prefilter as first written (a boundary test at every candidate byte): the table
+    /// driven one must answer the same on any text.
+    fn reference_prefilter(json: &[u8]) -> bool {
+        (0..json.len()).any(|at| {
+            let back = |n: usize| at.checked_sub(n).and_then(|i| json.get(i)).copied();
+            let boundary = at_boundary(json, at)
+                || back(2) == Some(b'\\')
+                || (back(6) == Some(b'\\') && back(5) == Some(b'u'));
+            PREFIX_FIRST_BYTE[usize::from(json[at])] == 1
+                && boundary
+                && SHAPES
+                    .iter()
+                    .flat_map(|s| s.prefixes)
+                    .any(|p| json[at..].starts_with(p.as_bytes()))
+        })
+    }
+
+    #[test]
+    fn the_table_driven_prefilter_agrees_with_the_reference() {
+        let pieces: Vec<&str> = SHAPES
+            .iter()
+            .flat_map(|s| s.prefixes.iter().copied())
+            .chain(["a", "Z", "0", "_", "-", " ", "\\", "\\n", "\\u001f", "\"", "/", "+", "="])
+            .collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for round in 0..20_000 {
+            // Short texts, and long ones that cross the blocks of the branch-free pass.
+            let pieces_in = if round % 2 == 0 { next(12) } else { next(240) };
+            let text: String = (0..pieces_in).map(|_| pieces[next(pieces.len())]).collect();
+            let bytes = text.as_bytes();
+            assert_eq!(json_may_hold_credential(bytes), reference_prefilter(bytes), "{text:?}");
+        }
     }
 
     #[test]

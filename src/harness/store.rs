@@ -115,7 +115,7 @@ impl StoreOptions {
     /// (`format-spec/events.md`, "Credential shapes") that is not marked `{"$secret": ...}`:
     /// the append fails with [`ErrorKind::UnmarkedSecret`] and writes nothing (a batch
     /// holding one such body writes none). Off, such a body is written as it is; a front end
-    /// warns with [`crate::harness::secret_shapes::find_in_body`]. Events that recovery
+    /// warns with what [`Task::append_batch_warned`] returns. Events that recovery
     /// writes and `assistant/delta` text are never checked. Default: off.
     #[must_use]
     pub fn refuse_unmarked_secrets(mut self, on: bool) -> StoreOptions {
@@ -556,7 +556,22 @@ impl Task {
     /// is. With `options.expected_revision` the whole batch is a compare-and-set. The batch
     /// waits for the strongest durability among its events.
     pub fn append_batch_with(&self, bodies: Vec<Body>, options: AppendOptions) -> Result<Appended> {
-        self.store.append_events(&self.cell, bodies, options, false)
+        self.store.append_events(&self.cell, bodies, options, false, None)
+    }
+
+    /// As [`Task::append_batch_with`], and also returns the unmarked credential-shaped values
+    /// the bodies hold, in order (what `format-spec/protocol.md`, "Warnings", warns about),
+    /// found in the bytes the append encodes anyway: a door that warns pays one pass over
+    /// them, not a second encoding. Empty when the append is refused.
+    pub fn append_batch_warned(
+        &self,
+        bodies: Vec<Body>,
+        options: AppendOptions,
+    ) -> Result<(Appended, Vec<secret_shapes::Finding>)> {
+        let mut findings = Vec::new();
+        let appended =
+            self.store.append_events(&self.cell, bodies, options, false, Some(&mut findings))?;
+        Ok((appended, findings))
     }
 }
 
@@ -568,6 +583,7 @@ impl Store {
         mut bodies: Vec<Body>,
         options: AppendOptions,
         by_recovery: bool,
+        mut findings: Option<&mut Vec<secret_shapes::Finding>>,
     ) -> Result<Appended> {
         if bodies.is_empty() || bodies.len() > EVENT_BATCH_MAX {
             return Err(ErrorKind::LimitExceeded {
@@ -588,7 +604,7 @@ impl Store {
             if !by_recovery {
                 durability = durability.max(resolve_durability(body, options.durability)?);
             }
-            encoded.push(prepare(body, format_version, refuse_unmarked)?);
+            encoded.push(prepare(body, format_version, refuse_unmarked, findings.as_deref_mut())?);
         }
         if by_recovery {
             // Recovery batches every task's repair and syncs once at the end.
@@ -744,11 +760,13 @@ fn resolve_durability(body: &Body, asked: Option<Durability>) -> Result<Durabili
 /// Replaces secrets by references and fills a `tool/call`'s argument digest.
 /// Returns the body's encoding for a log of segment format `format_version`
 /// (`codec::encode_body`). With `refuse_unmarked` (the task's id), a body holding an unmarked
-/// credential-shaped value is refused ([`ErrorKind::UnmarkedSecret`]).
+/// credential-shaped value is refused ([`ErrorKind::UnmarkedSecret`]); `findings` collects
+/// such values instead, for a warning.
 fn prepare(
     body: &mut Body,
     format_version: u16,
     refuse_unmarked: Option<&str>,
+    findings: Option<&mut Vec<secret_shapes::Finding>>,
 ) -> Result<codec::EncodedBody> {
     let Some(event_type) = body.event_type() else {
         return codec::encode_body(body, format_version);
@@ -782,8 +800,13 @@ fn prepare(
         call.args_digest = Some(digest);
     }
     let encoded = codec::encode_body(body, format_version)?;
+    let found = if refuse_unmarked.is_some() || findings.is_some() {
+        secret_shapes::find_in_json(&encoded.3)
+    } else {
+        Vec::new()
+    };
     if let Some(task) = refuse_unmarked
-        && let Some(finding) = secret_shapes::find_in_json(&encoded.3).into_iter().next()
+        && let Some(finding) = found.first().cloned()
     {
         return Err(ErrorKind::UnmarkedSecret {
             task: task.to_owned(),
@@ -792,6 +815,9 @@ fn prepare(
             shape: finding.shape,
         }
         .into());
+    }
+    if let Some(findings) = findings {
+        findings.extend(found);
     }
     // Most bodies hold no secret: the JSON text tells without building a tree of values.
     if !secret::json_mentions_secret(&encoded.3) {

@@ -119,8 +119,12 @@ fn append(task: &Task, request: Request, scan: bool) -> Result<Reply, Error> {
         body => {
             // Values shaped like credentials and not marked as secrets: the store refuses
             // them when told to; otherwise the reply warns.
-            let findings = if scan { secret_shapes::find_in_body(&body) } else { Vec::new() };
-            Ok(appended(id, &task_id, task.append_with(body, options)?, durability, &findings))
+            let (outcome, findings) = if scan {
+                task.append_batch_warned(vec![body], options)?
+            } else {
+                (task.append_with(body, options)?, Vec::new())
+            };
+            Ok(appended(id, &task_id, outcome, durability, &findings))
         }
     }
 }
@@ -159,7 +163,6 @@ fn appended(
 pub fn execute_batch(task: &Task, requests: Vec<Request>, options: AppendOptions) -> Reply {
     let task_id = task.id().as_str().to_owned();
     let mut bodies = Vec::with_capacity(requests.len());
-    let mut findings = Vec::new();
     let mut default = Durability::Buffered;
     for request in requests {
         if let Some(error) = batch_member_error(&task_id, &request) {
@@ -170,7 +173,6 @@ pub fn execute_batch(task: &Task, requests: Vec<Request>, options: AppendOptions
         } else {
             default = Durability::Synced;
         }
-        findings.extend(secret_shapes::find_in_body(&request.body));
         bodies.push(request.body);
     }
     if bodies.is_empty() {
@@ -178,8 +180,8 @@ pub fn execute_batch(task: &Task, requests: Vec<Request>, options: AppendOptions
     }
     let count = bodies.len();
     let durability = options.durability.unwrap_or(default);
-    match task.append_batch_with(bodies, options) {
-        Ok(outcome) => {
+    match task.append_batch_warned(bodies, options) {
+        Ok((outcome, findings)) => {
             let mut reply = appended(None, &task_id, outcome, durability, &findings);
             if let Reply::Written { reply, .. } = &mut reply {
                 reply.insert("count".to_owned(), Value::from(count));

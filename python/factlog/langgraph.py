@@ -1,0 +1,960 @@
+"""A LangGraph checkpointer on a factlog store: :class:`FactlogSaver`.
+
+Install the extra (``pip install "./python[langgraph]"``), then give the saver to a graph::
+
+    from factlog.langgraph import FactlogSaver
+
+    with FactlogSaver("agent.factlog") as saver:
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke(inputs, {"configurable": {"thread_id": "t1"}})
+
+Storage mapping
+---------------
+Each LangGraph thread is one factlog task, whose id is :func:`task_id_for`\\ ``(thread_id)``:
+``"langgraph:" + thread_id`` when that fits the 128-byte task-id limit, otherwise
+``"langgraph#" + sha256(thread_id as UTF-8).hexdigest()`` (the two prefixes cannot collide,
+and every event also names its ``thread_id``, which reads check).
+
+- A checkpoint is one ``record/put`` event of kind ``langgraph/checkpoint`` whose ``key`` is
+  the checkpoint id and whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
+  "parent_checkpoint_id", "checkpoint": BLOB, "metadata": BLOB}``.
+- One ``put_writes`` call is one ``record/put`` event of kind ``langgraph/writes`` (``key``:
+  the checkpoint id) whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
+  "task_id", "task_path", "writes": [{"idx", "channel", "type", "base64"}]}``.
+- A BLOB is ``{"type": T, "base64": B}``: the pair ``serde.dumps_typed`` returned, the bytes
+  in base64 so that the event body stays JSON.
+- ``delete_thread``, ``prune`` and ``delete_for_runs`` append ``record/removed`` events (one
+  per kind, in one atomic batch) naming the events that no longer count; the log stays
+  append-only and reads fold a thread's events applying them.
+
+Reading and memory
+------------------
+The saver keeps, per thread it has used, an index built from one fold of the thread's
+events and kept current by its own appends (refolded from where it stopped when the task's
+revision moved behind it, e.g. another saver on the same store): for each live checkpoint its
+seq, parent id and decoded metadata; for each pending write its seq, task id, index, channel
+and task path. It keeps the serialized bytes only of the newest checkpoint of each namespace
+and of that checkpoint's pending writes; older checkpoints and their writes are read back
+from the log when asked for. At most ``threads_cached`` threads (default 256) are indexed at
+once, least recently used first out; an evicted thread is refolded on its next use. So the
+memory is bounded by those threads' live checkpoints (about the size of their metadata each)
+plus one checkpoint per namespace, not by the store. The first use of a thread in a process
+scans the log from its start (the store skips other tasks' events by their envelope, but has
+no per-task position to start from). ``list(None)`` (every thread) and ``delete_for_runs``
+visit every LangGraph thread of the store, and ``list`` sorts the ids of every checkpoint it
+matches before reading them back a page at a time.
+
+Limits
+------
+A serialized checkpoint, or one ``put_writes`` call, must fit one event body (4 MiB of JSON,
+so about 3 MiB of serialized bytes after base64); a bigger one raises ``LimitExceeded`` and
+is not stored. Writes are not also mapped onto typed factlog events (``user/message``,
+``assistant/message``, ...): a forked or replayed LangGraph thread may legitimately carry the
+same tool-call ids again, which the typed events refuse.
+
+Durability
+----------
+LangGraph tells the saver its durability mode (``graph.invoke(..., durability=...)``, in
+``config["configurable"]["__pregel_durability"]``, absent meaning LangGraph's default
+``"async"``). With ``durability=None`` (the default) the saver maps it onto factlog's tiers:
+
+=========  =========  ==================================================================
+LangGraph  factlog    meaning
+=========  =========  ==================================================================
+``sync``   synced     the checkpoint is on stable storage (``fdatasync``) before the next
+                      step starts; it survives a power loss
+``async``  flushed    LangGraph runs the next step while the save is in flight; the save
+                      returns once the record is in the kernel (survives a process crash;
+                      the group commit makes it power-loss safe within milliseconds)
+``exit``   synced     LangGraph saves only when the run ends; that one save is synced
+=========  =========  ==================================================================
+
+``durability="synced"``, ``"flushed"`` or ``"buffered"`` uses that tier for every checkpoint
+and write whatever the mode. Deletions, prunes and copies are always synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import (
+    Any,
+    AsyncIterator,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        SerializerProtocol,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+        writes_sort_key,
+    )
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"factlog.langgraph needs LangGraph's checkpoint package ({error}): install the extra, "
+        "pip install 'factlog[langgraph]' (from a clone: pip install './python[langgraph]'), "
+        "on Python 3.10 or later"
+    ) from error
+
+from . import _native
+from .errors import StaleRevision
+
+__all__ = [
+    "FactlogSaver",
+    "task_id_for",
+    "CHECKPOINT_KIND",
+    "WRITES_KIND",
+    "TASK_PREFIX",
+    "TASK_DIGEST_PREFIX",
+]
+
+CHECKPOINT_KIND = "langgraph/checkpoint"
+"""The ``kind`` of the ``record/put`` events that hold checkpoints."""
+
+WRITES_KIND = "langgraph/writes"
+"""The ``kind`` of the ``record/put`` events that hold one ``put_writes`` call."""
+
+TASK_PREFIX = "langgraph:"
+"""Task ids of threads whose id fits: this prefix, then the thread id."""
+
+TASK_DIGEST_PREFIX = "langgraph#"
+"""Task ids of threads whose id is too long: this prefix, then the SHA-256 hex digest of the
+thread id's UTF-8 bytes."""
+
+_TASK_ID_BYTES_MAX = 128
+_DURABILITY_TIERS = ("synced", "flushed", "buffered")
+_MODE_TIERS = {"sync": "synced", "async": "flushed", "exit": "synced"}
+_DURABILITY_CONFIG_KEY = "__pregel_durability"
+# Appends whose compare-and-set lost to another appender on the same task refold and retry
+# this many times before giving up (another saver on the same store would have to append
+# to the same thread between every refold and retry).
+_APPEND_ATTEMPTS_MAX = 16
+# The store's limits on a record/removed event's seqs and on the events of one batch.
+_REMOVED_SEQS_MAX = 4096
+_BATCH_EVENTS_MAX = 1024
+# A batch of copied events stops at this many events or body bytes, well inside the
+# store's per-batch limits (1024 events, 16 MiB frames).
+_COPY_BATCH_EVENTS_MAX = 512
+_COPY_BATCH_BYTES_MAX = 8 * 1024 * 1024
+# list reads the bytes of this many checkpoints at a time.
+_LIST_PAGE = 64
+# alist hands items from the worker thread to the event loop this many at a time.
+_ALIST_CHUNK = 16
+
+
+# The serialized parts of an event this saver just appended: the checkpoint, or each write's
+# value (so that folding it need not decode its base64 again).
+_Typed = Optional[List[Tuple[str, bytes]]]
+# A checkpoint's place in its thread: (checkpoint namespace, checkpoint id).
+_Key = Tuple[str, str]
+
+
+def task_id_for(thread_id: str) -> str:
+    """The factlog task id that holds LangGraph thread ``thread_id``: ``"langgraph:" +
+    thread_id`` when that is at most 128 bytes of UTF-8, otherwise ``"langgraph#"`` followed by
+    the SHA-256 hex digest of the thread id's UTF-8 bytes."""
+    plain = TASK_PREFIX + thread_id
+    if len(plain.encode("utf-8")) <= _TASK_ID_BYTES_MAX:
+        return plain
+    return TASK_DIGEST_PREFIX + hashlib.sha256(thread_id.encode("utf-8")).hexdigest()
+
+
+def _blob(typed: Tuple[str, bytes]) -> Dict[str, str]:
+    kind, data = typed
+    return {"type": kind, "base64": base64.b64encode(data).decode("ascii")}
+
+
+def _unblob(blob: Dict[str, Any]) -> Tuple[str, bytes]:
+    return blob["type"], base64.b64decode(blob["base64"])
+
+
+class _Checkpoint:
+    """One live checkpoint of a thread's index."""
+
+    __slots__ = ("versions", "typed")
+
+    def __init__(self) -> None:
+        # Every live put event that wrote this key, oldest first, as (seq, parent id,
+        # metadata): the last one counts. Usually one; a re-put adds one.
+        self.versions: List[Tuple[int, Optional[str], Dict[str, Any]]] = []
+        # The serialized checkpoint of the last version, kept only for the newest checkpoint
+        # of its namespace; otherwise read back from the log at the last version's seq.
+        self.typed: Optional[Tuple[str, bytes]] = None
+
+    @property
+    def seq(self) -> int:
+        """The seq of the put event that counts."""
+        return self.versions[-1][0]
+
+    @property
+    def parent_id(self) -> Optional[str]:
+        """The parent checkpoint's id, if any."""
+        return self.versions[-1][1]
+
+    @property
+    def metadata(self) -> Dict[str, Any]:
+        """The checkpoint's metadata, decoded."""
+        return self.versions[-1][2]
+
+
+class _Write:
+    """One pending write of a thread's index."""
+
+    __slots__ = ("seq", "channel", "task_path", "typed")
+
+    def __init__(
+        self, seq: int, channel: str, task_path: str, typed: Optional[Tuple[str, bytes]]
+    ) -> None:
+        self.seq = seq  # the writes event it came in
+        self.channel = channel
+        self.task_path = task_path
+        self.typed = typed  # the serialized value, kept only for the newest checkpoint
+
+
+class _Thread:
+    """The index of one thread: its task handle and its live checkpoints and writes."""
+
+    def __init__(self, thread_id: str, task: _native.Task) -> None:
+        self.thread_id = thread_id
+        self.task = task
+        self.lock = threading.RLock()
+        self.revision = 0  # the task's revision through the last event folded
+        self.last_seq = 0  # the seq of the last event folded (0: none yet)
+        # checkpoint_ns -> checkpoint_id -> entry
+        self.checkpoints: Dict[str, Dict[str, _Checkpoint]] = {}
+        # checkpoint_ns -> the greatest checkpoint id (the newest)
+        self.newest: Dict[str, str] = {}
+        # (checkpoint_ns, checkpoint_id) -> (task_id, idx) -> write
+        self.writes: Dict[Tuple[str, str], Dict[Tuple[str, int], _Write]] = {}
+
+
+class FactlogSaver(BaseCheckpointSaver):
+    """A LangGraph checkpointer storing every thread in a factlog store (sync and async).
+
+    ``FactlogSaver(path)`` opens (or creates) the store in directory ``path`` and closes it
+    in :meth:`close` (also a context manager, ``with`` and ``async with``);
+    ``FactlogSaver(store=s)`` shares an open :class:`factlog.Store` and leaves closing it to
+    the caller. ``serde`` is LangGraph's serializer (default: LangGraph's JSON-plus one).
+    ``durability``: ``None`` (default) follows LangGraph's durability mode (``sync`` and
+    ``exit`` -> ``synced``, ``async`` -> ``flushed``); ``"synced"``, ``"flushed"`` or
+    ``"buffered"`` fixes the tier. ``threads_cached`` bounds how many threads' indexes stay in
+    memory. The storage mapping, memory bound and durability table are in the module's
+    documentation (``help(factlog.langgraph)``).
+
+    Implements ``put``, ``put_writes``, ``get_tuple``, ``list``, ``delete_thread``,
+    ``delete_for_runs``, ``copy_thread``, ``prune`` and their ``a``-prefixed coroutines,
+    which run the same code in a worker thread so the event loop never waits for the disk.
+    """
+
+    def __init__(
+        self,
+        path: Any = None,
+        *,
+        store: Optional[_native.Store] = None,
+        serde: Optional[SerializerProtocol] = None,
+        durability: Optional[str] = None,
+        threads_cached: int = 256,
+    ) -> None:
+        super().__init__(serde=serde)
+        if (path is None) == (store is None):
+            raise TypeError("FactlogSaver takes a store path or store=, exactly one of them")
+        if durability is not None and durability not in _DURABILITY_TIERS:
+            raise ValueError(
+                f"durability {durability!r} is not a factlog tier: give one of "
+                f"{', '.join(map(repr, _DURABILITY_TIERS))}, or None to follow LangGraph's mode"
+            )
+        if threads_cached < 1:
+            raise ValueError(f"threads_cached must be at least 1, not {threads_cached}")
+        self._owns_store = store is None
+        self.store: _native.Store = _native.Store(path) if store is None else store
+        """The factlog store the saver writes to."""
+        self.durability: Optional[str] = durability
+        """The fixed factlog tier, or ``None`` to follow LangGraph's durability mode."""
+        self._threads_cached = threads_cached
+        self._threads: "OrderedDict[str, _Thread]" = OrderedDict()
+        self._threads_lock = threading.Lock()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Closes the store if the saver opened it (a shared store stays open); forgets the
+        indexes. Idempotent."""
+        with self._threads_lock:
+            self._threads.clear()
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> "FactlogSaver":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "FactlogSaver":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await asyncio.to_thread(self.close)
+
+    # ----------------------------------------------------------------- the index
+
+    def _thread(self, thread_id: str) -> _Thread:
+        """The thread's index, caught up with its task's events."""
+        with self._threads_lock:
+            thread = self._threads.get(thread_id)
+            if thread is not None:
+                self._threads.move_to_end(thread_id)
+        if thread is None:
+            thread = _Thread(thread_id, self.store.task(task_id_for(thread_id)))
+            with self._threads_lock:
+                existing = self._threads.get(thread_id)
+                if existing is not None:
+                    thread = existing
+                else:
+                    self._threads[thread_id] = thread
+                    while len(self._threads) > self._threads_cached:
+                        self._threads.popitem(last=False)
+        with thread.lock:
+            self._catch_up(thread)
+        return thread
+
+    @staticmethod
+    def _task_events(thread: _Thread, from_seq: int) -> Iterator[Dict[str, Any]]:
+        """The thread's task's events from ``from_seq`` on (the store skips other tasks'
+        events by their envelope)."""
+        return thread.task.events(from_seq)
+
+    def _catch_up(self, thread: _Thread) -> None:
+        """Folds the task's events the index has not seen (none if the revision is known)."""
+        if thread.task.revision == thread.revision:
+            return
+        for event in self._task_events(thread, thread.last_seq + 1):
+            self._apply(thread, event["seq"], event)
+            thread.revision = event["revision"]
+
+    def _apply(
+        self, thread: _Thread, seq: int, event: Dict[str, Any], typed: _Typed = None
+    ) -> None:
+        """Folds one event of the thread's task into its index. ``typed``: the serialized
+        checkpoint, or the writes' values, of an event this saver just appended (so that
+        its base64 need not be decoded again)."""
+        thread.last_seq = max(thread.last_seq, seq)
+        kind = event.get("kind")
+        if event["type"] == "record/put":
+            value = event.get("value")
+            if not isinstance(value, dict) or value.get("thread_id") != thread.thread_id:
+                return
+            where = (value["checkpoint_ns"], value["checkpoint_id"])
+            if kind == CHECKPOINT_KIND:
+                self._apply_checkpoint(thread, seq, where, value, typed)
+            elif kind == WRITES_KIND:
+                self._apply_writes(thread, seq, where, value, typed)
+        elif event["type"] == "record/removed" and kind in (CHECKPOINT_KIND, WRITES_KIND):
+            through = event.get("through_seq")
+            seqs = set(event.get("seqs") or ())
+            if kind == CHECKPOINT_KIND:
+                self._remove_checkpoints(thread, through, seqs)
+            else:
+                self._remove_writes(thread, through, seqs)
+
+    def _apply_checkpoint(
+        self, thread: _Thread, seq: int, where: _Key, value: Dict[str, Any], typed: _Typed
+    ) -> None:
+        ns, checkpoint_id = where
+        entry = thread.checkpoints.setdefault(ns, {}).setdefault(checkpoint_id, _Checkpoint())
+        metadata = self.serde.loads_typed(_unblob(value["metadata"]))
+        entry.versions.append((seq, value.get("parent_checkpoint_id"), metadata))
+        entry.typed = typed[0] if typed else _unblob(value["checkpoint"])
+        newest = thread.newest.get(ns)
+        if newest is None or checkpoint_id >= newest:
+            if newest is not None and newest != checkpoint_id:
+                self._forget_bytes(thread, ns, newest)
+            thread.newest[ns] = checkpoint_id
+        else:
+            self._forget_bytes(thread, ns, checkpoint_id)
+
+    def _apply_writes(
+        self, thread: _Thread, seq: int, where: _Key, value: Dict[str, Any], typed: _Typed
+    ) -> None:
+        ns, checkpoint_id = where
+        keep_bytes = thread.newest.get(ns) == checkpoint_id
+        stored = thread.writes.setdefault((ns, checkpoint_id), {})
+        for position, write in enumerate(value["writes"]):
+            key = (value["task_id"], write["idx"])
+            # A regular write (idx >= 0) is written once: a repeated one is ignored. A special
+            # one (an error, an interrupt, ...: negative idx) replaces the earlier one.
+            if key[1] >= 0 and key in stored:
+                continue
+            stored[key] = _Write(
+                seq,
+                write["channel"],
+                value.get("task_path", ""),
+                (typed[position] if typed else _unblob(write)) if keep_bytes else None,
+            )
+
+    def _forget_bytes(self, thread: _Thread, ns: str, checkpoint_id: str) -> None:
+        entry = thread.checkpoints.get(ns, {}).get(checkpoint_id)
+        if entry is not None:
+            entry.typed = None
+        for write in thread.writes.get((ns, checkpoint_id), {}).values():
+            write.typed = None
+
+    def _remove_checkpoints(self, thread: _Thread, through: Optional[int], seqs: Set[int]) -> None:
+        for ns in list(thread.checkpoints):
+            entries = thread.checkpoints[ns]
+            for checkpoint_id in list(entries):
+                entry = entries[checkpoint_id]
+                counted = entry.seq
+                entry.versions = [
+                    v
+                    for v in entry.versions
+                    if v[0] not in seqs and (through is None or v[0] > through)
+                ]
+                if not entry.versions:
+                    del entries[checkpoint_id]
+                elif entry.seq != counted:
+                    entry.typed = None  # an earlier version counts again: read back on demand
+            if not entries:
+                del thread.checkpoints[ns]
+        # The newest checkpoint may have gone; its successor's bytes are read back on demand.
+        thread.newest = {ns: max(entries) for ns, entries in thread.checkpoints.items()}
+
+    def _remove_writes(self, thread: _Thread, through: Optional[int], seqs: Set[int]) -> None:
+        for key in list(thread.writes):
+            stored = thread.writes[key]
+            for write_key in list(stored):
+                seq = stored[write_key].seq
+                if seq in seqs or (through is not None and seq <= through):
+                    del stored[write_key]
+            if not stored:
+                del thread.writes[key]
+
+    # ----------------------------------------------------------------- appends
+
+    def _tier(self, config: Optional[RunnableConfig]) -> str:
+        if self.durability is not None:
+            return self.durability
+        mode = "async"
+        if config is not None:
+            mode = config.get("configurable", {}).get(_DURABILITY_CONFIG_KEY) or "async"
+        return _MODE_TIERS.get(mode, "synced")
+
+    def _append(
+        self,
+        thread: _Thread,
+        events: List[Dict[str, Any]],
+        durability: str,
+        typed: _Typed = None,
+    ) -> None:
+        """Appends ``events`` to the thread's task as one atomic batch and folds them (a
+        single event may come with its ``typed`` serialized parts); the caller holds
+        ``thread.lock``. A compare-and-set on the revision keeps the index in
+        the log's order when another saver appends to the same task."""
+        for _ in range(_APPEND_ATTEMPTS_MAX):
+            try:
+                if len(events) == 1:
+                    reply = thread.task.append(
+                        events[0], expected_revision=thread.revision, durability=durability
+                    )
+                else:
+                    reply = thread.task.append_batch(
+                        events, expected_revision=thread.revision, durability=durability
+                    )
+            except StaleRevision:
+                self._catch_up(thread)
+                continue
+            first = reply["seq"]
+            for offset, event in enumerate(events):
+                self._apply(thread, first + offset, event, typed)
+            thread.revision = reply["revision"]
+            return
+        raise RuntimeError(
+            f"could not append to thread {thread.thread_id!r}: its task kept moving under "
+            f"{_APPEND_ATTEMPTS_MAX} compare-and-set attempts; retry the call"
+        )
+
+    # ----------------------------------------------------------------- reads
+
+    def _read_values(self, thread: _Thread, seqs: Iterable[int]) -> Dict[int, Dict[str, Any]]:
+        """The ``value`` of each of the thread's events at ``seqs``, read back from the log
+        in one pass."""
+        wanted = set(seqs)
+        found: Dict[int, Dict[str, Any]] = {}
+        if not wanted:
+            return found
+        last = max(wanted)
+        for event in self._task_events(thread, min(wanted)):
+            seq = event["seq"]
+            if seq in wanted:
+                found[seq] = event["value"]
+            if seq >= last:
+                break
+        return found
+
+    def _tuples(
+        self, thread: _Thread, keys: List[Tuple[str, str]], config: Optional[RunnableConfig]
+    ) -> List[CheckpointTuple]:
+        """The checkpoint tuples of ``keys`` (namespace, id) of a caught-up thread, in order,
+        reading the bytes the index does not hold in one pass over the log."""
+        missing: Set[int] = set()
+        for ns, checkpoint_id in keys:
+            entry = thread.checkpoints[ns][checkpoint_id]
+            if entry.typed is None:
+                missing.add(entry.seq)
+            for write in thread.writes.get((ns, checkpoint_id), {}).values():
+                if write.typed is None:
+                    missing.add(write.seq)
+        values = self._read_values(thread, missing)
+        result = []
+        for ns, checkpoint_id in keys:
+            entry = thread.checkpoints[ns][checkpoint_id]
+            typed = entry.typed
+            if typed is None:
+                typed = _unblob(values[entry.seq]["checkpoint"])
+            stored = thread.writes.get((ns, checkpoint_id), {})
+            ordered = sorted(
+                stored.items(), key=lambda kv: writes_sort_key(kv[1].task_path, *kv[0])
+            )
+            pending = []
+            for (task_id, idx), write in ordered:
+                write_typed = write.typed
+                if write_typed is None:
+                    write_typed = self._write_from(values[write.seq], task_id, idx)
+                pending.append((task_id, write.channel, self.serde.loads_typed(write_typed)))
+            result.append(
+                CheckpointTuple(
+                    config=config
+                    if config is not None
+                    else {
+                        "configurable": {
+                            "thread_id": thread.thread_id,
+                            "checkpoint_ns": ns,
+                            "checkpoint_id": checkpoint_id,
+                        }
+                    },
+                    checkpoint=self.serde.loads_typed(typed),
+                    metadata=entry.metadata,
+                    parent_config=(
+                        {
+                            "configurable": {
+                                "thread_id": thread.thread_id,
+                                "checkpoint_ns": ns,
+                                "checkpoint_id": entry.parent_id,
+                            }
+                        }
+                        if entry.parent_id
+                        else None
+                    ),
+                    pending_writes=pending,
+                )
+            )
+        return result
+
+    @staticmethod
+    def _write_from(value: Dict[str, Any], task_id: str, idx: int) -> Tuple[str, bytes]:
+        if value["task_id"] == task_id:
+            for write in value["writes"]:
+                if write["idx"] == idx:
+                    return _unblob(write)
+        raise LookupError(f"write ({task_id!r}, {idx}) is not in its event")
+
+    def get_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
+        """The checkpoint of ``config`` (its ``checkpoint_id``, or the newest of its thread and
+        namespace without one) with its pending writes, or ``None``."""
+        configurable = config["configurable"]
+        thread = self._thread(str(configurable["thread_id"]))
+        ns = configurable.get("checkpoint_ns", "")
+        with thread.lock:
+            checkpoint_id = get_checkpoint_id(config)
+            entries = thread.checkpoints.get(ns, {})
+            if checkpoint_id:
+                if checkpoint_id not in entries:
+                    return None
+                return self._tuples(thread, [(ns, checkpoint_id)], config)[0]
+            newest = thread.newest.get(ns)
+            if newest is None:
+                return None
+            return self._tuples(thread, [(ns, newest)], None)[0]
+
+    def _thread_ids(self) -> List[str]:
+        """Every thread the store holds, read from its tasks' events where the task id is a
+        digest."""
+        thread_ids = []
+        for task_id in self.store.task_ids():
+            if task_id.startswith(TASK_PREFIX):
+                thread_ids.append(task_id[len(TASK_PREFIX) :])
+            elif task_id.startswith(TASK_DIGEST_PREFIX):
+                task = self.store.task(task_id)
+                for event in self._task_events(_Thread("", task), 1):
+                    value = event.get("value")
+                    if event["type"] == "record/put" and isinstance(value, dict):
+                        thread_ids.append(value["thread_id"])
+                        break
+        return thread_ids
+
+    def list(
+        self,
+        config: Optional[RunnableConfig],
+        *,
+        filter: Optional[Dict[str, Any]] = None,
+        before: Optional[RunnableConfig] = None,
+        limit: Optional[int] = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints matching the criteria, newest (greatest checkpoint id) first:
+        ``config`` picks the thread (all threads if ``None``), its ``checkpoint_ns`` the
+        namespace (all if absent) and its ``checkpoint_id`` one checkpoint; ``filter`` keeps
+        those whose metadata has every given key equal to the given value; ``before`` keeps
+        those with a smaller checkpoint id than its ``checkpoint_id``; ``limit`` caps the
+        count."""
+        if limit is not None and limit <= 0:
+            return
+        if config is not None:
+            thread_ids = [str(config["configurable"]["thread_id"])]
+            ns_wanted = config["configurable"].get("checkpoint_ns")
+            id_wanted = get_checkpoint_id(config)
+        else:
+            thread_ids = self._thread_ids()
+            ns_wanted = None
+            id_wanted = None
+        before_id = get_checkpoint_id(before) if before is not None else None
+        matches: List[Tuple[str, str, str]] = []  # (checkpoint id, thread id, namespace)
+        for thread_id in thread_ids:
+            thread = self._thread(thread_id)
+            with thread.lock:
+                for ns, entries in thread.checkpoints.items():
+                    if ns_wanted is not None and ns != ns_wanted:
+                        continue
+                    for checkpoint_id, entry in entries.items():
+                        if id_wanted and checkpoint_id != id_wanted:
+                            continue
+                        if before_id and checkpoint_id >= before_id:
+                            continue
+                        if filter and not all(
+                            entry.metadata.get(k) == v for k, v in filter.items()
+                        ):
+                            continue
+                        matches.append((checkpoint_id, thread_id, ns))
+        matches.sort(reverse=True)
+        if limit is not None:
+            del matches[limit:]
+        # Read back a page at a time, each thread's part of a page in one pass over its events.
+        for start in range(0, len(matches), _LIST_PAGE):
+            page = matches[start : start + _LIST_PAGE]
+            by_thread: Dict[str, List[Tuple[str, str]]] = {}
+            for checkpoint_id, thread_id, ns in page:
+                by_thread.setdefault(thread_id, []).append((ns, checkpoint_id))
+            found: Dict[Tuple[str, str, str], CheckpointTuple] = {}
+            for thread_id, keys in by_thread.items():
+                thread = self._thread(thread_id)
+                with thread.lock:
+                    # Skip what was removed since the listing began.
+                    keys = [k for k in keys if k[1] in thread.checkpoints.get(k[0], {})]
+                    for (ns, checkpoint_id), tup in zip(keys, self._tuples(thread, keys, None)):
+                        found[(checkpoint_id, thread_id, ns)] = tup
+            for match in page:
+                if match in found:
+                    yield found[match]
+
+    # ----------------------------------------------------------------- writes
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Stores ``checkpoint`` (whole, channel values included) with its metadata under
+        the thread and namespace of ``config``, whose ``checkpoint_id`` is its parent;
+        returns the config that points at it. Returns once the durability tier is met."""
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        typed = self.serde.dumps_typed(checkpoint)
+        value = {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": configurable.get("checkpoint_id"),
+            "checkpoint": _blob(typed),
+            "metadata": _blob(self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
+        }
+        event = {
+            "type": "record/put",
+            "kind": CHECKPOINT_KIND,
+            "key": checkpoint["id"],
+            "value": value,
+        }
+        thread = self._thread(thread_id)
+        with thread.lock:
+            self._append(thread, [event], self._tier(config), [typed])
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[Tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Stores the pending writes of task ``task_id`` against the checkpoint of
+        ``config``. A regular write already stored under the same task and index is not
+        stored again; a special one (error, interrupt, ...) replaces the earlier one."""
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        checkpoint_id = configurable["checkpoint_id"]
+        indexed = [
+            (WRITES_IDX_MAP.get(channel, idx), channel, v)
+            for idx, (channel, v) in enumerate(writes)
+        ]
+        thread = self._thread(thread_id)
+        with thread.lock:
+            stored = thread.writes.get((ns, checkpoint_id), {})
+            fresh = [w for w in indexed if w[0] < 0 or (task_id, w[0]) not in stored]
+            if not fresh:
+                return
+            typed = [self.serde.dumps_typed(v) for _, _, v in fresh]
+            value = {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "writes": [
+                    {"idx": idx, "channel": channel, **_blob(t)}
+                    for (idx, channel, _), t in zip(fresh, typed)
+                ],
+            }
+            event = {
+                "type": "record/put",
+                "kind": WRITES_KIND,
+                "key": checkpoint_id,
+                "value": value,
+            }
+            self._append(thread, [event], self._tier(config), typed)
+
+    def _remove(
+        self,
+        thread: _Thread,
+        checkpoint_seqs: Iterable[int] = (),
+        writes_seqs: Iterable[int] = (),
+        through_seq: Optional[int] = None,
+    ) -> None:
+        """Appends the removal events (synced); the caller holds ``thread.lock``. Each
+        event names at most 4096 seqs (the store's limit) and a batch holds at most 1024
+        events, so a removal of more than about four million events is several batches."""
+        events = []
+        for kind, seqs in (
+            (CHECKPOINT_KIND, sorted(set(checkpoint_seqs))),
+            (WRITES_KIND, sorted(set(writes_seqs))),
+        ):
+            if through_seq is not None:
+                events.append({"type": "record/removed", "kind": kind, "through_seq": through_seq})
+            for start in range(0, len(seqs), _REMOVED_SEQS_MAX):
+                chunk = seqs[start : start + _REMOVED_SEQS_MAX]
+                events.append({"type": "record/removed", "kind": kind, "seqs": chunk})
+        for start in range(0, len(events), _BATCH_EVENTS_MAX):
+            self._append(thread, events[start : start + _BATCH_EVENTS_MAX], "synced")
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Removes every checkpoint and write of the thread (by appending removal events
+        covering everything the thread holds so far). A thread without any is left alone."""
+        thread = self._thread(str(thread_id))
+        with thread.lock:
+            if thread.checkpoints or thread.writes:
+                self._remove(thread, through_seq=thread.last_seq)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """For each thread: ``strategy="keep_latest"`` keeps only the newest checkpoint of
+        each namespace (with its writes); ``"delete"`` removes everything, as
+        :meth:`delete_thread`."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: give 'keep_latest' or 'delete'")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            thread = self._thread(str(thread_id))
+            with thread.lock:
+                keep = set(thread.newest.items())
+                checkpoint_seqs = []
+                for ns, entries in thread.checkpoints.items():
+                    for checkpoint_id, entry in entries.items():
+                        versions = entry.versions
+                        if (ns, checkpoint_id) in keep:
+                            versions = versions[:-1]  # superseded re-puts of the kept one
+                        checkpoint_seqs.extend(v[0] for v in versions)
+                writes_seqs = [
+                    write.seq
+                    for key, stored in thread.writes.items()
+                    if key not in keep
+                    for write in stored.values()
+                ]
+                self._remove(thread, checkpoint_seqs, writes_seqs)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Removes, in every thread of the store, the checkpoints whose metadata
+        ``run_id`` is one of ``run_ids``, with their writes."""
+        runs = set(run_ids)
+        if not runs:
+            return
+        for thread_id in self._thread_ids():
+            thread = self._thread(thread_id)
+            with thread.lock:
+                doomed = [
+                    (ns, checkpoint_id, entry)
+                    for ns, entries in thread.checkpoints.items()
+                    for checkpoint_id, entry in entries.items()
+                    if entry.metadata.get("run_id") in runs
+                ]
+                if not doomed:
+                    continue
+                checkpoint_seqs = [v[0] for _, _, entry in doomed for v in entry.versions]
+                writes_seqs = [
+                    write.seq
+                    for ns, checkpoint_id, _ in doomed
+                    for write in thread.writes.get((ns, checkpoint_id), {}).values()
+                ]
+                self._remove(thread, checkpoint_seqs, writes_seqs)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Appends a copy of every live checkpoint and write of the source thread to the
+        target thread, in their order, in atomic batches of at most 512 events or 8 MiB
+        (read from the log as they are copied, so memory holds one batch). The source is
+        unchanged; a source without checkpoints copies nothing."""
+        source = self._thread(str(source_thread_id))
+        target_id = str(target_thread_id)
+        with source.lock:
+            kinds = {
+                entry.seq: CHECKPOINT_KIND
+                for entries in source.checkpoints.values()
+                for entry in entries.values()
+            }
+            for stored in source.writes.values():
+                kinds.update((write.seq, WRITES_KIND) for write in stored.values())
+        if not kinds:
+            return
+        # The log is append-only, so the wanted events can be read without the source's lock;
+        # the reader sees the log as it was when it started, even when source is target.
+        last = max(kinds)
+        batch: List[Dict[str, Any]] = []
+        batch_bytes = 0
+        for event in self._task_events(source, min(kinds)):
+            seq = event["seq"]
+            if seq in kinds:
+                value = dict(event["value"], thread_id=target_id)
+                size = len(value.get("checkpoint", {}).get("base64", ""))
+                size += sum(len(w["base64"]) for w in value.get("writes", ()))
+                if batch and (
+                    len(batch) >= _COPY_BATCH_EVENTS_MAX
+                    or batch_bytes + size > _COPY_BATCH_BYTES_MAX
+                ):
+                    self._append_to(target_id, batch)
+                    batch, batch_bytes = [], 0
+                batch.append(
+                    {"type": "record/put", "kind": kinds[seq], "key": event["key"], "value": value}
+                )
+                batch_bytes += size
+            if seq >= last:
+                break
+        if batch:
+            self._append_to(target_id, batch)
+
+    def _append_to(self, thread_id: str, events: List[Dict[str, Any]]) -> None:
+        """Appends ``events`` (synced) to a thread, taking its lock."""
+        thread = self._thread(thread_id)
+        with thread.lock:
+            self._append(thread, events, "synced")
+
+    # ----------------------------------------------------------------- async forms
+
+    async def aget_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
+        """:meth:`get_tuple` in a worker thread."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: Optional[RunnableConfig],
+        *,
+        filter: Optional[Dict[str, Any]] = None,
+        before: Optional[RunnableConfig] = None,
+        limit: Optional[int] = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """:meth:`list`, its items produced in a worker thread a few at a time."""
+        items = self.list(config, filter=filter, before=before, limit=limit)
+
+        def chunk() -> List[CheckpointTuple]:
+            out = []
+            for item in items:
+                out.append(item)
+                if len(out) >= _ALIST_CHUNK:
+                    break
+            return out
+
+        while True:
+            got = await asyncio.to_thread(chunk)
+            for item in got:
+                yield item
+            if len(got) < _ALIST_CHUNK:
+                return
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """:meth:`put` in a worker thread."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[Tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """:meth:`put_writes` in a worker thread."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """:meth:`delete_thread` in a worker thread."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """:meth:`delete_for_runs` in a worker thread."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`copy_thread` in a worker thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """:meth:`prune` in a worker thread."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)

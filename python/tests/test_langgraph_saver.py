@@ -1,0 +1,480 @@
+"""`factlog.langgraph.FactlogSaver` as LangGraph uses it: put/get/list round trips, real
+`StateGraph`s (sync and async) that resume from their checkpoints after the store is reopened,
+an interrupt resumed in a new process's saver, deletions and prunes that survive a reopen, a
+child killed with SIGKILL that keeps every acknowledged checkpoint, savers sharing a store,
+and the README's LangGraph example. Skipped when LangGraph is not installed
+(`.ci/python-langgraph` installs it at pinned versions)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import multiprocessing
+import operator
+import os
+import re
+import signal
+import sys
+from typing import Annotated, Any, Dict, List
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.base")
+pytest.importorskip("langgraph.graph")
+
+from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.serde.types import INTERRUPT  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
+from typing_extensions import TypedDict  # noqa: E402
+
+import factlog  # noqa: E402
+from factlog.langgraph import (  # noqa: E402
+    CHECKPOINT_KIND,
+    TASK_DIGEST_PREFIX,
+    TASK_PREFIX,
+    WRITES_KIND,
+    FactlogSaver,
+    task_id_for,
+)
+
+README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+
+
+def config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> Dict[str, Any]:
+    configurable: Dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def put_chain(saver: FactlogSaver, thread_id: str, count: int, ns: str = "") -> List[str]:
+    """Puts `count` checkpoints on one thread, each the child of the one before; returns ids."""
+    ids: List[str] = []
+    parent = config(thread_id, ns)
+    for step in range(count):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"step": step}
+        checkpoint["channel_versions"] = {"step": step + 1}
+        saved = saver.put(parent, checkpoint, {"source": "loop", "step": step}, {"step": step + 1})
+        ids.append(checkpoint["id"])
+        parent = saved
+    return ids
+
+
+class State(TypedDict):
+    items: Annotated[List[Any], operator.add]
+
+
+def counting_graph():
+    """A one-node graph whose node appends how many items it saw."""
+    builder = StateGraph(State)
+    builder.add_node("count", lambda state: {"items": [len(state["items"])]})
+    builder.add_edge(START, "count")
+    builder.add_edge("count", END)
+    return builder
+
+
+def approval_graph():
+    """A graph that stops for a human answer (`interrupt`) and then records it."""
+
+    def ask(state: State) -> Dict[str, Any]:
+        answer = interrupt("approve the payment?")
+        return {"items": [f"answer: {answer}"]}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder
+
+
+def test_put_get_list_round_trip(path):
+    with FactlogSaver(path) as saver:
+        ids = put_chain(saver, "t1", 4)
+        saver.put_writes(
+            config("t1", checkpoint_id=ids[-1]), [("a", {"x": 1}), ("b", [2])], "task-1"
+        )
+
+        newest = saver.get_tuple(config("t1"))
+        assert newest.checkpoint["id"] == ids[-1]
+        assert newest.checkpoint["channel_values"] == {"step": 3}
+        assert newest.metadata["step"] == 3
+        assert newest.parent_config["configurable"]["checkpoint_id"] == ids[-2]
+        assert newest.pending_writes == [("task-1", "a", {"x": 1}), ("task-1", "b", [2])]
+
+        oldest = saver.get_tuple(config("t1", checkpoint_id=ids[0]))
+        assert oldest.checkpoint["channel_values"] == {"step": 0}
+        assert oldest.parent_config is None and oldest.pending_writes == []
+
+        listed = [t.checkpoint["id"] for t in saver.list(config("t1"))]
+        assert listed == ids[::-1]
+        assert [t.metadata["step"] for t in saver.list(config("t1"), filter={"step": 1})] == [1]
+        before = config("t1", checkpoint_id=ids[2])
+        assert [t.checkpoint["id"] for t in saver.list(config("t1"), before=before, limit=1)] == [
+            ids[1]
+        ]
+        assert saver.get_tuple(config("missing")) is None
+        assert list(saver.list(config("missing"))) == []
+
+    # Reopened: the same answers, folded from the log.
+    with FactlogSaver(path) as saver:
+        assert [t.checkpoint["id"] for t in saver.list(config("t1"))] == ids[::-1]
+        newest = saver.get_tuple(config("t1"))
+        assert newest.pending_writes == [("task-1", "a", {"x": 1}), ("task-1", "b", [2])]
+
+
+def test_the_events_are_record_puts_of_the_documented_shape(path):
+    with FactlogSaver(path) as saver:
+        [checkpoint_id] = put_chain(saver, "t1", 1)
+        saver.put_writes(config("t1", checkpoint_id=checkpoint_id), [("ch", "v")], "task-1", "p:1")
+        events = list(saver.store.events())
+    assert [(e["task"], e["type"], e["kind"]) for e in events] == [
+        ("langgraph:t1", "record/put", CHECKPOINT_KIND),
+        ("langgraph:t1", "record/put", WRITES_KIND),
+    ]
+    value = events[0]["value"]
+    assert events[0]["key"] == checkpoint_id
+    assert list(value) == [
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "checkpoint",
+        "metadata",
+    ]
+    assert set(value["checkpoint"]) == {"type", "base64"}
+    writes = events[1]["value"]
+    assert (writes["task_id"], writes["task_path"]) == ("task-1", "p:1")
+    assert [(w["idx"], w["channel"]) for w in writes["writes"]] == [(0, "ch")]
+
+
+def test_task_ids_for_long_thread_ids_are_digests():
+    assert task_id_for("t1") == TASK_PREFIX + "t1"
+    fits = "x" * (128 - len(TASK_PREFIX))
+    assert task_id_for(fits) == TASK_PREFIX + fits
+    long = "é" * 100  # 200 bytes of UTF-8
+    digest = task_id_for(long)
+    assert (
+        digest.startswith(TASK_DIGEST_PREFIX)
+        and len(digest.encode()) == len(TASK_DIGEST_PREFIX) + 64
+    )
+    assert task_id_for(long + "!") != digest
+
+
+def test_a_long_thread_id_round_trips_and_is_listed(path):
+    long = "thread-" + "λ" * 80
+    with FactlogSaver(path) as saver:
+        ids = put_chain(saver, long, 2)
+        put_chain(saver, "short", 1)
+    with FactlogSaver(path) as saver:
+        assert saver.get_tuple(config(long)).checkpoint["id"] == ids[-1]
+        threads = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+        assert threads == {long, "short"}
+
+
+def test_writes_are_idempotent_and_special_writes_replace(path):
+    with FactlogSaver(path) as saver:
+        [checkpoint_id] = put_chain(saver, "t1", 1)
+        at = config("t1", checkpoint_id=checkpoint_id)
+        saver.put_writes(at, [("ch", "first")], "task-1")
+        saver.put_writes(at, [("ch", "again")], "task-1")  # same task and index: ignored
+        saver.put_writes(at, [(INTERRUPT, "one")], "task-1")
+        saver.put_writes(at, [(INTERRUPT, "two")], "task-1")  # special: replaces
+        writes = saver.get_tuple(at).pending_writes
+        assert sorted(writes, key=str) == sorted(
+            [("task-1", "ch", "first"), ("task-1", INTERRUPT, "two")], key=str
+        )
+        events = len(list(saver.store.events()))
+    assert events == 4  # the ignored write appended nothing
+
+
+def test_a_graph_resumes_from_its_checkpoint_after_reopening(path):
+    thread = config("chat")
+    with FactlogSaver(path) as saver:
+        graph = counting_graph().compile(checkpointer=saver)
+        assert graph.invoke({"items": ["a"]}, thread)["items"] == ["a", 1]
+        assert graph.invoke({"items": ["b"]}, thread)["items"] == ["a", 1, "b", 3]
+    with FactlogSaver(path) as saver:
+        graph = counting_graph().compile(checkpointer=saver)
+        assert graph.get_state(thread).values["items"] == ["a", 1, "b", 3]
+        assert graph.invoke({"items": ["c"]}, thread)["items"] == ["a", 1, "b", 3, "c", 5]
+        history = list(graph.get_state_history(thread))
+        assert len(history) == len(list(saver.list(thread)))
+        # Time travel: the state as it was after the first run, read back from the log.
+        first_run = next(s for s in history if s.values.get("items") == ["a", 1])
+        assert graph.get_state(first_run.config).values["items"] == ["a", 1]
+
+
+def test_an_async_graph_resumes_from_its_checkpoint_after_reopening(path):
+    thread = config("chat")
+
+    async def run(items: List[str]) -> List[Any]:
+        async with FactlogSaver(path) as saver:
+            graph = counting_graph().compile(checkpointer=saver)
+            return (await graph.ainvoke({"items": items}, thread))["items"]
+
+    assert asyncio.run(run(["a"])) == ["a", 1]
+    assert asyncio.run(run(["b"])) == ["a", 1, "b", 3]
+
+
+def fan_out_graph():
+    """Three nodes run in parallel in one superstep (their writes are put concurrently),
+    then a join."""
+    builder = StateGraph(State)
+    for name in ("a", "b", "c"):
+        builder.add_node(name, lambda state, name=name: {"items": [name]})
+        builder.add_edge(START, name)
+        builder.add_edge(name, "join")
+    builder.add_node("join", lambda state: {"items": [len(state["items"])]})
+    builder.add_edge("join", END)
+    return builder
+
+
+def test_parallel_nodes_and_threads_of_langgraph_share_one_saver(path):
+    import threading
+
+    with FactlogSaver(path, threads_cached=4) as saver:
+        graph = fan_out_graph().compile(checkpointer=saver)
+        failures: List[BaseException] = []
+
+        def run(thread_id: str) -> None:
+            try:
+                for _ in range(3):
+                    graph.invoke({"items": []}, config(thread_id), durability="sync")
+            except BaseException as error:  # handed to the main thread
+                failures.append(error)
+
+        workers = [threading.Thread(target=run, args=(f"t{i}",)) for i in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert failures == []
+    with FactlogSaver(path) as saver:
+        graph = fan_out_graph().compile(checkpointer=saver)
+        for i in range(8):
+            items = graph.get_state(config(f"t{i}")).values["items"]
+            assert len(items) == 12  # three runs of a, b, c and a count
+            assert sorted(items[:3]) == ["a", "b", "c"] and items[3] == 3
+            assert items[-1] == 11
+
+
+def test_an_interrupt_is_resumed_by_a_reopened_saver(path):
+    thread = config("approval")
+    with FactlogSaver(path) as saver:
+        graph = approval_graph().compile(checkpointer=saver)
+        result = graph.invoke({"items": ["pay 10"]}, thread, durability="sync")
+        assert [i.value for i in result["__interrupt__"]] == ["approve the payment?"]
+    with FactlogSaver(path) as saver:
+        graph = approval_graph().compile(checkpointer=saver)
+        assert graph.get_state(thread).next == ("ask",)
+        result = graph.invoke(Command(resume="yes"), thread)
+        assert result["items"] == ["pay 10", "answer: yes"]
+        assert graph.get_state(thread).next == ()
+
+
+def test_delete_thread_and_prune_survive_a_reopen(path):
+    with FactlogSaver(path) as saver:
+        gone = put_chain(saver, "gone", 3)
+        saver.put_writes(config("gone", checkpoint_id=gone[-1]), [("ch", "v")], "task-1")
+        kept = put_chain(saver, "kept", 3)
+        put_chain(saver, "kept", 2, ns="child:1")
+        saver.delete_thread("gone")
+        saver.prune(["kept"], strategy="keep_latest")
+        assert saver.get_tuple(config("gone")) is None
+        assert [t.checkpoint["id"] for t in saver.list(config("kept", ns=""))] == [kept[-1]]
+        # A thread written after its deletion starts afresh.
+        again = put_chain(saver, "gone", 1)
+    with FactlogSaver(path) as saver:
+        assert [t.checkpoint["id"] for t in saver.list(config("gone"))] == again
+        assert saver.get_tuple(config("gone")).pending_writes == []
+        assert (
+            len(list(saver.list({"configurable": {"thread_id": "kept"}}))) == 2
+        )  # one per namespace
+        removals = [e for e in saver.store.events() if e["type"] == "record/removed"]
+        assert {e["kind"] for e in removals} == {CHECKPOINT_KIND, WRITES_KIND}
+
+
+def test_a_prune_past_the_seqs_one_removal_may_name_is_split(path):
+    # A record/removed names at most 4096 seqs: 4100 checkpoints need two.
+    with FactlogSaver(path, durability="buffered") as saver:
+        ids = put_chain(saver, "long", 4100)
+        saver.prune(["long"])
+    with FactlogSaver(path) as saver:
+        assert [t.checkpoint["id"] for t in saver.list(config("long"))] == [ids[-1]]
+        removals = [e for e in saver.store.events() if e["type"] == "record/removed"]
+        assert [len(e["seqs"]) for e in removals] == [4096, 3]
+
+
+def test_a_checkpoint_over_the_body_limit_is_refused_and_nothing_changes(path):
+    with FactlogSaver(path) as saver:
+        [kept] = put_chain(saver, "t1", 1)
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"blob": "x" * (4 * 1024 * 1024)}
+        with pytest.raises(factlog.LimitExceeded):
+            saver.put(config("t1", checkpoint_id=kept), checkpoint, {"step": 1}, {})
+        assert saver.get_tuple(config("t1")).checkpoint["id"] == kept
+        assert len(list(saver.store.events())) == 1
+
+
+def test_copy_thread_and_delete_for_runs(path):
+    with FactlogSaver(path) as saver:
+        parent = config("src")
+        for run in ("run-1", "run-2"):
+            checkpoint = empty_checkpoint()
+            parent = saver.put(parent, checkpoint, {"source": "loop", "step": 0, "run_id": run}, {})
+        saver.copy_thread("src", "dst")
+        assert [t.metadata["run_id"] for t in saver.list(config("dst"))] == ["run-2", "run-1"]
+        saver.delete_for_runs(["run-1"])
+        assert [t.metadata["run_id"] for t in saver.list(config("src"))] == ["run-2"]
+        assert [t.metadata["run_id"] for t in saver.list(config("dst"))] == ["run-2"]
+
+
+def test_savers_share_one_store_and_see_each_others_appends(path):
+    with factlog.Store(path) as store:
+        first = FactlogSaver(store=store)
+        second = FactlogSaver(store=store, threads_cached=1)
+        ids = put_chain(first, "t1", 2)
+        assert second.get_tuple(config("t1")).checkpoint["id"] == ids[-1]
+        # The second saver appends to the same thread; the first refolds what it missed.
+        more = put_chain(second, "t1", 1)
+        assert first.get_tuple(config("t1")).checkpoint["id"] == more[-1]
+        # Threads pushed out of the small cache are refolded on their next use.
+        put_chain(second, "t2", 1)
+        assert second.get_tuple(config("t1")).checkpoint["id"] == more[-1]
+        # The store's own tasks live beside the saver's.
+        store.task("session").append({"type": "user/message", "text": "hi"})
+        first.close()  # a shared store stays open
+        assert store.task_ids() == ["langgraph:t1", "langgraph:t2", "session"]
+        assert not store.closed
+
+
+def test_async_calls_leave_the_event_loop_running(path):
+    async def main() -> int:
+        ticks = 0
+        done = False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticking = asyncio.ensure_future(ticker())
+        async with FactlogSaver(path, durability="synced") as saver:
+            parent = config("t1")
+            for step in range(10):
+                checkpoint = empty_checkpoint()
+                parent = await saver.aput(parent, checkpoint, {"step": step}, {})
+                await saver.aput_writes(parent, [("ch", step)], "task-1")
+            listed = [t async for t in saver.alist(config("t1"))]
+            assert len(listed) == 10
+            assert (await saver.aget_tuple(config("t1"))).pending_writes == [("task-1", "ch", 9)]
+        done = True
+        await ticking
+        return ticks
+
+    assert asyncio.run(main()) > 0
+
+
+def test_durability_follows_langgraphs_mode_unless_fixed(path):
+    with FactlogSaver(path) as saver:
+        tiers = {
+            mode: saver._tier({"configurable": {"__pregel_durability": mode}})
+            for mode in ("sync", "async", "exit")
+        }
+        assert tiers == {"sync": "synced", "async": "flushed", "exit": "synced"}
+        assert saver._tier({"configurable": {}}) == "flushed"  # LangGraph's default: async
+    with FactlogSaver(path, durability="buffered") as saver:
+        assert saver._tier({"configurable": {"__pregel_durability": "sync"}}) == "buffered"
+
+
+def test_every_public_name_of_the_module_has_a_docstring():
+    import factlog.langgraph as module
+
+    assert module.__doc__
+    for name in module.__all__:
+        value = getattr(module, name)
+        if not isinstance(value, str):
+            assert value.__doc__, name
+    for name, value in vars(FactlogSaver).items():
+        if not name.startswith("_") and callable(value):
+            assert value.__doc__, f"FactlogSaver.{name}"
+
+
+def test_constructor_refuses_bad_arguments(path):
+    with pytest.raises(TypeError):
+        FactlogSaver()
+    with factlog.Store(path) as store:
+        with pytest.raises(TypeError):
+            FactlogSaver(path, store=store)
+        with pytest.raises(ValueError, match="not a factlog tier"):
+            FactlogSaver(store=store, durability="sync")
+        with pytest.raises(ValueError):
+            FactlogSaver(store=store).prune(["t"], strategy="everything")
+
+
+def child_puts(path: str, durability: Any, acks) -> None:
+    saver = FactlogSaver(path, durability=durability)
+    parent = config("t1")
+    for step in range(100_000):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"step": step}
+        checkpoint["channel_versions"] = {"step": step + 1}
+        parent = saver.put(parent, checkpoint, {"source": "loop", "step": step}, {"step": step + 1})
+        saver.put_writes(parent, [("ch", step)], "task-1")
+        acks.send((checkpoint["id"], step))  # acknowledged: put and put_writes returned
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+@pytest.mark.parametrize("durability", [None, "synced"])
+def test_a_killed_child_keeps_every_acknowledged_checkpoint(path, durability):
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=child_puts, args=(path, durability, sender))
+    process.start()
+    acked = []
+    try:
+        while len(acked) < 25:
+            assert receiver.poll(120), "the child stopped acknowledging checkpoints"
+            acked.append(receiver.recv())
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.join()
+    assert process.exitcode == -signal.SIGKILL
+    while receiver.poll():
+        acked.append(receiver.recv())
+
+    with FactlogSaver(path) as saver:
+        for checkpoint_id, step in acked:
+            found = saver.get_tuple(config("t1", checkpoint_id=checkpoint_id))
+            assert found is not None, f"acknowledged checkpoint {step} was lost"
+            assert found.checkpoint["channel_values"] == {"step": step}
+            assert found.pending_writes == [("task-1", "ch", step)]
+        # The newest checkpoint kept is at least the last acknowledged one, and the saver
+        # continues the chain.
+        newest = saver.get_tuple(config("t1"))
+        assert newest.metadata["step"] >= acked[-1][1]
+        assert put_chain(saver, "t1", 1)
+
+
+def readme_example() -> str:
+    """The first python block after python/README.md's "LangGraph" heading."""
+    with open(README, encoding="utf-8") as f:
+        found = re.search(r"\n## LangGraph\n.*?```python\n(.*?)```", f.read(), re.DOTALL)
+    assert found, "python/README.md has no LangGraph section with a python block"
+    return found.group(1)
+
+
+def test_the_readme_langgraph_example_runs(tmp_path, monkeypatch):
+    code = readme_example()
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(
+            compile(code, "python/README.md (LangGraph)", "exec", dont_inherit=True),
+            {"__name__": "readme"},
+        )
+    assert out.getvalue() == "['hello', 'hello, 1 so far', 'again', 'again, 3 so far']\n"
