@@ -42,6 +42,9 @@ struct TaskLine {
 /// The tasks of the store, or why there are none to show.
 type Tasks = Result<Vec<TaskLine>, String>;
 
+/// Why a store shows no tasks: the note, and the error behind it if any.
+type NoTasks = (String, Option<factlog::Error>);
+
 pub fn run(args: &InfoArgs) -> Outcome {
     let (fs, counters) = CountingFs::new();
     let progress = Progress::new("info: reading the store", None, Unit::Bytes, false);
@@ -139,7 +142,7 @@ fn store_tasks(
     log: &Log,
     info: &LogInfo,
     fs: &Arc<CountingFs>,
-) -> Result<(Vec<TaskLine>, Option<PathBuf>), (String, Option<factlog::Error>)> {
+) -> Result<(Vec<TaskLine>, Option<PathBuf>), NoTasks> {
     let Some(first) = info.first_seq else { return Ok((Vec::new(), None)) };
     let mut reader =
         log.read_from(first).map_err(|error| (format!("cannot read the log: {error}"), None))?;
