@@ -303,3 +303,36 @@ fn recover_finds_what_each_task_left_open_before_or_after_the_snapshot() {
         }
     }
 }
+
+/// A record whose body does not decode (which no store writes: CRC-valid, but not JSON) no
+/// longer fails the open, whose scan reads only envelopes; it fails the first touch of its
+/// task (`Store::task`, `recover`), while the other tasks read as before.
+#[test]
+fn a_body_that_does_not_decode_fails_the_first_touch_of_its_task() {
+    use factlog::harness::EventType;
+    use factlog::harness::codec::{self, ENCODING_JSON, SCHEMA_VERSION};
+    use factlog::{Durability, ErrorKind, Log, Options};
+    let dir = tempfile::tempdir().expect("temporary directory");
+    {
+        let store = open(dir.path());
+        for body in [turn_start(), turn_end()] {
+            store.task("good").expect("task").append(body).expect("append");
+        }
+        store.task("bad").expect("task").append(turn_start()).expect("append");
+        store.checkpoint().expect("checkpoint");
+    }
+    {
+        let log =
+            Log::open(dir.path(), Options::new().segment_bytes(1024 * 1024)).expect("open the log");
+        let body =
+            (EventType::ToolCall.tag(), SCHEMA_VERSION, ENCODING_JSON, b"{not json".to_vec());
+        log.append(&codec::encode_parts("bad", 2, 0, &body), Durability::Synced).expect("append");
+        log.close().expect("close");
+    }
+    let store = open(dir.path());
+    let error = store.task("bad").expect_err("the bad task's event does not decode");
+    assert!(matches!(error.kind(), ErrorKind::CorruptEvent { seq: 4, .. }), "{error}");
+    assert!(store.recover().is_err(), "recover folds the bad task and fails");
+    assert_eq!(store.task_state("good").map(|t| t.revision), Some(2));
+    store.task("good").expect("the other task is taken over");
+}
