@@ -318,7 +318,8 @@ impl std::fmt::Debug for Task {
 impl Store {
     /// Opens (or creates) the store in `dir`: opens the log (recovering its tail), loads the
     /// newest valid snapshot and replays the events after it ([`OpenReport`] says what it
-    /// did). Writes nothing but what the log's own open writes. The handle is a new holder
+    /// did). Replay reads only each event's envelope; a task's events after the snapshot are
+    /// decoded and folded when the task is first touched (`src/harness/lazy.rs`). Writes nothing but what the log's own open writes. The handle is a new holder
     /// of every task in the store: the first [`Store::task`] on each takes it over from the
     /// earlier holder, and [`Store::recover`] takes them all over at once and reports it.
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {

@@ -36,7 +36,8 @@ pub struct OpenReport {
     pub snapshot: Option<SnapshotMeta>,
     /// Snapshots that were newer but could not be used, with the reason.
     pub skipped_snapshots: Vec<(PathBuf, String)>,
-    /// Events replayed after the snapshot (all events without one).
+    /// Events replayed after the snapshot (all events without one): read and counted, each
+    /// task's folded when the task is first touched.
     pub replayed_events: u64,
     /// Tasks in the store.
     pub tasks: usize,
