@@ -306,7 +306,8 @@ fn recover_finds_what_each_task_left_open_before_or_after_the_snapshot() {
 
 /// A record whose body does not decode (which no store writes: CRC-valid, but not JSON) no
 /// longer fails the open, whose scan reads only envelopes; it fails the first touch of its
-/// task (`Store::task`, `recover`), while the other tasks read as before.
+/// task (`Store::task`, `recover`, `Store::try_state` and so `factlog state`), while the other
+/// tasks read as before.
 #[test]
 fn a_body_that_does_not_decode_fails_the_first_touch_of_its_task() {
     use factlog::harness::EventType;
@@ -335,4 +336,12 @@ fn a_body_that_does_not_decode_fails_the_first_touch_of_its_task() {
     assert!(store.recover().is_err(), "recover folds the bad task and fails");
     assert_eq!(store.task_state("good").map(|t| t.revision), Some(2));
     store.task("good").expect("the other task is taken over");
+    let error = store.try_state().expect_err("the whole state does not guess");
+    assert!(matches!(error.kind(), ErrorKind::CorruptEvent { seq: 4, .. }), "{error}");
+    drop(store);
+    // `factlog state` reads the whole state: it fails with the damage, exit 3, never a state
+    // without the bad task's event.
+    let run = common::factlog(&["state", common::arg(dir.path()), "--json"], b"");
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert!(run.stderr.contains("record 4 is not a valid event"), "{}", run.stderr);
 }

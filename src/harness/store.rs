@@ -424,9 +424,17 @@ impl Store {
         (state.revision > 0).then_some(state)
     }
 
+    /// As [`Store::state`], but a task whose unfolded events cannot be decoded is an error
+    /// instead of a state without them: what a reader that must not guess calls (`factlog
+    /// state`).
+    pub fn try_state(&self) -> Result<State> {
+        self.fold_all_pending()?;
+        Ok(self.state())
+    }
+
     /// The folded state of every task, as of the events appended so far. Tasks not folded
     /// since open are folded first, in one read of the log; on a decoding error, as
-    /// [`Store::task_state`] says.
+    /// [`Store::task_state`] says ([`Store::try_state`] returns the error).
     #[must_use]
     pub fn state(&self) -> State {
         // An error is returned by the calls that can return one ([`Store::task_state`]).

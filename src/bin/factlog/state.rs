@@ -29,7 +29,9 @@ use crate::{
 /// other tasks' events after the snapshot are only read.
 pub fn run(args: &StateArgs) -> Outcome {
     let state = match &args.task {
-        None => open_read_only(&args.dir)?.state(),
+        None => open_read_only(&args.dir)?
+            .try_state()
+            .map_err(|error| open_failure(&args.dir, &error))?,
         Some(id) => {
             require_store(&args.dir)?;
             let read = Store::read_task(&args.dir, StoreOptions::new(), id)
