@@ -1,0 +1,372 @@
+//! A client of a served store (`format-spec/server.md`): a process that does not hold the
+//! store appends to it and reads from it through the socket of the process that does
+//! ([`crate::Store::serve`], `factlog serve DIR`).
+//!
+//! Every call sends one request line and waits for its reply: the replies are those of
+//! `format-spec/protocol.md`, turned into the library's types. An error reply is a
+//! [`ClientError::Refused`] (or [`ClientError::StaleRevision`]) and means nothing was
+//! written. A server that goes away is a [`ClientError::Disconnected`] at once, never a hang;
+//! the request it was running may or may not have been written: re-read the task.
+//!
+//! ```no_run
+//! use factlog::client::Client;
+//! use factlog::harness::Body;
+//! use factlog::harness::event::TurnStart;
+//! use factlog::AppendOptions;
+//!
+//! let mut client = Client::connect("/var/lib/agent/store").expect("a server");
+//! let revision = client.revision("t1").expect("revision");
+//! let body = Body::TurnStart(TurnStart::default());
+//! client.append("t1", &body, AppendOptions::expecting(revision)).expect("appended");
+//! ```
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::harness::codec;
+use crate::harness::{Body, CallId, TaskState};
+use crate::limits::SERVER_LINE_BYTES_MAX;
+use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
+use crate::server::conn::{KEY_HELLO, KEY_OP, KEY_VERSION};
+use crate::server::{SERVER_PROTOCOL_VERSION, socket_path};
+use crate::{AppendOptions, Appended, Seq};
+
+/// What went wrong talking to a served store.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No server answers at the socket.
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The server refused the connection at its start (`PERMISSION_DENIED`, `SERVER_BUSY`,
+    /// `UNSUPPORTED_VERSION`, `HELLO_REQUIRED`).
+    Handshake {
+        /// The error code.
+        code: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The request was refused and nothing was written: its error code and message
+    /// (`format-spec/protocol.md`, "Replies"), and the whole reply for the extra keys.
+    Refused {
+        /// The error code, such as `INVALID_EVENT`.
+        code: String,
+        /// The server's message, saying what to do.
+        message: String,
+        /// The reply object.
+        reply: Map<String, Value>,
+    },
+    /// A compare-and-set failed: the task's revision is `actual`, not `expected`; nothing
+    /// was written. Re-read the task and decide.
+    StaleRevision {
+        /// The revision the request expected.
+        expected: u64,
+        /// The task's revision.
+        actual: u64,
+    },
+    /// The server went away (killed, stopped, or it closed the connection); the request
+    /// in flight may or may not have been written.
+    Disconnected {
+        /// The socket.
+        path: PathBuf,
+        /// What was seen.
+        detail: String,
+    },
+    /// A reply that this client cannot read.
+    Protocol {
+        /// What is wrong with it.
+        what: String,
+    },
+}
+
+impl ClientError {
+    /// The protocol error code, for an error the server replied.
+    #[must_use]
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Handshake { code, .. } | ClientError::Refused { code, .. } => Some(code),
+            ClientError::StaleRevision { .. } => Some("STALE_REVISION"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Connect { path, source } => write!(
+                f,
+                "no served store answers at {} ({source}): share the store from the process \
+                 that holds it (Store::serve) or run `factlog serve DIR`",
+                path.display()
+            ),
+            ClientError::Handshake { code, message } => {
+                write!(f, "the server refused the connection ({code}): {message}")
+            }
+            ClientError::Refused { code, message, .. } => write!(f, "{code}: {message}"),
+            ClientError::StaleRevision { expected, actual } => write!(
+                f,
+                "STALE_REVISION: expected revision {expected}, the task is at {actual}; nothing \
+                 was written: re-read the task and decide"
+            ),
+            ClientError::Disconnected { path, detail } => write!(
+                f,
+                "the served store at {} went away ({detail}): the request in flight may or may \
+                 not have been written; reconnect once it is served again and re-read the task",
+                path.display()
+            ),
+            ClientError::Protocol { what } => {
+                write!(f, "unreadable reply from the served store: {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A connection to a served store.
+#[derive(Debug)]
+pub struct Client {
+    path: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    server_pid: u64,
+    line: Vec<u8>,
+}
+
+impl Client {
+    /// Connects to the store served from directory `dir` (its socket `DIR/factlog.sock`)
+    /// and says hello.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Connect`] when nothing is served there, [`ClientError::Handshake`]
+    /// when the server refuses this client.
+    pub fn connect(dir: impl AsRef<Path>) -> Result<Client, ClientError> {
+        Client::connect_socket(socket_path(dir.as_ref()))
+    }
+
+    /// Connects to the socket at `path` and says hello.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect`].
+    pub fn connect_socket(path: impl Into<PathBuf>) -> Result<Client, ClientError> {
+        let path = path.into();
+        let stream = UnixStream::connect(&path)
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        let writer = stream
+            .try_clone()
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        let mut client = Client {
+            path,
+            reader: BufReader::new(stream),
+            writer,
+            next_id: 1,
+            server_pid: 0,
+            line: Vec::new(),
+        };
+        let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
+        let Value::Object(hello) = hello else { unreachable!("a JSON object") };
+        client.send(&hello)?;
+        let reply = client.receive()?;
+        if let Some(code) = reply.get("error").and_then(Value::as_str) {
+            let message = reply.get("message").and_then(Value::as_str).unwrap_or_default();
+            return Err(ClientError::Handshake { code: code.to_owned(), message: message.to_owned() });
+        }
+        client.server_pid = reply.get("pid").and_then(Value::as_u64).unwrap_or(0);
+        Ok(client)
+    }
+
+    /// The process id of the server, from its hello.
+    #[must_use]
+    pub fn server_pid(&self) -> u64 {
+        self.server_pid
+    }
+
+    /// Sends one request object (an `id` is added when it has none) and returns its reply.
+    ///
+    /// # Errors
+    ///
+    /// An error reply as [`ClientError::Refused`] or [`ClientError::StaleRevision`];
+    /// [`ClientError::Disconnected`] when the server went away.
+    pub fn request(&mut self, mut object: Map<String, Value>) -> Result<Map<String, Value>, ClientError> {
+        if !object.contains_key(KEY_ID) {
+            let mut with_id = Map::new();
+            with_id.insert(KEY_ID.to_owned(), json!(self.next_id));
+            self.next_id += 1;
+            with_id.extend(object);
+            object = with_id;
+        }
+        self.send(&object)?;
+        let reply = self.receive()?;
+        if reply.get(KEY_ID) != object.get(KEY_ID) {
+            return Err(ClientError::Protocol {
+                what: "a reply whose id is not the request's".to_owned(),
+            });
+        }
+        match reply.get("error").and_then(Value::as_str) {
+            None => Ok(reply),
+            Some("STALE_REVISION") => Err(ClientError::StaleRevision {
+                expected: reply.get("expected").and_then(Value::as_u64).unwrap_or(0),
+                actual: reply.get("actual").and_then(Value::as_u64).unwrap_or(0),
+            }),
+            Some(code) => Err(ClientError::Refused {
+                code: code.to_owned(),
+                message: reply.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                reply,
+            }),
+        }
+    }
+
+    /// Appends one event to `task`, as [`crate::Task::append_with`] does in the serving
+    /// process.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn append(&mut self, task: &str, body: &Body, options: AppendOptions) -> Result<Appended, ClientError> {
+        let mut object = event_object(task, body)?;
+        insert_options(&mut object, options);
+        appended(&self.request(object)?)
+    }
+
+    /// Appends `bodies` to `task` as one atomic batch, as [`crate::Task::append_batch_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn append_batch(&mut self, task: &str, bodies: &[Body], options: AppendOptions) -> Result<Appended, ClientError> {
+        let mut events = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            let mut event = event_object(task, body)?;
+            event.shift_remove(KEY_TASK);
+            events.push(Value::Object(event));
+        }
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("batch"));
+        object.insert(KEY_TASK.to_owned(), json!(task));
+        object.insert("events".to_owned(), Value::Array(events));
+        insert_options(&mut object, options);
+        appended(&self.request(object)?)
+    }
+
+    /// The task's revision (0 when it has no event).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn revision(&mut self, task: &str) -> Result<u64, ClientError> {
+        let reply = self.request(op("revision", task))?;
+        reply.get("revision").and_then(Value::as_u64).ok_or_else(|| ClientError::Protocol {
+            what: "a revision reply without \"revision\"".to_owned(),
+        })
+    }
+
+    /// The task's folded state, `None` when it has no event.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn state(&mut self, task: &str) -> Result<Option<TaskState>, ClientError> {
+        let reply = self.request(op("state", task))?;
+        match reply.get("state") {
+            None => Err(ClientError::Protocol { what: "a state reply without \"state\"".to_owned() }),
+            Some(Value::Null) => Ok(None),
+            Some(state) => serde_json::from_value(state.clone())
+                .map(Some)
+                .map_err(|error| ClientError::Protocol { what: format!("a task state: {error}") }),
+        }
+    }
+
+    fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
+        let mut line = serde_json::to_vec(object)
+            .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
+        line.push(b'\n');
+        self.writer.write_all(&line).map_err(|error| self.gone(&error))
+    }
+
+    fn receive(&mut self) -> Result<Map<String, Value>, ClientError> {
+        self.line.clear();
+        let read = (&mut self.reader)
+            .take(SERVER_LINE_BYTES_MAX as u64)
+            .read_until(b'\n', &mut self.line)
+            .map_err(|error| self.gone(&error))?;
+        if read == 0 || self.line.last() != Some(&b'\n') {
+            return Err(ClientError::Disconnected {
+                path: self.path.clone(),
+                detail: "the connection closed before the reply".to_owned(),
+            });
+        }
+        match serde_json::from_slice(&self.line) {
+            Ok(Value::Object(reply)) => Ok(reply),
+            Ok(_) => Err(ClientError::Protocol { what: "a reply that is not an object".to_owned() }),
+            Err(error) => Err(ClientError::Protocol { what: error.to_string() }),
+        }
+    }
+
+    fn gone(&self, error: &io::Error) -> ClientError {
+        ClientError::Disconnected { path: self.path.clone(), detail: error.to_string() }
+    }
+}
+
+fn op(name: &str, task: &str) -> Map<String, Value> {
+    let mut object = Map::new();
+    object.insert(KEY_OP.to_owned(), json!(name));
+    object.insert(KEY_TASK.to_owned(), json!(task));
+    object
+}
+
+/// A request line's object for `body`: `task`, `type`, then the body fields.
+fn event_object(task: &str, body: &Body) -> Result<Map<String, Value>, ClientError> {
+    let Some(event_type) = body.event_type() else {
+        return Err(ClientError::Protocol { what: "an opaque body cannot be sent".to_owned() });
+    };
+    let mut object = Map::new();
+    object.insert(KEY_TASK.to_owned(), json!(task));
+    object.insert(KEY_TYPE.to_owned(), json!(event_type.name()));
+    match codec::body_to_value(body) {
+        Value::Object(fields) => object.extend(fields),
+        _ => return Err(ClientError::Protocol { what: "a body that is not an object".to_owned() }),
+    }
+    Ok(object)
+}
+
+fn insert_options(object: &mut Map<String, Value>, options: AppendOptions) {
+    if let Some(revision) = options.expected_revision {
+        object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
+    }
+    if let Some(durability) = options.durability {
+        object.insert(KEY_DURABILITY.to_owned(), json!(durability.as_str()));
+    }
+}
+
+/// The [`Appended`] of a written or duplicate reply.
+fn appended(reply: &Map<String, Value>) -> Result<Appended, ClientError> {
+    let number = |key: &str| {
+        reply.get(key).and_then(Value::as_u64).ok_or_else(|| ClientError::Protocol {
+            what: format!("a reply without {key:?}"),
+        })
+    };
+    let (seq, revision) = (Seq(number("seq")?), number("revision")?);
+    if reply.get("duplicate") == Some(&Value::Bool(true)) {
+        let call_id = reply.get("call_id").and_then(Value::as_str).unwrap_or_default();
+        let receipt = reply.get("receipt").cloned().filter(|r| !r.is_null());
+        return Ok(Appended::Duplicate {
+            call_id: CallId(call_id.to_owned()),
+            receipt,
+            result_seq: seq,
+            revision,
+        });
+    }
+    Ok(Appended::Written { seq, revision })
+}

@@ -1,0 +1,418 @@
+//! One client connection of a served store, over any byte stream: the seam between the
+//! socket and the protocol. The listener ([`super::Server`]) hands each accepted socket to
+//! [`serve_stream`]; tests hand it readers and writers that cut, stall or corrupt the bytes.
+//!
+//! The stream rules are `format-spec/server.md`: a hello line first, then request lines
+//! answered in order; blank lines get no reply; a line that is not a request gets an error
+//! reply and the connection goes on; a line longer than [`SERVER_LINE_BYTES_MAX`] gets a
+//! `LIMIT_EXCEEDED` reply and ends the connection; a last line without its newline (a client
+//! killed mid-line) is discarded, never handled. Appends and their replies are the library's
+//! protocol module's ([`crate::protocol`]), as for `factlog emit`.
+
+use std::collections::HashSet;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, ErrorKind};
+use crate::limits::{
+    SERVER_HELLO_BYTES_MAX, SERVER_INPUT_BUFFER_BYTES, SERVER_LINE_BYTES_MAX,
+    SERVER_REPLY_BUFFER_BYTES, SERVER_TASKS_PER_CLIENT_MAX,
+};
+use crate::protocol::reply::{self, error_object, with_id};
+use crate::protocol::request::{self, KEY_ID, KEY_TASK, KEY_TYPE, Refusal};
+use crate::protocol::{self, Reply, Request, views};
+use crate::{AppendOptions, Store};
+
+use super::SERVER_PROTOCOL_VERSION;
+
+/// The key of a read (or batch) request naming the operation; a line with `type` is an
+/// append, whatever else it holds.
+pub const KEY_OP: &str = "op";
+/// The key of the hello line naming the protocol (`"factlog"`).
+pub const KEY_HELLO: &str = "hello";
+/// The key of the hello line holding the server protocol version.
+pub const KEY_VERSION: &str = "version";
+
+/// The error code of a first line that is not a hello.
+pub const CODE_HELLO_REQUIRED: &str = "HELLO_REQUIRED";
+/// The error code of a hello asking for a server protocol version this server does not speak.
+pub const CODE_UNSUPPORTED_VERSION: &str = "UNSUPPORTED_VERSION";
+
+/// How a connection ended.
+#[derive(Debug)]
+pub enum End {
+    /// The client closed its side after a whole line (or sent nothing).
+    Closed,
+    /// The client's input ended in the middle of a line: those bytes were discarded.
+    PartialLineDiscarded {
+        /// How many bytes were discarded.
+        bytes: usize,
+    },
+    /// The first line was not a hello of a version this server speaks; it was answered.
+    HelloRefused,
+    /// A line longer than [`SERVER_LINE_BYTES_MAX`]: answered `LIMIT_EXCEEDED`, then the end.
+    LineTooLong,
+    /// The store failed in a way that ends the stream (its reply was written).
+    Fatal {
+        /// The store's error message.
+        message: String,
+    },
+    /// Reading the client's input failed.
+    ReadFailed(io::Error),
+    /// Writing a reply failed: the client went away or stopped reading (a write timeout).
+    WriteFailed(io::Error),
+}
+
+/// What a connection does besides the protocol: the bookkeeping of the tasks it touches,
+/// shared with the other connections of the server.
+pub trait Holds {
+    /// The connection touches task `task` for the first time (it is about to append to it).
+    fn touch(&self, task: &str);
+}
+
+/// A connection that touches no shared bookkeeping (tests of the stream rules).
+#[derive(Debug, Default)]
+pub struct NoHolds;
+
+impl Holds for NoHolds {
+    fn touch(&self, _task: &str) {}
+}
+
+/// Serves one connection: reads the hello and then request lines from `input`, runs them
+/// against `store` and writes each reply to `output`, until the input ends or a rule ends
+/// the connection. Returns how it ended and the ids of the tasks it touched (appended to,
+/// or tried to), which the caller hands over when it is the last to hold them.
+pub fn serve_stream<R: Read, W: Write>(
+    store: &Store,
+    holds: &dyn Holds,
+    pid: u32,
+    input: R,
+    output: W,
+) -> (End, HashSet<String>) {
+    let mut connection = Connection {
+        store,
+        holds,
+        touched: HashSet::new(),
+        input: BufReader::with_capacity(SERVER_INPUT_BUFFER_BYTES, input),
+        output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
+        line: Vec::new(),
+    };
+    let end = connection.run(pid);
+    (end, connection.touched)
+}
+
+struct Connection<'a, R: Read, W: Write> {
+    store: &'a Store,
+    holds: &'a dyn Holds,
+    touched: HashSet<String>,
+    input: BufReader<R>,
+    output: BufWriter<W>,
+    line: Vec<u8>,
+}
+
+/// One line of input, as read.
+enum Line {
+    End,
+    Partial(usize),
+    Complete,
+    TooLong(usize),
+}
+
+impl<R: Read, W: Write> Connection<'_, R, W> {
+    fn run(&mut self, pid: u32) -> End {
+        if let Some(end) = self.hello(pid) {
+            return end;
+        }
+        loop {
+            // The next read may block: whoever waits for the replies written so far must
+            // get them first.
+            if !self.input.buffer().contains(&b'\n')
+                && let Err(error) = self.output.flush()
+            {
+                return End::WriteFailed(error);
+            }
+            let line = match self.read_line(SERVER_LINE_BYTES_MAX) {
+                Ok(line) => line,
+                Err(error) => return End::ReadFailed(error),
+            };
+            let reply = match line {
+                Line::End => return self.finish(End::Closed),
+                Line::Partial(bytes) => return self.finish(End::PartialLineDiscarded { bytes }),
+                Line::TooLong(bytes) => {
+                    let reply = line_too_long(bytes, SERVER_LINE_BYTES_MAX);
+                    return self.write_and_end(reply.object(), End::LineTooLong);
+                }
+                Line::Complete if self.line.iter().all(u8::is_ascii_whitespace) => continue,
+                Line::Complete => self.handle(),
+            };
+            if let Reply::Fatal { reply, message, .. } = &reply {
+                return self.write_and_end(reply, End::Fatal { message: message.clone() });
+            }
+            if let Err(error) = write_line(&mut self.output, reply.object()) {
+                return End::WriteFailed(error);
+            }
+        }
+    }
+
+    /// Reads and answers the hello line; `Some` when the connection ends there.
+    fn hello(&mut self, pid: u32) -> Option<End> {
+        let line = loop {
+            match self.read_line(SERVER_HELLO_BYTES_MAX) {
+                Ok(Line::Complete) if self.line.iter().all(u8::is_ascii_whitespace) => {}
+                Ok(line) => break line,
+                Err(error) => return Some(End::ReadFailed(error)),
+            }
+        };
+        match line {
+            Line::End => return Some(End::Closed),
+            Line::Partial(bytes) => return Some(End::PartialLineDiscarded { bytes }),
+            Line::TooLong(bytes) => {
+                let reply = line_too_long(bytes, SERVER_HELLO_BYTES_MAX);
+                return Some(self.write_and_end(reply.object(), End::HelloRefused));
+            }
+            Line::Complete => {}
+        }
+        let reply = hello_reply(&self.line, pid);
+        let refused = reply.contains_key(reply::KEY_ERROR);
+        if refused {
+            return Some(self.write_and_end(&reply, End::HelloRefused));
+        }
+        if let Err(error) = write_line(&mut self.output, &reply) {
+            return Some(End::WriteFailed(error));
+        }
+        None
+    }
+
+    /// The reply to one non-blank request line.
+    fn handle(&mut self) -> Reply {
+        let object = match request::parse_object(&self.line) {
+            Ok(object) => object,
+            Err(refusal) => return refusal.into_reply(),
+        };
+        if !object.contains_key(KEY_TYPE) && object.contains_key(KEY_OP) {
+            return self.operation(object);
+        }
+        let request = match Request::from_object(object) {
+            Ok(request) => request,
+            Err(refusal) => return refusal.into_reply(),
+        };
+        if let Some(refused) = self.touch(&request.task, request.id.clone()) {
+            return refused;
+        }
+        let scan = protocol::line_may_hold_credential(&self.line);
+        protocol::execute(self.store, request, scan)
+    }
+
+    /// Records that this connection touches `task`; a refusal once it touched too many.
+    fn touch(&mut self, task: &str, id: Option<Value>) -> Option<Reply> {
+        if self.touched.contains(task) {
+            return None;
+        }
+        if self.touched.len() >= SERVER_TASKS_PER_CLIENT_MAX {
+            let error = Error::from(ErrorKind::LimitExceeded {
+                what: "distinct tasks one client connection touches (reconnect to touch others)",
+                value: self.touched.len() as u64 + 1,
+                limit: SERVER_TASKS_PER_CLIENT_MAX as u64,
+            });
+            return Some(Reply::from_error(&error, id));
+        }
+        self.touched.insert(task.to_owned());
+        self.holds.touch(task);
+        None
+    }
+
+    /// A request with `op` and no `type`: `revision`, `state` or `batch`.
+    fn operation(&mut self, mut object: Map<String, Value>) -> Reply {
+        let id = match object.shift_remove(KEY_ID) {
+            None => None,
+            Some(value @ (Value::String(_) | Value::Number(_))) => Some(value),
+            Some(_) => return refuse(None, "\"id\" must be a string or a number"),
+        };
+        let op = match object.shift_remove(KEY_OP) {
+            Some(Value::String(op)) => op,
+            _ => return refuse(id, "\"op\" must be a string"),
+        };
+        let task = match object.get(KEY_TASK) {
+            Some(Value::String(task)) if !task.is_empty() => task.clone(),
+            Some(_) => return refuse(id, "\"task\" must be a non-empty string"),
+            None => return refuse(id, "\"task\" is missing"),
+        };
+        match op.as_str() {
+            "revision" => {
+                let revision = self.store.task_state(&task).map_or(0, |state| state.revision);
+                let mut reply = with_id(id);
+                reply.insert(KEY_TASK.to_owned(), json!(task));
+                reply.insert("revision".to_owned(), json!(revision));
+                Reply::Written { reply, durability: crate::Durability::Buffered }
+            }
+            "state" => {
+                let state = match self.store.task_state(&task).map(|s| views::task_state_value(&s))
+                {
+                    None => Value::Null,
+                    Some(Ok(value)) => value,
+                    Some(Err(_)) => return refuse(id, "the task's state cannot be serialised"),
+                };
+                let mut reply = with_id(id);
+                reply.insert(KEY_TASK.to_owned(), json!(task));
+                reply.insert("state".to_owned(), state);
+                Reply::Written { reply, durability: crate::Durability::Buffered }
+            }
+            "batch" => self.batch(id, &task, object),
+            _ => refuse(
+                id,
+                &format!(
+                    "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"batch\"; an \
+                     append has \"type\" instead)"
+                ),
+            ),
+        }
+    }
+
+    /// `{"op":"batch","task","events":[..],"expected_revision","durability"}`: the events
+    /// appended as one atomic batch ([`protocol::execute_batch`]).
+    fn batch(&mut self, id: Option<Value>, task: &str, mut object: Map<String, Value>) -> Reply {
+        let options = match (
+            request::expected_revision(object.shift_remove(request::KEY_EXPECTED_REVISION)),
+            request::durability(object.shift_remove(request::KEY_DURABILITY)),
+        ) {
+            (Ok(expected_revision), Ok(durability)) => {
+                AppendOptions { expected_revision, durability }
+            }
+            (Err(what), _) | (_, Err(what)) => return refuse(id, what),
+        };
+        let Some(Value::Array(events)) = object.shift_remove("events") else {
+            return refuse(id, "\"events\" must be an array of event objects");
+        };
+        object.shift_remove(KEY_TASK);
+        if let Some(key) = object.keys().next() {
+            return refuse(id, &format!("a batch request has no key {key:?}"));
+        }
+        let mut requests = Vec::with_capacity(events.len().min(crate::limits::EVENT_BATCH_MAX));
+        for event in events {
+            let Value::Object(mut event) = event else {
+                return refuse(id, "every member of \"events\" is a JSON object");
+            };
+            if let Err(refusal) = protocol::set_envelope_key(&mut event, KEY_TASK, json!(task)) {
+                return Refusal { id, reason: refusal.reason }.into_reply();
+            }
+            match Request::from_object(event) {
+                Ok(request) => requests.push(request),
+                Err(refusal) => return Refusal { id, reason: refusal.reason }.into_reply(),
+            }
+        }
+        if let Some(refused) = self.touch(task, id.clone()) {
+            return refused;
+        }
+        let reply = match self.store.task(task) {
+            Ok(handle) => protocol::execute_batch(&handle, requests, options),
+            Err(error) => return Reply::from_error(&error, id),
+        };
+        with_id_first(reply, id)
+    }
+
+    /// Reads one line into `self.line` (its newline removed), at most `limit` bytes of it.
+    fn read_line(&mut self, limit: usize) -> io::Result<Line> {
+        self.line.clear();
+        let read = (&mut self.input).take(limit as u64).read_until(b'\n', &mut self.line)?;
+        if read == 0 {
+            return Ok(Line::End);
+        }
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+            return Ok(Line::Complete);
+        }
+        if read < limit {
+            // The input ended without a newline: the client died mid-line.
+            return Ok(Line::Partial(read));
+        }
+        self.line.clear();
+        Ok(Line::TooLong(read))
+    }
+
+    fn write_and_end(&mut self, reply: &Map<String, Value>, end: End) -> End {
+        match write_line(&mut self.output, reply).and_then(|()| self.output.flush()) {
+            Ok(()) => end,
+            Err(error) => End::WriteFailed(error),
+        }
+    }
+
+    fn finish(&mut self, end: End) -> End {
+        match self.output.flush() {
+            Ok(()) => end,
+            Err(error) => End::WriteFailed(error),
+        }
+    }
+}
+
+/// The reply to a hello line: the server's hello, or an error that ends the connection.
+fn hello_reply(line: &[u8], pid: u32) -> Map<String, Value> {
+    let object = request::parse_object(line).ok();
+    let hello = object.as_ref().and_then(|o| o.get(KEY_HELLO)).and_then(Value::as_str);
+    if hello != Some("factlog") {
+        return error_object(
+            None,
+            CODE_HELLO_REQUIRED,
+            &format!(
+                "the first line of a connection is a hello, {{\"hello\":\"factlog\",\"version\":\
+                 {SERVER_PROTOCOL_VERSION}}}: send it before any request \
+                 (format-spec/server.md)"
+            ),
+        );
+    }
+    let version = object.as_ref().and_then(|o| o.get(KEY_VERSION)).and_then(Value::as_u64);
+    if version != Some(u64::from(SERVER_PROTOCOL_VERSION)) {
+        let mut reply = error_object(
+            None,
+            CODE_UNSUPPORTED_VERSION,
+            &format!(
+                "this server speaks server protocol version {SERVER_PROTOCOL_VERSION} only; the \
+                 hello asked for {}: use a client of a matching release",
+                version.map_or_else(|| "no valid version".to_owned(), |v| v.to_string())
+            ),
+        );
+        reply.insert("supported".to_owned(), json!([SERVER_PROTOCOL_VERSION]));
+        return reply;
+    }
+    let mut reply = Map::new();
+    reply.insert(KEY_HELLO.to_owned(), json!("factlog"));
+    reply.insert(KEY_VERSION.to_owned(), json!(SERVER_PROTOCOL_VERSION));
+    reply.insert("protocol".to_owned(), json!(protocol::PROTOCOL_VERSION));
+    reply.insert("pid".to_owned(), json!(pid));
+    reply
+}
+
+fn refuse(id: Option<Value>, what: &str) -> Reply {
+    Reply::from_refusal_message(id, what)
+}
+
+fn line_too_long(bytes: usize, limit: usize) -> Reply {
+    let error = Error::from(ErrorKind::LimitExceeded {
+        what: "server request line bytes (the connection is closed: reconnect)",
+        value: bytes as u64,
+        limit: limit as u64,
+    });
+    Reply::from_error(&error, None)
+}
+
+/// The reply with `id` as its first key (a batch reply is built without one).
+fn with_id_first(reply: Reply, id: Option<Value>) -> Reply {
+    let rebuild = |object: Map<String, Value>| {
+        let mut first = with_id(id.clone());
+        first.extend(object);
+        first
+    };
+    match reply {
+        Reply::Written { reply, durability } => Reply::Written { reply: rebuild(reply), durability },
+        Reply::Duplicate { reply } => Reply::Duplicate { reply: rebuild(reply) },
+        Reply::Refused { reply } => Reply::Refused { reply: rebuild(reply) },
+        Reply::Fatal { reply, message, damaged } => {
+            Reply::Fatal { reply: rebuild(reply), message, damaged }
+        }
+    }
+}
+
+fn write_line(output: &mut impl Write, reply: &Map<String, Value>) -> io::Result<()> {
+    serde_json::to_writer(&mut *output, reply).map_err(io::Error::from)?;
+    output.write_all(b"\n")
+}
