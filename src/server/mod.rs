@@ -195,14 +195,10 @@ impl Server {
             Err(error) => return Err(Error::io("remove stale socket", &path, error)),
         }
         let listener = UnixListener::bind(&path).map_err(|e| Error::io("bind", &path, e))?;
-        let file_mode = if options.allow_group.is_some() { 0o660 } else { 0o600 };
-        if let Some(gid) = options.allow_group {
-            let group = rustix::fs::Gid::from_raw(gid);
-            rustix::fs::chown(&path, None, Some(group))
-                .map_err(|e| Error::io("chown socket", &path, e.into()))?;
+        if let Err(error) = restrict_socket(&path, options.allow_group) {
+            let _ = std::fs::remove_file(&path);
+            return Err(error);
         }
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file_mode))
-            .map_err(|e| Error::io("chmod socket", &path, e))?;
         let shared = Arc::new(Shared {
             store: store.clone(),
             options,
@@ -273,6 +269,23 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
+}
+
+/// Mode 0600, or 0660 owned by the allowed group (the serving user must be a member).
+fn restrict_socket(path: &Path, allow_group: Option<u32>) -> Result<()> {
+    let file_mode = if allow_group.is_some() { 0o660 } else { 0o600 };
+    if let Some(gid) = allow_group {
+        let group = rustix::fs::Gid::from_raw(gid);
+        rustix::fs::chown(path, None, Some(group)).map_err(|e| {
+            Error::invalid_options(format!(
+                "the socket {} cannot be given to group {gid} ({e}): the serving user must be \
+                 a member of the group given to --allow-group",
+                path.display()
+            ))
+        })?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(file_mode))
+        .map_err(|e| Error::io("chmod socket", path, e))
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
