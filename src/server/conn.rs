@@ -416,3 +416,127 @@ fn write_line(output: &mut impl Write, reply: &Map<String, Value>) -> io::Result
     serde_json::to_writer(&mut *output, reply).map_err(io::Error::from)?;
     output.write_all(b"\n")
 }
+
+#[cfg(test)]
+mod tests {
+    //! The stream rules through the seam: byte streams that are cut, stall or carry garbage.
+
+    use super::*;
+    use crate::StoreOptions;
+
+    const HELLO: &[u8] = b"{\"hello\":\"factlog\",\"version\":1}\n";
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+        (dir, store)
+    }
+
+    fn replies(output: &[u8]) -> Vec<Value> {
+        output
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("a JSON reply"))
+            .collect()
+    }
+
+    /// Input that yields its bytes and then fails: a connection cut by a reset.
+    struct Cut(io::Cursor<Vec<u8>>);
+
+    impl Read for Cut {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            match self.0.read(buf)? {
+                0 => Err(io::Error::from(io::ErrorKind::ConnectionReset)),
+                n => Ok(n),
+            }
+        }
+    }
+
+    /// Output whose writes time out after `room` bytes: a client that stopped reading.
+    struct Stalled {
+        written: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.written.len() >= self.room {
+                return Err(io::Error::from(io::ErrorKind::WouldBlock));
+            }
+            let n = buf.len().min(self.room - self.written.len());
+            self.written.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_partial_last_line_is_discarded_not_handled() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        input.extend_from_slice(b"{\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n");
+        input.extend_from_slice(b"{\"task\":\"t\",\"type\":\"user/message\",\"text\":\"b\"}");
+        let mut output = Vec::new();
+        let (end, touched) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
+        assert!(matches!(end, End::PartialLineDiscarded { bytes } if bytes > 0), "{end:?}");
+        assert_eq!(replies(&output).len(), 2, "the hello and one append");
+        assert_eq!(store.task_state("t").expect("t").revision, 1);
+        assert!(touched.contains("t"));
+    }
+
+    #[test]
+    fn a_cut_connection_ends_after_the_whole_lines() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        input.extend_from_slice(b"{\"id\":1,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n{\"ta");
+        let mut output = Vec::new();
+        let (end, _) = serve_stream(&store, &NoHolds, 1, Cut(io::Cursor::new(input)), &mut output);
+        assert!(matches!(end, End::ReadFailed(_)), "{end:?}");
+        assert_eq!(replies(&output)[1]["id"], 1);
+        assert_eq!(store.task_state("t").expect("t").revision, 1);
+    }
+
+    #[test]
+    fn a_stalled_client_ends_the_connection_with_a_write_failure() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        for _ in 0..10_000 {
+            input.extend_from_slice(b"{\"op\":\"revision\",\"task\":\"t\"}\n");
+        }
+        let mut output = Stalled { written: Vec::new(), room: 4096 };
+        let (end, _) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
+        assert!(matches!(end, End::WriteFailed(_)), "{end:?}");
+        assert!(output.written.len() <= 4096);
+    }
+
+    #[test]
+    fn corrupt_bytes_get_an_error_reply_and_the_stream_goes_on() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        input.extend_from_slice(b"\x00\xff{\"task\"\n");
+        input.extend_from_slice(b"{\"id\":2,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n");
+        let mut output = Vec::new();
+        let (end, _) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
+        assert!(matches!(end, End::Closed), "{end:?}");
+        let replies = replies(&output);
+        assert_eq!(replies[1]["error"], "INVALID_EVENT");
+        assert_eq!(replies[2]["revision"], 1);
+    }
+
+    #[test]
+    fn a_hello_is_required_and_versioned() {
+        let (_dir, store) = store();
+        for (input, code) in [
+            (&b"{\"task\":\"t\"}\n"[..], CODE_HELLO_REQUIRED),
+            (&b"{\"hello\":\"factlog\",\"version\":2}\n"[..], CODE_UNSUPPORTED_VERSION),
+        ] {
+            let mut output = Vec::new();
+            let (end, _) = serve_stream(&store, &NoHolds, 1, input, &mut output);
+            assert!(matches!(end, End::HelloRefused), "{end:?}");
+            assert_eq!(replies(&output)[0]["error"], code);
+        }
+    }
+}
