@@ -288,6 +288,75 @@ impl Client {
         }
     }
 
+    /// Relays request lines from `input` to the server and its replies to `output`, as
+    /// `factlog emit` does over a served store: each line is sent as it is (a last line
+    /// without its newline gets one), replies are copied in order and `output` is flushed
+    /// whenever no further reply is buffered. Sending runs on a thread of its own, so that
+    /// replies flow while input is read. Ends when the server closes the connection after
+    /// the end of `input`, or after a reply whose code ends the stream.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Disconnected`] when the server went away before the end of the
+    /// replies; an I/O error of `output` as [`ClientError::Protocol`].
+    pub fn relay(
+        self,
+        input: impl Read + Send + 'static,
+        output: &mut impl Write,
+    ) -> Result<Relayed, ClientError> {
+        let Client { path, mut reader, mut writer, .. } = self;
+        let sender = std::thread::Builder::new()
+            .name("factlog-relay".to_owned())
+            .spawn(move || send_lines(input, &mut writer))
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        let mut relayed = Relayed { replies: 0, ending: None };
+        let mut line = Vec::new();
+        loop {
+            if !reader.buffer().contains(&b'\n') {
+                output.flush().map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+            }
+            line.clear();
+            let read = (&mut reader)
+                .take(SERVER_LINE_BYTES_MAX as u64)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| ClientError::Disconnected { path: path.clone(), detail: e.to_string() })?;
+            if read == 0 {
+                break;
+            }
+            if line.last() != Some(&b'\n') {
+                return Err(ClientError::Disconnected {
+                    path,
+                    detail: "the connection closed in the middle of a reply".to_owned(),
+                });
+            }
+            output.write_all(&line).map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+            relayed.replies += 1;
+            if let Ok(Value::Object(reply)) = serde_json::from_slice::<Value>(&line)
+                && let Some(code) = reply.get("error").and_then(Value::as_str)
+                && crate::protocol::reply::code_ends_stream(code)
+            {
+                let message = reply.get("message").and_then(Value::as_str).unwrap_or_default();
+                relayed.ending = Some((code.to_owned(), message.to_owned()));
+                break;
+            }
+        }
+        output.flush().map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+        if relayed.ending.is_none() {
+            // The server closes after the end of input: the sender is done (or failed
+            // because the server went away, which the replies already told).
+            match sender.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    return Err(ClientError::Disconnected { path, detail: error.to_string() });
+                }
+                Err(_) => {
+                    return Err(ClientError::Protocol { what: "the sending thread panicked".to_owned() });
+                }
+            }
+        }
+        Ok(relayed)
+    }
+
     fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
         let mut line = serde_json::to_vec(object)
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
@@ -317,6 +386,36 @@ impl Client {
     fn gone(&self, error: &io::Error) -> ClientError {
         ClientError::Disconnected { path: self.path.clone(), detail: error.to_string() }
     }
+}
+
+/// What [`Client::relay`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relayed {
+    /// The replies copied.
+    pub replies: u64,
+    /// The code and message of a reply that ended the stream, if one did.
+    pub ending: Option<(String, String)>,
+}
+
+/// Copies `input` to the server, a newline added after a last line without one, then shuts
+/// the socket's sending side so that the server sees the end of input.
+fn send_lines(input: impl Read, writer: &mut UnixStream) -> io::Result<()> {
+    let mut input = BufReader::new(input);
+    let mut last = b'\n';
+    loop {
+        let buffer = input.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        writer.write_all(buffer)?;
+        last = buffer[buffer.len() - 1];
+        let len = buffer.len();
+        input.consume(len);
+    }
+    if last != b'\n' {
+        writer.write_all(b"\n")?;
+    }
+    writer.shutdown(std::net::Shutdown::Write)
 }
 
 fn op(name: &str, task: &str) -> Map<String, Value> {
