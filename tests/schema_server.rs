@@ -56,8 +56,11 @@ fn the_schema_refuses_what_no_line_looks_like() {
     assert_invalid(SCHEMA, &json!({"hello": "other", "version": 1}));
     assert_invalid(SCHEMA, &json!({"hello": "factlog", "version": 1, "protocol": 1, "pid": 0}));
     assert_invalid(SCHEMA, &json!({"op": "history", "task": "t1"}));
-    assert_invalid(SCHEMA, &json!({"op": "batch", "task": "t1",
-        "events": [{"type": "turn/start", "expected_revision": 3}]}));
+    assert_invalid(
+        SCHEMA,
+        &json!({"op": "batch", "task": "t1",
+        "events": [{"type": "turn/start", "expected_revision": 3}]}),
+    );
     assert_invalid(SCHEMA, &json!({"error": "SERVER_BUSY"}));
     assert_invalid(SCHEMA, &json!({"task": "t1", "revision": -1}));
 }

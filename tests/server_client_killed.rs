@@ -41,7 +41,8 @@ fn a_client_killed_mid_line_leaves_its_partial_line_unwritten_and_others_unaffec
     let served = Served::start(&dir, &[]);
     let mut other = Conn::connect(&dir).expect("connect");
     other.hello();
-    let first = other.call(&json!({"id": "a", "task": "other", "type": "user/message", "text": "x"}));
+    let first =
+        other.call(&json!({"id": "a", "task": "other", "type": "user/message", "text": "x"}));
     assert_eq!(first["revision"], 1, "{first}");
 
     let mut child = spawn_child("child_entry", "half-line", &[dir.to_str().unwrap().to_owned()]);
@@ -51,7 +52,8 @@ fn a_client_killed_mid_line_leaves_its_partial_line_unwritten_and_others_unaffec
     child.wait().expect("reap");
 
     // The other connection goes on; once the server saw the end it handed the task over.
-    let second = other.call(&json!({"id": "b", "task": "other", "type": "user/message", "text": "y"}));
+    let second =
+        other.call(&json!({"id": "b", "task": "other", "type": "user/message", "text": "y"}));
     assert_eq!(second["revision"], 2, "{second}");
     let state = loop {
         let reply = other.call(&json!({"id": "s", "op": "state", "task": "victim"}));

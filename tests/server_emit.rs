@@ -26,11 +26,8 @@ fn emit_writes_through_the_socket_of_a_process_that_shares_the_store() {
     let server = store.serve(ServeOptions::new()).expect("serve");
     let run = factlog(&["emit", dir.to_str().unwrap()], LINES.as_bytes());
     run.assert_success();
-    let replies: Vec<serde_json::Value> = run
-        .stdout_text()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON reply"))
-        .collect();
+    let replies: Vec<serde_json::Value> =
+        run.stdout_text().lines().map(|l| serde_json::from_str(l).expect("a JSON reply")).collect();
     assert_eq!(replies.len(), 3, "{replies:?}");
     assert_eq!((replies[0]["id"].clone(), replies[0]["revision"].clone()), (1.into(), 1.into()));
     assert_eq!(replies[1]["error"], "INVALID_EVENT");

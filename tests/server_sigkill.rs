@@ -34,7 +34,10 @@ fn clients_of_a_killed_server_fail_at_once_and_nothing_acknowledged_is_lost() {
             std::thread::spawn(move || {
                 let mut client = Client::connect(&dir).expect("connect");
                 let task = format!("t{i}");
-                let options = AppendOptions { durability: Some(Durability::Synced), ..AppendOptions::default() };
+                let options = AppendOptions {
+                    durability: Some(Durability::Synced),
+                    ..AppendOptions::default()
+                };
                 let mut acked = Vec::new();
                 started.wait();
                 loop {
@@ -65,11 +68,8 @@ fn clients_of_a_killed_server_fail_at_once_and_nothing_acknowledged_is_lost() {
     // Nothing acknowledged was lost.
     {
         let store = Store::open_read_only(&dir, StoreOptions::new()).expect("reopen");
-        let present: std::collections::HashSet<u64> = store
-            .events(Seq(1))
-            .expect("events")
-            .map(|e| e.expect("an event").seq.0)
-            .collect();
+        let present: std::collections::HashSet<u64> =
+            store.events(Seq(1)).expect("events").map(|e| e.expect("an event").seq.0).collect();
         for (task, acked) in &results {
             assert!(!acked.is_empty(), "{task} had replies");
             for seq in acked {

@@ -181,7 +181,10 @@ impl Client {
         let reply = client.receive()?;
         if let Some(code) = reply.get("error").and_then(Value::as_str) {
             let message = reply.get("message").and_then(Value::as_str).unwrap_or_default();
-            return Err(ClientError::Handshake { code: code.to_owned(), message: message.to_owned() });
+            return Err(ClientError::Handshake {
+                code: code.to_owned(),
+                message: message.to_owned(),
+            });
         }
         client.server_pid = reply.get("pid").and_then(Value::as_u64).unwrap_or(0);
         Ok(client)
@@ -199,7 +202,10 @@ impl Client {
     ///
     /// An error reply as [`ClientError::Refused`] or [`ClientError::StaleRevision`];
     /// [`ClientError::Disconnected`] when the server went away.
-    pub fn request(&mut self, mut object: Map<String, Value>) -> Result<Map<String, Value>, ClientError> {
+    pub fn request(
+        &mut self,
+        mut object: Map<String, Value>,
+    ) -> Result<Map<String, Value>, ClientError> {
         if !object.contains_key(KEY_ID) {
             let mut with_id = Map::new();
             with_id.insert(KEY_ID.to_owned(), json!(self.next_id));
@@ -222,7 +228,11 @@ impl Client {
             }),
             Some(code) => Err(ClientError::Refused {
                 code: code.to_owned(),
-                message: reply.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                message: reply
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
                 reply,
             }),
         }
@@ -234,7 +244,12 @@ impl Client {
     /// # Errors
     ///
     /// As [`Client::request`].
-    pub fn append(&mut self, task: &str, body: &Body, options: AppendOptions) -> Result<Appended, ClientError> {
+    pub fn append(
+        &mut self,
+        task: &str,
+        body: &Body,
+        options: AppendOptions,
+    ) -> Result<Appended, ClientError> {
         let mut object = event_object(task, body)?;
         insert_options(&mut object, options);
         appended(&self.request(object)?)
@@ -245,7 +260,12 @@ impl Client {
     /// # Errors
     ///
     /// As [`Client::request`].
-    pub fn append_batch(&mut self, task: &str, bodies: &[Body], options: AppendOptions) -> Result<Appended, ClientError> {
+    pub fn append_batch(
+        &mut self,
+        task: &str,
+        bodies: &[Body],
+        options: AppendOptions,
+    ) -> Result<Appended, ClientError> {
         let mut events = Vec::with_capacity(bodies.len());
         for body in bodies {
             let mut event = event_object(task, body)?;
@@ -280,7 +300,9 @@ impl Client {
     pub fn state(&mut self, task: &str) -> Result<Option<TaskState>, ClientError> {
         let reply = self.request(op("state", task))?;
         match reply.get("state") {
-            None => Err(ClientError::Protocol { what: "a state reply without \"state\"".to_owned() }),
+            None => {
+                Err(ClientError::Protocol { what: "a state reply without \"state\"".to_owned() })
+            }
             Some(Value::Null) => Ok(None),
             Some(state) => serde_json::from_value(state.clone())
                 .map(Some)
@@ -319,7 +341,10 @@ impl Client {
             let read = (&mut reader)
                 .take(SERVER_LINE_BYTES_MAX as u64)
                 .read_until(b'\n', &mut line)
-                .map_err(|e| ClientError::Disconnected { path: path.clone(), detail: e.to_string() })?;
+                .map_err(|e| ClientError::Disconnected {
+                    path: path.clone(),
+                    detail: e.to_string(),
+                })?;
             if read == 0 {
                 break;
             }
@@ -350,7 +375,9 @@ impl Client {
                     return Err(ClientError::Disconnected { path, detail: error.to_string() });
                 }
                 Err(_) => {
-                    return Err(ClientError::Protocol { what: "the sending thread panicked".to_owned() });
+                    return Err(ClientError::Protocol {
+                        what: "the sending thread panicked".to_owned(),
+                    });
                 }
             }
         }
@@ -378,7 +405,9 @@ impl Client {
         }
         match serde_json::from_slice(&self.line) {
             Ok(Value::Object(reply)) => Ok(reply),
-            Ok(_) => Err(ClientError::Protocol { what: "a reply that is not an object".to_owned() }),
+            Ok(_) => {
+                Err(ClientError::Protocol { what: "a reply that is not an object".to_owned() })
+            }
             Err(error) => Err(ClientError::Protocol { what: error.to_string() }),
         }
     }
@@ -452,9 +481,10 @@ fn insert_options(object: &mut Map<String, Value>, options: AppendOptions) {
 /// The [`Appended`] of a written or duplicate reply.
 fn appended(reply: &Map<String, Value>) -> Result<Appended, ClientError> {
     let number = |key: &str| {
-        reply.get(key).and_then(Value::as_u64).ok_or_else(|| ClientError::Protocol {
-            what: format!("a reply without {key:?}"),
-        })
+        reply
+            .get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| ClientError::Protocol { what: format!("a reply without {key:?}") })
     };
     let (seq, revision) = (Seq(number("seq")?), number("revision")?);
     if reply.get("duplicate") == Some(&Value::Bool(true)) {

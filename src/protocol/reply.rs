@@ -244,7 +244,11 @@ pub fn code_ends_stream(code: &str) -> bool {
 pub fn code_is_damage(code: &str) -> bool {
     matches!(
         code,
-        "CORRUPTION" | "UNSUPPORTED_VERSION" | "CORRUPT_EVENT" | "CORRUPT_SNAPSHOT" | "CANNOT_UPCAST"
+        "CORRUPTION"
+            | "UNSUPPORTED_VERSION"
+            | "CORRUPT_EVENT"
+            | "CORRUPT_SNAPSHOT"
+            | "CANNOT_UPCAST"
     )
 }
 

@@ -403,7 +403,9 @@ fn with_id_first(reply: Reply, id: Option<Value>) -> Reply {
         first
     };
     match reply {
-        Reply::Written { reply, durability } => Reply::Written { reply: rebuild(reply), durability },
+        Reply::Written { reply, durability } => {
+            Reply::Written { reply: rebuild(reply), durability }
+        }
         Reply::Duplicate { reply } => Reply::Duplicate { reply: rebuild(reply) },
         Reply::Refused { reply } => Reply::Refused { reply: rebuild(reply) },
         Reply::Fatal { reply, message, damaged } => {
@@ -491,7 +493,9 @@ mod tests {
     fn a_cut_connection_ends_after_the_whole_lines() {
         let (_dir, store) = store();
         let mut input = HELLO.to_vec();
-        input.extend_from_slice(b"{\"id\":1,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n{\"ta");
+        input.extend_from_slice(
+            b"{\"id\":1,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n{\"ta",
+        );
         let mut output = Vec::new();
         let (end, _) = serve_stream(&store, &NoHolds, 1, Cut(io::Cursor::new(input)), &mut output);
         assert!(matches!(end, End::ReadFailed(_)), "{end:?}");
@@ -517,7 +521,9 @@ mod tests {
         let (_dir, store) = store();
         let mut input = HELLO.to_vec();
         input.extend_from_slice(b"\x00\xff{\"task\"\n");
-        input.extend_from_slice(b"{\"id\":2,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n");
+        input.extend_from_slice(
+            b"{\"id\":2,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n",
+        );
         let mut output = Vec::new();
         let (end, _) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
         assert!(matches!(end, End::Closed), "{end:?}");

@@ -37,11 +37,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::limits::{SERVER_CLIENTS_MAX, SERVER_WRITE_TIMEOUT_MS_DEFAULT};
 use crate::protocol::reply::error_object;
 use crate::{Durability, Store};
+use parking_lot::Mutex;
 
 use conn::{End, Holds};
 
@@ -217,7 +217,11 @@ impl Server {
             .name("factlog-serve".to_owned())
             .spawn(move || accept_loop(&accepting, &listener))
             .map_err(|e| Error::io("spawn the listener thread", &shared.path, e))?;
-        (shared.options.log)(&format!("serving {} at {}", shared.store.dir().display(), shared.path.display()));
+        (shared.options.log)(&format!(
+            "serving {} at {}",
+            shared.store.dir().display(),
+            shared.path.display()
+        ));
         Ok(Server { shared, listener: Some(listener) })
     }
 
@@ -357,10 +361,10 @@ fn check_peer(shared: &Shared, stream: &UnixStream) -> std::result::Result<(), S
         "process {pid} runs as user {uid} (group {gid}) and the store is served to user {} \
          {}: connect as that user, or serve with --allow-group naming the client's group",
         shared.uid,
-        shared.options.allow_group.map_or_else(
-            || "only".to_owned(),
-            |group| format!("and group {group} only")
-        ),
+        shared
+            .options
+            .allow_group
+            .map_or_else(|| "only".to_owned(), |group| format!("and group {group} only")),
     ))
 }
 
@@ -407,7 +411,9 @@ fn serve_client(shared: &Shared, number: u64, stream: &UnixStream) {
             match shared.store.release_task(&task) {
                 Ok(()) => released += 1,
                 Err(error) => {
-                    (shared.options.log)(&format!("client {number}: handing task {task:?} over failed: {error}"));
+                    (shared.options.log)(&format!(
+                        "client {number}: handing task {task:?} over failed: {error}"
+                    ));
                 }
             }
         }
@@ -421,8 +427,12 @@ fn serve_client(shared: &Shared, number: u64, stream: &UnixStream) {
         End::LineTooLong => "it sent a line over the limit".to_owned(),
         End::Fatal { message } => format!("the store failed: {message}"),
         End::ReadFailed(error) => format!("reading failed: {error}"),
-        End::WriteFailed(error) => format!("writing a reply failed (it stopped reading or left): {error}"),
+        End::WriteFailed(error) => {
+            format!("writing a reply failed (it stopped reading or left): {error}")
+        }
     };
-    (shared.options.log)(&format!("client {number} disconnected: {how}; {released} task(s) handed over"));
+    (shared.options.log)(&format!(
+        "client {number} disconnected: {how}; {released} task(s) handed over"
+    ));
     shared.clients.fetch_sub(1, Ordering::AcqRel);
 }

@@ -29,8 +29,8 @@ use std::process::ExitCode;
 
 use factlog::client::{Client, ClientError};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
-use factlog::protocol::reply::code_is_damage;
 use factlog::protocol::reply::KEY_WARNINGS;
+use factlog::protocol::reply::code_is_damage;
 use factlog::protocol::request::KEY_ID;
 use factlog::protocol::{self, error_reply};
 use factlog::{Durability, Error, ErrorKind, Store, StoreOptions};
@@ -105,7 +105,10 @@ fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
         ));
     }
     let client = Client::connect(&args.dir).map_err(|error| {
-        Failure::new(EXIT_FAILURE, format_args!("cannot open {}: {locked}; {error}", args.dir.display()))
+        Failure::new(
+            EXIT_FAILURE,
+            format_args!("cannot open {}: {locked}; {error}", args.dir.display()),
+        )
     })?;
     let stdout = io::stdout();
     let mut output = BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, stdout.lock());

@@ -10,7 +10,9 @@ use std::time::Duration;
 use factlog::server::ServeOptions;
 use factlog::{Store, StoreOptions};
 
-use crate::{EXIT_FAILURE, Failure, Outcome, ServeArgs, library_failure, open_failure, refuse_file};
+use crate::{
+    EXIT_FAILURE, Failure, Outcome, ServeArgs, library_failure, open_failure, refuse_file,
+};
 
 pub fn run(args: &ServeArgs) -> Outcome {
     refuse_file(&args.dir)?;
@@ -61,7 +63,8 @@ mod signals {
             libc::sigemptyset(&raw mut set);
             libc::sigaddset(&raw mut set, libc::SIGTERM);
             libc::sigaddset(&raw mut set, libc::SIGINT);
-            let failed = libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
+            let failed =
+                libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
             if failed != 0 {
                 return Err(io::Error::from_raw_os_error(failed));
             }
