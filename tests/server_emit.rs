@@ -2,8 +2,9 @@
 //! process that shares it (`Store::serve` in this test process), emit's lines go through the
 //! socket and its replies are those of an emit that opened the store (an `id` echoed, a
 //! refusal that lets the stream go on, the events in the sharing process's store at once);
-//! held by a process that does not share it, emit exits 1 with one line saying how to share
-//! it; and `--ack durable-only` over a socket is refused with a clear message.
+//! held by a process that does not share it, emit exits 1 with one line naming that
+//! process's pid and saying how to share it; and `--ack durable-only` over a socket is
+//! refused with a clear message.
 
 mod common;
 
@@ -49,6 +50,9 @@ fn emit_on_a_store_held_by_a_process_that_does_not_share_it_says_how_to_share() 
     let run = factlog(&["emit", dir.to_str().unwrap()], LINES.as_bytes());
     run.assert_one_line_error(1);
     assert!(run.stderr.contains("does not share it"), "{}", run.stderr);
+    // The holder is this test process, named by its pid (from /proc/locks).
+    let holder = format!("process {}, holding it", std::process::id());
+    assert!(run.stderr.contains(&holder), "{}", run.stderr);
     assert!(run.stderr.contains("factlog serve"), "{}", run.stderr);
     store.close().expect("close");
 }

@@ -85,10 +85,13 @@ fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
         return Err(Failure::new(
             EXIT_FAILURE,
             format_args!(
-                "cannot open {}: {locked}; the process holding it does not share it: share it \
-                 from that process (Store::serve) or run `factlog serve {}` instead of it, and \
-                 emit connects to it",
+                "cannot open {}: {locked}; {} does not share it: share it from that process \
+                 (Store::serve) or run `factlog serve {}` instead of it, and emit connects to it",
                 args.dir.display(),
+                factlog::server::lock_holder(&args.dir).map_or_else(
+                    || "the process holding it".to_owned(),
+                    |pid| format!("process {pid}, holding it,")
+                ),
                 args.dir.display()
             ),
         ));
