@@ -21,6 +21,10 @@
 //! over before its first line is checked, whether that process crashed, was killed or reached
 //! the end of its input. This module adds no rule of its own.
 //!
+//! A store locked by another process that shares it (`DIR/factlog.sock`,
+//! `format-spec/server.md`) is written through its socket: the library's client relays the
+//! lines and the replies ([`relay`]); the replies are the same.
+//!
 //! Secrets (`{"$secret": ".."}`) are redacted by the library; this module never prints a body
 //! value, and no error message it builds quotes the input.
 

@@ -381,6 +381,10 @@ enum Command {
     /// and {"covers":N,"durability":"synced"} covers the skipped lines; the end of input gives
     /// {"end":true,"covers":N,"durability":"synced"}.
     ///
+    /// A store held by a process that shares it (factlog serve, Store::serve) is written
+    /// through its socket DIR/factlog.sock, with the same replies (not with --ack
+    /// durable-only); held by one that does not share it, the error names its pid.
+    ///
     /// Each emit process is a holder: the first line for a task that an earlier process wrote
     /// (crashed, killed, or ended at the end of its input) takes the task over, as `recover`
     /// would: calls left in flight get an unknown outcome, once and run approvals and pending
