@@ -327,9 +327,15 @@ impl Client {
         output: &mut impl Write,
     ) -> Result<Relayed, ClientError> {
         let Client { path, mut reader, mut writer, .. } = self;
+        let input_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = std::sync::Arc::clone(&input_done);
         let sender = std::thread::Builder::new()
             .name("factlog-relay".to_owned())
-            .spawn(move || send_lines(input, &mut writer))
+            .spawn(move || {
+                let sent = send_lines(input, &mut writer);
+                done.store(true, std::sync::atomic::Ordering::Release);
+                sent
+            })
             .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
         let mut relayed = Relayed { replies: 0, ending: None };
         let mut line = Vec::new();
@@ -346,6 +352,15 @@ impl Client {
                     detail: e.to_string(),
                 })?;
             if read == 0 {
+                if !input_done.load(std::sync::atomic::Ordering::Acquire) {
+                    // The server closed before the end of input: it went away (or ended the
+                    // connection); the sender may be waiting for input that never comes.
+                    return Err(ClientError::Disconnected {
+                        path,
+                        detail: "the server closed the connection before the end of input"
+                            .to_owned(),
+                    });
+                }
                 break;
             }
             if line.last() != Some(&b'\n') {

@@ -173,6 +173,8 @@ struct Shared {
 pub struct Server {
     shared: Arc<Shared>,
     listener: Option<JoinHandle<()>>,
+    /// The listening socket, to wake the blocked `accept` at stop.
+    waker: UnixListener,
 }
 
 impl std::fmt::Debug for Server {
@@ -183,7 +185,9 @@ impl std::fmt::Debug for Server {
 
 impl Store {
     /// Shares this store with other processes of the machine over `DIR/factlog.sock`
-    /// (`format-spec/server.md`) until the returned [`Server`] is dropped. A socket file left
+    /// (`format-spec/server.md`) until the returned [`Server`] is dropped. The server holds
+    /// a clone of this handle: drop (or [`Server::stop`]) it before [`Store::close`], or the
+    /// store stays open (and locked) for the server. A socket file left
     /// by a server that was killed is replaced (this handle holds the directory lock, so no
     /// other server can be using it).
     ///
@@ -239,6 +243,8 @@ impl Server {
             uid: rustix::process::geteuid().as_raw(),
             pid: std::process::id(),
         });
+        let waker =
+            listener.try_clone().map_err(|e| Error::io("dup the socket", &shared.path, e))?;
         let accepting = Arc::clone(&shared);
         let listener = std::thread::Builder::new()
             .name("factlog-serve".to_owned())
@@ -249,7 +255,7 @@ impl Server {
             shared.store.dir().display(),
             shared.path.display()
         ));
-        Ok(Server { shared, listener: Some(listener) })
+        Ok(Server { shared, listener: Some(listener), waker })
     }
 
     /// The socket's path (`DIR/factlog.sock`).
@@ -279,7 +285,9 @@ impl Server {
         let Some(listener) = self.listener.take() else { return Ok(()) };
         let shared = &self.shared;
         shared.stopping.store(true, Ordering::Release);
-        // Wake the accept: a connection of our own, which the loop sees after `stopping`.
+        // Wake the accept: shutting a listening socket down makes a blocked `accept` fail on
+        // Linux; a connection of our own does it elsewhere. The loop then sees `stopping`.
+        let _ = rustix::net::shutdown(&self.waker, rustix::net::Shutdown::Read);
         drop(UnixStream::connect(&shared.path));
         let _ = listener.join();
         // Every connection ends after the request it is running: its input is shut down.
@@ -326,6 +334,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
         }
         let stream = match stream {
             Ok(stream) => stream,
+            Err(_) if shared.stopping.load(Ordering::Acquire) => return,
             Err(error) => {
                 (shared.options.log)(&format!("accept failed: {error}"));
                 // Out of descriptors, most likely: let connections end before trying again.
