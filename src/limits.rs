@@ -259,6 +259,15 @@ pub const SERVER_WRITE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// client leaves, to hand them over then (`format-spec/server.md`, "Holders").
 pub const SERVER_TASKS_PER_CLIENT_MAX: usize = 65_536;
 
+/// Most events one `events` reply of a served store holds (a client asks for the next page
+/// from its `next_seq`).
+pub const SERVER_EVENTS_PER_REPLY_MAX: usize = 1000;
+
+/// Bytes of events or history entries after which a served store ends a page (the reply
+/// then holds at least one item, whatever its size): a reply stays well below
+/// [`SERVER_LINE_BYTES_MAX`] and a client's memory.
+pub const SERVER_REPLY_PAGE_BYTES: usize = 1024 * 1024;
+
 const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(FRAME_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(SEGMENT_BYTES_MIN.is_multiple_of(SEGMENT_BYTES_ALIGN));

@@ -1,6 +1,6 @@
 //! Every line a real served store writes, and every line its clients send in
 //! `format-spec/server.md`'s examples, is valid against `format-spec/schema/server-line.json`
-//! (hello, hello reply, `revision`/`state`/`batch` requests and replies, HELLO_REQUIRED,
+//! (hello, hello reply, `revision`/`state`/`events`/`history`/`batch` requests and replies, HELLO_REQUIRED,
 //! UNSUPPORTED_VERSION), while its append replies stay valid against `emit-reply.json`; the
 //! schema also refuses what no line looks like.
 
@@ -31,6 +31,11 @@ fn the_lines_of_a_real_server_are_valid() {
         json!({"id": 4, "op": "revision", "task": "none"}),
         json!({"id": 5, "op": "batch", "task": "t1", "expected_revision": 1,
             "events": [{"type": "turn/start"}, {"type": "user/message", "text": "hi"}]}),
+        json!({"id": 6, "op": "events"}),
+        json!({"id": 7, "op": "events", "from_seq": 2, "task": "t1", "limit": 1}),
+        json!({"id": 8, "op": "events", "from_seq": 99}),
+        json!({"id": 9, "op": "history", "task": "t1"}),
+        json!({"id": 10, "op": "history", "task": "none", "from": 0}),
     ];
     for request in &requests {
         assert_valid(SCHEMA, request);
@@ -39,7 +44,7 @@ fn the_lines_of_a_real_server_are_valid() {
         assert_valid(SCHEMA, &reply);
     }
     // A refused batch is an error reply of emit-reply.json.
-    let stale = conn.call(&json!({"id": 6, "op": "batch", "task": "t1", "expected_revision": 1,
+    let stale = conn.call(&json!({"id": 11, "op": "batch", "task": "t1", "expected_revision": 1,
         "events": [{"type": "user/message", "text": "late"}]}));
     assert_eq!(stale["error"], "STALE_REVISION", "{stale}");
     assert_valid("emit-reply.json", &stale);
@@ -55,7 +60,8 @@ fn the_lines_of_a_real_server_are_valid() {
 fn the_schema_refuses_what_no_line_looks_like() {
     assert_invalid(SCHEMA, &json!({"hello": "other", "version": 1}));
     assert_invalid(SCHEMA, &json!({"hello": "factlog", "version": 1, "protocol": 1, "pid": 0}));
-    assert_invalid(SCHEMA, &json!({"op": "history", "task": "t1"}));
+    assert_invalid(SCHEMA, &json!({"op": "follow", "task": "t1"}));
+    assert_invalid(SCHEMA, &json!({"events": [], "next_seq": 0}));
     assert_invalid(
         SCHEMA,
         &json!({"op": "batch", "task": "t1",

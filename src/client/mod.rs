@@ -2,7 +2,7 @@
 //! store appends to it and reads from it through the socket of the process that does
 //! ([`crate::Store::serve`], `factlog serve DIR`).
 //!
-//! Every call sends one request line and waits for its reply: the replies are those of
+//! Every call sends one request line and waits for its reply (`history` one per page): the replies are those of
 //! `format-spec/protocol.md`, turned into the library's types. An error reply is a
 //! [`ClientError::Refused`] (or [`ClientError::StaleRevision`]) and means nothing was
 //! written. A server that goes away is a [`ClientError::Disconnected`] at once, never a hang;
@@ -307,6 +307,61 @@ impl Client {
             Some(state) => serde_json::from_value(state.clone())
                 .map(Some)
                 .map_err(|error| ClientError::Protocol { what: format!("a task state: {error}") }),
+        }
+    }
+
+    /// One page of events from `from_seq` on (of `task` only, when given), as `factlog dump
+    /// --json` prints them, and the seq to ask from for the next page (past the last event
+    /// when the page is empty).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn events(
+        &mut self,
+        from_seq: u64,
+        task: Option<&str>,
+    ) -> Result<(Vec<Map<String, Value>>, u64), ClientError> {
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("events"));
+        object.insert("from_seq".to_owned(), json!(from_seq));
+        if let Some(task) = task {
+            object.insert(KEY_TASK.to_owned(), json!(task));
+        }
+        let reply = self.request(object)?;
+        let next = reply.get("next_seq").and_then(Value::as_u64);
+        match (reply.get("events"), next) {
+            (Some(Value::Array(events)), Some(next)) => {
+                let events = events.iter().filter_map(|e| e.as_object().cloned()).collect();
+                Ok((events, next))
+            }
+            _ => Err(ClientError::Protocol { what: "an events reply without its keys".to_owned() }),
+        }
+    }
+
+    /// The task's whole model-visible history (the entries of `factlog history --json`),
+    /// read page by page.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn history(&mut self, task: &str) -> Result<Vec<Value>, ClientError> {
+        let mut entries = Vec::new();
+        let mut from = 0;
+        loop {
+            let mut object = op("history", task);
+            object.insert("from".to_owned(), json!(from));
+            let reply = self.request(object)?;
+            let Some(Value::Array(page)) = reply.get("entries") else {
+                return Err(ClientError::Protocol {
+                    what: "a history reply without \"entries\"".to_owned(),
+                });
+            };
+            entries.extend(page.iter().cloned());
+            match reply.get("next").and_then(Value::as_u64) {
+                Some(next) if next > from => from = next,
+                _ => return Ok(entries),
+            }
         }
     }
 

@@ -16,8 +16,9 @@ use serde_json::{Map, Value, json};
 
 use crate::error::{Error, ErrorKind};
 use crate::limits::{
-    SERVER_HELLO_BYTES_MAX, SERVER_INPUT_BUFFER_BYTES, SERVER_LINE_BYTES_MAX,
-    SERVER_REPLY_BUFFER_BYTES, SERVER_TASKS_PER_CLIENT_MAX,
+    SERVER_EVENTS_PER_REPLY_MAX, SERVER_HELLO_BYTES_MAX, SERVER_INPUT_BUFFER_BYTES,
+    SERVER_LINE_BYTES_MAX, SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES,
+    SERVER_TASKS_PER_CLIENT_MAX,
 };
 use crate::protocol::reply::{self, error_object, with_id};
 use crate::protocol::request::{self, KEY_ID, KEY_TASK, KEY_TYPE, Refusal};
@@ -233,12 +234,16 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             Some(Value::String(op)) => op,
             _ => return refuse(id, "\"op\" must be a string"),
         };
+        if op == "events" {
+            return self.events(id, object);
+        }
         let task = match object.get(KEY_TASK) {
             Some(Value::String(task)) if !task.is_empty() => task.clone(),
             Some(_) => return refuse(id, "\"task\" must be a non-empty string"),
             None => return refuse(id, "\"task\" is missing"),
         };
         match op.as_str() {
+            "history" => self.history(id, &task, object.get("from")),
             "revision" => {
                 let revision = self.store.task_state(&task).map_or(0, |state| state.revision);
                 let mut reply = with_id(id);
@@ -262,11 +267,104 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             _ => refuse(
                 id,
                 &format!(
-                    "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"batch\"; an \
-                     append has \"type\" instead)"
+                    "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"history\", \
+                     \"events\", \"batch\"; an append has \"type\" instead)"
                 ),
             ),
         }
+    }
+
+    /// `{"op":"events","from_seq","task","limit"}`: one page of events from `from_seq` (1 if
+    /// absent), of one task or all, as `dump --json` prints them, and the seq to ask from next.
+    fn events(&mut self, id: Option<Value>, object: Map<String, Value>) -> Reply {
+        let from = match object.get("from_seq") {
+            None | Some(Value::Null) => 1,
+            Some(value) => match value.as_u64() {
+                Some(seq) => seq.max(1),
+                None => return refuse(id, "\"from_seq\" must be a positive integer"),
+            },
+        };
+        let limit = match object.get("limit") {
+            None | Some(Value::Null) => SERVER_EVENTS_PER_REPLY_MAX,
+            Some(value) => match value.as_u64() {
+                Some(limit) if limit >= 1 => {
+                    usize::try_from(limit).unwrap_or(usize::MAX).min(SERVER_EVENTS_PER_REPLY_MAX)
+                }
+                _ => return refuse(id, "\"limit\" must be a positive integer"),
+            },
+        };
+        let task = match object.get(KEY_TASK) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(task)) if !task.is_empty() => Some(task.as_str()),
+            Some(_) => return refuse(id, "\"task\" must be a non-empty string or null"),
+        };
+        let last = self.store.log().last_seq().map_or(0, |seq| seq.0);
+        let mut events = Vec::new();
+        let mut bytes = 0;
+        let mut next = from.max(self.store.log().first_seq().map_or(1, |seq| seq.0));
+        if next <= last {
+            let reader = match self.store.events(crate::Seq(next)) {
+                Ok(reader) => reader,
+                Err(error) => return Reply::from_error(&error, id),
+            };
+            for event in reader {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => return Reply::from_error(&error, id),
+                };
+                next = event.seq.0 + 1;
+                if task.is_some_and(|task| event.task.as_str() != task) {
+                    continue;
+                }
+                let object = Value::Object(views::event_object(&event, false));
+                bytes += object.to_string().len();
+                events.push(object);
+                if events.len() >= limit || bytes >= SERVER_REPLY_PAGE_BYTES || next > last {
+                    break;
+                }
+            }
+        }
+        let mut reply = with_id(id);
+        reply.insert("events".to_owned(), Value::Array(events));
+        reply.insert("next_seq".to_owned(), json!(next));
+        Reply::Written { reply, durability: crate::Durability::Buffered }
+    }
+
+    /// `{"op":"history","task","from"}`: one page of the task's model-visible history (the
+    /// entries of `history --json`) from entry `from` (0 if absent), and the index to ask
+    /// from next (`null` after the last).
+    fn history(&mut self, id: Option<Value>, task: &str, from: Option<&Value>) -> Reply {
+        let from = match from {
+            None | Some(Value::Null) => 0,
+            Some(value) => match value.as_u64() {
+                Some(from) => usize::try_from(from).unwrap_or(usize::MAX),
+                None => return refuse(id, "\"from\" must be a non-negative integer"),
+            },
+        };
+        let entries = match self.store.history(task) {
+            Ok(entries) => entries,
+            Err(error) => return Reply::from_error(&error, id),
+        };
+        let mut page = Vec::new();
+        let mut bytes = 0;
+        let mut next = None;
+        for (index, entry) in entries.iter().enumerate().skip(from) {
+            if bytes >= SERVER_REPLY_PAGE_BYTES {
+                next = Some(index);
+                break;
+            }
+            let value = match serde_json::to_value(entry) {
+                Ok(value) => value,
+                Err(_) => return refuse(id, "a history entry cannot be serialised"),
+            };
+            bytes += value.to_string().len();
+            page.push(value);
+        }
+        let mut reply = with_id(id);
+        reply.insert(KEY_TASK.to_owned(), json!(task));
+        reply.insert("entries".to_owned(), Value::Array(page));
+        reply.insert("next".to_owned(), json!(next));
+        Reply::Written { reply, durability: crate::Durability::Buffered }
     }
 
     /// `{"op":"batch","task","events":[..],"expected_revision","durability"}`: the events
