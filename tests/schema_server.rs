@@ -1,6 +1,7 @@
 //! Every line a real served store writes, and every line its clients send in
 //! `format-spec/server.md`'s examples, is valid against `format-spec/schema/server-line.json`
-//! (hello, hello reply, `revision`/`state`/`events`/`history`/`batch` requests and replies, HELLO_REQUIRED,
+//! (hello, hello reply, `revision`/`state`/`events`/`history`/`recover`/`batch` requests and
+//! replies, HELLO_REQUIRED,
 //! UNSUPPORTED_VERSION), while its append replies stay valid against `emit-reply.json`; the
 //! schema also refuses what no line looks like.
 
@@ -36,6 +37,8 @@ fn the_lines_of_a_real_server_are_valid() {
         json!({"id": 8, "op": "events", "from_seq": 99}),
         json!({"id": 9, "op": "history", "task": "t1"}),
         json!({"id": 10, "op": "history", "task": "none", "from": 0}),
+        json!({"id": 12, "op": "recover", "dry_run": true}),
+        json!({"id": 13, "op": "recover"}),
     ];
     for request in &requests {
         assert_valid(SCHEMA, request);

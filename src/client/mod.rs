@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::harness::codec;
+use crate::harness::recovery::RecoveryReport;
 use crate::harness::{Body, CallId, TaskState};
 use crate::limits::SERVER_LINE_BYTES_MAX;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
@@ -337,6 +338,23 @@ impl Client {
             }
             _ => Err(ClientError::Protocol { what: "an events reply without its keys".to_owned() }),
         }
+    }
+
+    /// Runs [`crate::Store::recover`] in the serving process (with `dry_run`,
+    /// [`crate::Store::plan_recovery`]): the tasks no holder holds yet are taken over; the
+    /// tasks its clients or the serving process hold are reported, not touched.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn recover(&mut self, dry_run: bool) -> Result<RecoveryReport, ClientError> {
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("recover"));
+        object.insert("dry_run".to_owned(), json!(dry_run));
+        let reply = self.request(object)?;
+        let report = reply.get("report").cloned().unwrap_or(Value::Null);
+        serde_json::from_value(report)
+            .map_err(|error| ClientError::Protocol { what: format!("a recovery report: {error}") })
     }
 
     /// The task's whole model-visible history (the entries of `factlog history --json`),

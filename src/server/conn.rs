@@ -237,6 +237,9 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if op == "events" {
             return self.events(id, object);
         }
+        if op == "recover" {
+            return self.recover(id, object.get("dry_run"));
+        }
         let task = match object.get(KEY_TASK) {
             Some(Value::String(task)) if !task.is_empty() => task.clone(),
             Some(_) => return refuse(id, "\"task\" must be a non-empty string"),
@@ -268,7 +271,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 id,
                 &format!(
                     "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"history\", \
-                     \"events\", \"batch\"; an append has \"type\" instead)"
+                     \"events\", \"recover\", \"batch\"; an append has \"type\" instead)"
                 ),
             ),
         }
@@ -328,6 +331,32 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         reply.insert("events".to_owned(), Value::Array(events));
         reply.insert("next_seq".to_owned(), json!(next));
         Reply::Written { reply, durability: crate::Durability::Buffered }
+    }
+
+    /// `{"op":"recover","dry_run"}`: [`Store::recover`] on the served store (every task no
+    /// holder holds yet is taken over; tasks held are reported from their last repair and
+    /// not touched), or with `dry_run` [`Store::plan_recovery`]; the report is that of
+    /// `factlog recover --json`.
+    fn recover(&mut self, id: Option<Value>, dry_run: Option<&Value>) -> Reply {
+        let dry_run = match dry_run {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(dry_run)) => *dry_run,
+            Some(_) => return refuse(id, "\"dry_run\" must be true or false"),
+        };
+        let report = if dry_run {
+            self.store.plan_recovery()
+        } else {
+            match self.store.recover() {
+                Ok(report) => report,
+                Err(error) => return Reply::from_error(&error, id),
+            }
+        };
+        let Ok(report) = serde_json::to_value(&report) else {
+            return refuse(id, "the recovery report cannot be serialised");
+        };
+        let mut reply = with_id(id);
+        reply.insert("report".to_owned(), report);
+        Reply::Written { reply, durability: crate::Durability::Synced }
     }
 
     /// `{"op":"history","task","from"}`: one page of the task's model-visible history (the
