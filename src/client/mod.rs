@@ -178,8 +178,13 @@ impl Client {
         };
         let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
         let Value::Object(hello) = hello else { unreachable!("a JSON object") };
-        client.send(&hello)?;
-        let reply = client.receive()?;
+        // A server that refuses the connection (busy, another user) answers and closes at
+        // once: the hello may fail to send while the refusal is waiting to be read.
+        let sent = client.send(&hello);
+        let reply = match (client.receive(), sent) {
+            (Ok(reply), _) => reply,
+            (Err(_), Err(error)) | (Err(error), Ok(())) => return Err(error),
+        };
         if let Some(code) = reply.get("error").and_then(Value::as_str) {
             let message = reply.get("message").and_then(Value::as_str).unwrap_or_default();
             return Err(ClientError::Handshake {
