@@ -24,6 +24,8 @@ use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value, json};
 
@@ -405,15 +407,14 @@ impl Client {
         output: &mut impl Write,
     ) -> Result<Relayed, ClientError> {
         let Client { path, mut reader, mut writer, .. } = self;
-        let input_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let done = std::sync::Arc::clone(&input_done);
+        // Set by the sender once every line is written, before it ends its side: a server
+        // that closes before that went away; one that closes after it must have answered
+        // every non-blank line the sender counted.
+        let input_done = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&input_done);
         let sender = std::thread::Builder::new()
             .name("factlog-relay".to_owned())
-            .spawn(move || {
-                let sent = send_lines(input, &mut writer);
-                done.store(true, std::sync::atomic::Ordering::Release);
-                sent
-            })
+            .spawn(move || send_lines(input, &mut writer, &done))
             .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
         let mut relayed = Relayed { replies: 0, ending: None };
         let mut line = Vec::new();
@@ -430,15 +431,6 @@ impl Client {
                     detail: e.to_string(),
                 })?;
             if read == 0 {
-                if !input_done.load(std::sync::atomic::Ordering::Acquire) {
-                    // The server closed before the end of input: it went away (or ended the
-                    // connection); the sender may be waiting for input that never comes.
-                    return Err(ClientError::Disconnected {
-                        path,
-                        detail: "the server closed the connection before the end of input"
-                            .to_owned(),
-                    });
-                }
                 break;
             }
             if line.last() != Some(&b'\n') {
@@ -459,20 +451,37 @@ impl Client {
             }
         }
         output.flush().map_err(|e| ClientError::Protocol { what: e.to_string() })?;
-        if relayed.ending.is_none() {
-            // The server closes after the end of input: the sender is done (or failed
-            // because the server went away, which the replies already told).
-            match sender.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    return Err(ClientError::Disconnected { path, detail: error.to_string() });
-                }
-                Err(_) => {
-                    return Err(ClientError::Protocol {
-                        what: "the sending thread panicked".to_owned(),
-                    });
-                }
+        if relayed.ending.is_some() {
+            // The sender may wait for input that no longer matters: it is left behind.
+            return Ok(relayed);
+        }
+        if !input_done.load(Ordering::Acquire) {
+            // The server closed before the end of input; the sender may be waiting for input
+            // that never comes, so it is not joined.
+            return Err(ClientError::Disconnected {
+                path,
+                detail: "the server closed the connection before the end of input".to_owned(),
+            });
+        }
+        let lines = match sender.join() {
+            Ok(Ok(lines)) => lines,
+            Ok(Err(error)) => {
+                return Err(ClientError::Disconnected { path, detail: error.to_string() });
             }
+            Err(_) => {
+                return Err(ClientError::Protocol {
+                    what: "the sending thread panicked".to_owned(),
+                });
+            }
+        };
+        if relayed.replies < lines {
+            return Err(ClientError::Disconnected {
+                path,
+                detail: format!(
+                    "the connection closed after {} replies to {lines} request lines",
+                    relayed.replies
+                ),
+            });
         }
         Ok(relayed)
     }
@@ -519,10 +528,13 @@ pub struct Relayed {
     pub ending: Option<(String, String)>,
 }
 
-/// Copies `input` to the server, a newline added after a last line without one, then shuts
-/// the socket's sending side so that the server sees the end of input.
-fn send_lines(input: impl Read, writer: &mut UnixStream) -> io::Result<()> {
+/// Copies `input` to the server, a newline added after a last line without one; sets `done`
+/// once all of it is written, then shuts the socket's sending side so that the server sees
+/// the end of input. Returns the number of non-blank lines sent (each gets one reply).
+fn send_lines(input: impl Read, writer: &mut UnixStream, done: &AtomicBool) -> io::Result<u64> {
     let mut input = BufReader::new(input);
+    let mut lines = 0;
+    let mut blank = true;
     let mut last = b'\n';
     loop {
         let buffer = input.fill_buf()?;
@@ -530,14 +542,25 @@ fn send_lines(input: impl Read, writer: &mut UnixStream) -> io::Result<()> {
             break;
         }
         writer.write_all(buffer)?;
+        for &byte in buffer {
+            if byte == b'\n' {
+                lines += u64::from(!blank);
+                blank = true;
+            } else if !byte.is_ascii_whitespace() {
+                blank = false;
+            }
+        }
         last = buffer[buffer.len() - 1];
         let len = buffer.len();
         input.consume(len);
     }
     if last != b'\n' {
         writer.write_all(b"\n")?;
+        lines += u64::from(!blank);
     }
-    writer.shutdown(std::net::Shutdown::Write)
+    done.store(true, Ordering::Release);
+    writer.shutdown(std::net::Shutdown::Write)?;
+    Ok(lines)
 }
 
 fn op(name: &str, task: &str) -> Map<String, Value> {
