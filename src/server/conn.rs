@@ -252,7 +252,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 let mut reply = with_id(id);
                 reply.insert(KEY_TASK.to_owned(), json!(task));
                 reply.insert("revision".to_owned(), json!(revision));
-                Reply::Written { reply, durability: crate::Durability::Buffered }
+                answer(reply)
             }
             "state" => {
                 let state = match self.store.task_state(&task).map(|s| views::task_state_value(&s))
@@ -264,7 +264,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 let mut reply = with_id(id);
                 reply.insert(KEY_TASK.to_owned(), json!(task));
                 reply.insert("state".to_owned(), state);
-                Reply::Written { reply, durability: crate::Durability::Buffered }
+                answer(reply)
             }
             "batch" => self.batch(id, &task, object),
             _ => refuse(
@@ -330,7 +330,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         let mut reply = with_id(id);
         reply.insert("events".to_owned(), Value::Array(events));
         reply.insert("next_seq".to_owned(), json!(next));
-        Reply::Written { reply, durability: crate::Durability::Buffered }
+        answer(reply)
     }
 
     /// `{"op":"recover","dry_run"}`: [`Store::recover`] on the served store (every task no
@@ -356,7 +356,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         };
         let mut reply = with_id(id);
         reply.insert("report".to_owned(), report);
-        Reply::Written { reply, durability: crate::Durability::Synced }
+        answer(reply)
     }
 
     /// `{"op":"history","task","from"}`: one page of the task's model-visible history (the
@@ -393,7 +393,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         reply.insert(KEY_TASK.to_owned(), json!(task));
         reply.insert("entries".to_owned(), Value::Array(page));
         reply.insert("next".to_owned(), json!(next));
-        Reply::Written { reply, durability: crate::Durability::Buffered }
+        answer(reply)
     }
 
     /// `{"op":"batch","task","events":[..],"expected_revision","durability"}`: the events
@@ -507,6 +507,13 @@ fn hello_reply(line: &[u8], pid: u32) -> Map<String, Value> {
     reply.insert("protocol".to_owned(), json!(protocol::PROTOCOL_VERSION));
     reply.insert("pid".to_owned(), json!(pid));
     reply
+}
+
+/// The reply to a request that is not an append (a read, `recover`): a
+/// [`Reply::Written`], the variant of every reply that is not an error; its durability is not
+/// read by this door (nothing was appended for it).
+fn answer(reply: Map<String, Value>) -> Reply {
+    Reply::Written { reply, durability: crate::Durability::Buffered }
 }
 
 fn refuse(id: Option<Value>, what: &str) -> Reply {
