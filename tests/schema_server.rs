@@ -1,8 +1,7 @@
 //! Every line a real served store writes, and every line its clients send in
 //! `format-spec/server.md`'s examples, is valid against `format-spec/schema/server-line.json`
-//! (hello, hello reply, `revision`/`state`/`events`/`history`/`recover`/`batch` requests and
-//! replies, HELLO_REQUIRED,
-//! UNSUPPORTED_VERSION), while its append replies stay valid against `emit-reply.json`; the
+//! (hello, hello reply, `revision`/`state`/`events`/`history`/`recover`/`checkpoint`/`batch`
+//! requests and replies, HELLO_REQUIRED, UNSUPPORTED_VERSION), while its append replies stay valid against `emit-reply.json`; the
 //! schema also refuses what no line looks like.
 
 mod common;
@@ -39,6 +38,7 @@ fn the_lines_of_a_real_server_are_valid() {
         json!({"id": 10, "op": "history", "task": "none", "from": 0}),
         json!({"id": 12, "op": "recover", "dry_run": true}),
         json!({"id": 13, "op": "recover"}),
+        json!({"id": 14, "op": "checkpoint"}),
     ];
     for request in &requests {
         assert_valid(SCHEMA, request);

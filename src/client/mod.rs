@@ -364,6 +364,27 @@ impl Client {
             .map_err(|error| ClientError::Protocol { what: format!("a recovery report: {error}") })
     }
 
+    /// Writes a snapshot in the serving process ([`crate::Store::checkpoint`]): its path
+    /// and the last seq it covers.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn checkpoint(&mut self) -> Result<(PathBuf, u64), ClientError> {
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("checkpoint"));
+        let reply = self.request(object)?;
+        match (
+            reply.get("path").and_then(Value::as_str),
+            reply.get("covered_seq").and_then(Value::as_u64),
+        ) {
+            (Some(path), Some(covered)) => Ok((PathBuf::from(path), covered)),
+            _ => Err(ClientError::Protocol {
+                what: "a checkpoint reply without its keys".to_owned(),
+            }),
+        }
+    }
+
     /// The task's whole model-visible history (the entries of `factlog history --json`),
     /// read page by page.
     ///

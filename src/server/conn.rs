@@ -240,6 +240,18 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if op == "recover" {
             return self.recover(id, object.get("dry_run"));
         }
+        if op == "checkpoint" {
+            // `Store::checkpoint` in the serving process: the reply of `checkpoint --json`.
+            return match self.store.checkpoint() {
+                Ok(meta) => {
+                    let mut reply = with_id(id);
+                    reply.insert("path".to_owned(), json!(meta.path.display().to_string()));
+                    reply.insert("covered_seq".to_owned(), json!(meta.covered_seq.0));
+                    answer(reply)
+                }
+                Err(error) => Reply::from_error(&error, id),
+            };
+        }
         let task = match object.get(KEY_TASK) {
             Some(Value::String(task)) if !task.is_empty() => task.clone(),
             Some(_) => return refuse(id, "\"task\" must be a non-empty string"),
@@ -271,7 +283,8 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 id,
                 &format!(
                     "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"history\", \
-                     \"events\", \"recover\", \"batch\"; an append has \"type\" instead)"
+                     \"events\", \"recover\", \"checkpoint\", \"batch\"; an append has \"type\" \
+                     instead)"
                 ),
             ),
         }
