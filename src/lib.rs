@@ -91,6 +91,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod client;
 mod created;
 pub mod error;
 pub mod frame;
@@ -108,6 +109,7 @@ pub mod rewrite;
 pub mod salvage;
 pub mod segment;
 pub mod segments;
+pub mod server;
 mod types;
 mod verify;
 mod writer;

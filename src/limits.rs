@@ -238,6 +238,43 @@ pub const SNAPSHOT_EVERY_EVENTS_DEFAULT: u64 = 1_000_000;
 /// refuses with `LimitExceeded` rather than write a log that every open must wade through.
 pub const GAPS_MAX: usize = 65_536;
 
+/// Most clients a served store (`format-spec/server.md`) serves at once, one thread each: a
+/// client beyond this is answered `SERVER_BUSY` and disconnected.
+pub const SERVER_CLIENTS_MAX: usize = 64;
+
+/// Longest request line a served store reads, newline included: the same cap as `factlog
+/// emit`'s (a body of [`EVENT_BODY_BYTES_MAX`] spelled with escapes). A longer line is
+/// answered `LIMIT_EXCEEDED` and the client is disconnected (its stream cannot be resynced
+/// without reading the rest).
+pub const SERVER_LINE_BYTES_MAX: usize = 4 * EVENT_BODY_BYTES_MAX;
+
+/// Longest hello line (the first line of a connection).
+pub const SERVER_HELLO_BYTES_MAX: usize = 4096;
+
+/// Bytes of replies a served store buffers for one client before it writes them out: it
+/// writes them whenever the client's input holds no further complete line, and at this size.
+pub const SERVER_REPLY_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Bytes of a client's input the server reads ahead (besides the line being read).
+pub const SERVER_INPUT_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Default longest time a served store waits for a client to take a reply (its socket buffer
+/// full: the client stopped reading) before it disconnects the client, in milliseconds.
+pub const SERVER_WRITE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// Most distinct tasks one client connection may touch: the server remembers each until the
+/// client leaves, to hand them over then (`format-spec/server.md`, "Holders").
+pub const SERVER_TASKS_PER_CLIENT_MAX: usize = 65_536;
+
+/// Most events one `events` reply of a served store holds (a client asks for the next page
+/// from its `next_seq`).
+pub const SERVER_EVENTS_PER_REPLY_MAX: usize = 1000;
+
+/// Bytes of events or history entries after which a served store ends a page (the reply
+/// then holds at least one item, whatever its size): a reply stays well below
+/// [`SERVER_LINE_BYTES_MAX`] and a client's memory.
+pub const SERVER_REPLY_PAGE_BYTES: usize = 1024 * 1024;
+
 const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(FRAME_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(SEGMENT_BYTES_MIN.is_multiple_of(SEGMENT_BYTES_ALIGN));

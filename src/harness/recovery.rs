@@ -8,7 +8,7 @@
 //! events as one atomic batch. A task with no event after its last `recovery/restored` needs
 //! no repair, so running recovery twice writes nothing the second time.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::Result;
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// What a call turned out to be after the restart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Asked for by the model, never dispatched.
@@ -38,7 +38,7 @@ pub enum Outcome {
 }
 
 /// What the harness should do about a call. The library never acts on a plan by itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Plan {
     /// Dispatch it now, as if for the first time.
@@ -198,7 +198,7 @@ fn facts_of(call: &Call) -> CallFacts {
 }
 
 /// One call that needed a decision.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallReport {
     /// The call.
     pub call_id: CallId,
@@ -217,7 +217,7 @@ pub struct CallReport {
 }
 
 /// Whether a task may go on by itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Resume {
     /// It may.
@@ -227,7 +227,7 @@ pub enum Resume {
 }
 
 /// The recovery of one task.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecovery {
     /// The task.
     pub task: TaskId,
@@ -248,7 +248,7 @@ pub struct TaskRecovery {
 }
 
 /// What recovery did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecoveryReport {
     /// Whether this was a dry run (nothing written).
     pub dry_run: bool,

@@ -386,6 +386,34 @@ impl Store {
         Ok(Task { store: self.clone(), cell })
     }
 
+    /// Ends this handle's hold on task `id` and takes the task over again at once, as a new
+    /// holder would (`format-spec/harness-recovery.md`, "Holders"): the calls dispatched
+    /// without a result get `tool/outcome_unknown`, `once`/`run` approvals and pending
+    /// cancels expire, the open turn and step are closed. A served store calls it when the
+    /// last client that touched the task leaves, so that a client's authority and open calls
+    /// do not outlive it (`format-spec/server.md`, "Holders"). A task without events, or a
+    /// read-only store, is left alone.
+    ///
+    /// # Errors
+    ///
+    /// When the repair cannot be written (as [`Store::task`]).
+    pub fn release_task(&self, id: &str) -> Result<()> {
+        let Some(cell) = self.inner.cells.read().get(id).map(Arc::clone) else {
+            return Ok(());
+        };
+        if self.inner.log.is_read_only() {
+            return Ok(());
+        }
+        {
+            let _guard = cell.takeover.lock();
+            if cell.revision.load(Ordering::Acquire) == 0 {
+                return Ok(());
+            }
+            cell.held.store(false, Ordering::Release);
+        }
+        self.take_over(&cell, Durability::Synced).map(|_| ())
+    }
+
     /// The ids of every task with at least one event, sorted.
     #[must_use]
     pub fn task_ids(&self) -> Vec<TaskId> {

@@ -64,11 +64,16 @@ pub fn handle_line(store: &Store, line: &[u8]) -> Reply {
         Ok(request) => request,
         Err(refusal) => return refusal.into_reply(),
     };
-    // The line's own text tells, in one pass, whether its body can hold a credential: only
-    // then is the body encoded once more to find where. An escape could spell a prefix in the
-    // line that the pass does not see, so a line with one is always looked at.
-    let scan = line.contains(&b'\\') || secret_shapes::json_may_hold_credential(line);
-    execute(store, request, scan)
+    execute(store, request, line_may_hold_credential(line))
+}
+
+/// Whether the body of a request line may hold a credential-shaped value, so that
+/// [`execute`] must scan it (its `scan`). The line's own text tells, in one pass: only then
+/// is the body encoded once more to find where. An escape could spell a prefix in the line
+/// that the pass does not see, so a line with one is always looked at.
+#[must_use]
+pub fn line_may_hold_credential(line: &[u8]) -> bool {
+    line.contains(&b'\\') || secret_shapes::json_may_hold_credential(line)
 }
 
 /// Runs a parsed request: takes its task (over, if an earlier holder wrote it), appends its

@@ -229,6 +229,29 @@ pub const ERROR_CODES: [&str; 22] = [
     "ERROR",
 ];
 
+/// Whether an error reply's `code` ends the stream (`format-spec/protocol.md`, the table of
+/// codes): `IO` and every code after it in [`ERROR_CODES`], and a code this version does not
+/// know.
+#[must_use]
+pub fn code_ends_stream(code: &str) -> bool {
+    let first_fatal = ERROR_CODES.iter().position(|c| *c == "IO").unwrap_or(0);
+    ERROR_CODES.iter().position(|c| *c == code).is_none_or(|at| at >= first_fatal)
+}
+
+/// Whether an error reply's `code` says the store is damaged or holds data this build
+/// refuses (the codes of [`Error::is_damaged_or_refused_data`]): `factlog emit` exits 3.
+#[must_use]
+pub fn code_is_damage(code: &str) -> bool {
+    matches!(
+        code,
+        "CORRUPTION"
+            | "UNSUPPORTED_VERSION"
+            | "CORRUPT_EVENT"
+            | "CORRUPT_SNAPSHOT"
+            | "CANNOT_UPCAST"
+    )
+}
+
 /// The stable upper-snake code of an error (`format-spec/protocol.md`, the table of
 /// codes), and whether the store can take no more events (the stream ends).
 #[must_use]

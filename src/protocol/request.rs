@@ -101,13 +101,7 @@ impl Request {
     /// A [`Refusal`] when the line is not JSON, not an object, or its envelope or body is
     /// not valid; it holds the `id` when that was read.
     pub fn parse(line: &[u8]) -> Result<Request, Refusal> {
-        let value: Value = serde_json::from_slice(line).map_err(|error| {
-            Refusal::line(None, format!("the line is not valid JSON ({error})"))
-        })?;
-        let Value::Object(object) = value else {
-            return Err(Refusal::line(None, "the line is not a JSON object"));
-        };
-        Request::from_object(object)
+        Request::from_object(parse_object(line)?)
     }
 
     /// Reads a request from a JSON object already parsed (a door whose client sends
@@ -151,7 +145,23 @@ impl Request {
     }
 }
 
-fn expected_revision(value: Option<Value>) -> Result<Option<u64>, &'static str> {
+/// Parses one line as a JSON object, the first step of [`Request::parse`]: a door that reads
+/// other requests besides appends (the served store's read requests) looks at the object
+/// before it becomes a [`Request`].
+///
+/// # Errors
+///
+/// A [`Refusal`] (`INVALID_EVENT`, no `id`) when the line is not JSON or not an object.
+pub fn parse_object(line: &[u8]) -> Result<Map<String, Value>, Refusal> {
+    let value: Value = serde_json::from_slice(line)
+        .map_err(|error| Refusal::line(None, format!("the line is not valid JSON ({error})")))?;
+    match value {
+        Value::Object(object) => Ok(object),
+        _ => Err(Refusal::line(None, "the line is not a JSON object")),
+    }
+}
+
+pub(crate) fn expected_revision(value: Option<Value>) -> Result<Option<u64>, &'static str> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(number)) if number.as_u64().is_some() => Ok(number.as_u64()),
@@ -159,7 +169,7 @@ fn expected_revision(value: Option<Value>) -> Result<Option<u64>, &'static str> 
     }
 }
 
-fn durability(value: Option<Value>) -> Result<Option<Durability>, &'static str> {
+pub(crate) fn durability(value: Option<Value>) -> Result<Option<Durability>, &'static str> {
     const BAD: &str = "\"durability\" must be \"buffered\", \"flushed\" or \"synced\"";
     match value {
         None | Some(Value::Null) => Ok(None),

@@ -9,6 +9,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod readme;
 pub mod schema;
+pub mod server;
 pub mod vectors;
 
 use std::io::Write;

@@ -2,27 +2,51 @@
 //! and prints where it is and which events it covers.
 //!
 //! The library folds the snapshot from the events (never from memory) and writes it
-//! atomically; this command only asks for it.
+//! atomically; this command only asks for it. On a store held by a process that shares it
+//! (`format-spec/server.md`), that process writes the snapshot, asked through its socket.
 
 use std::process::ExitCode;
 
-use factlog::{Store, StoreOptions};
+use factlog::client::Client;
+use factlog::{ErrorKind, Store, StoreOptions};
 use serde_json::json;
 
-use crate::{CheckpointArgs, Outcome, library_failure, open_failure, print_out, require_store};
+use crate::{
+    CheckpointArgs, EXIT_FAILURE, Failure, Outcome, library_failure, open_failure, print_out,
+    require_store,
+};
 
 pub fn run(args: &CheckpointArgs) -> Outcome {
     require_store(&args.dir)?;
-    let store = Store::open(&args.dir, StoreOptions::new())
-        .map_err(|error| open_failure(&args.dir, &error))?;
-    let meta =
-        store.checkpoint().map_err(|error| library_failure("cannot write a snapshot", &error))?;
-    store.close().map_err(|error| library_failure("close", &error))?;
-    let path = meta.path.display().to_string();
+    let (path, covered_seq) = match Store::open(&args.dir, StoreOptions::new()) {
+        Ok(store) => {
+            let meta = store
+                .checkpoint()
+                .map_err(|error| library_failure("cannot write a snapshot", &error))?;
+            store.close().map_err(|error| library_failure("close", &error))?;
+            (meta.path, meta.covered_seq.0)
+        }
+        // Held by a process that shares the store: the snapshot is written there.
+        Err(error)
+            if matches!(error.kind(), ErrorKind::Locked { .. })
+                && factlog::server::socket_path(&args.dir).exists() =>
+        {
+            Client::connect(&args.dir).and_then(|mut client| client.checkpoint()).map_err(
+                |client_error| {
+                    Failure::new(
+                        EXIT_FAILURE,
+                        format_args!("cannot open {}: {error}; {client_error}", args.dir.display()),
+                    )
+                },
+            )?
+        }
+        Err(error) => return Err(open_failure(&args.dir, &error)),
+    };
+    let path = path.display().to_string();
     let text = if args.json {
-        json!({ "path": path, "covered_seq": meta.covered_seq.0 }).to_string()
+        json!({ "path": path, "covered_seq": covered_seq }).to_string()
     } else {
-        format!("snapshot {path} covers the events through seq {}", meta.covered_seq.0)
+        format!("snapshot {path} covers the events through seq {covered_seq}")
     };
     print_out(&format!("{text}\n"))?;
     Ok(ExitCode::SUCCESS)

@@ -21,14 +21,20 @@
 //! over before its first line is checked, whether that process crashed, was killed or reached
 //! the end of its input. This module adds no rule of its own.
 //!
+//! A store locked by another process that shares it (`DIR/factlog.sock`,
+//! `format-spec/server.md`) is written through its socket: the library's client relays the
+//! lines and the replies ([`relay`]); the replies are the same.
+//!
 //! Secrets (`{"$secret": ".."}`) are redacted by the library; this module never prints a body
 //! value, and no error message it builds quotes the input.
 
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::process::ExitCode;
 
+use factlog::client::{Client, ClientError};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
 use factlog::protocol::reply::KEY_WARNINGS;
+use factlog::protocol::reply::code_is_damage;
 use factlog::protocol::request::KEY_ID;
 use factlog::protocol::{self, error_reply};
 use factlog::{Durability, Error, ErrorKind, Store, StoreOptions};
@@ -54,7 +60,13 @@ const OUTPUT_BUFFER_BYTES: usize = 64 * 1024;
 pub fn run(args: &EmitArgs) -> Outcome {
     refuse_file(&args.dir)?;
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
-    let store = Store::open(&args.dir, options).map_err(|error| open_failure(&args.dir, &error))?;
+    let store = match Store::open(&args.dir, options) {
+        Ok(store) => store,
+        Err(error) if matches!(error.kind(), ErrorKind::Locked { .. }) => {
+            return relay(args, &error);
+        }
+        Err(error) => return Err(open_failure(&args.dir, &error)),
+    };
     let emitted = emit_lines(&store, args.ack);
     // Closing syncs what was appended: the acknowledged events keep their promise either way,
     // and the buffered ones become durable. The first failure is the one to report.
@@ -66,6 +78,61 @@ pub fn run(args: &EmitArgs) -> Outcome {
     }
     closed.map_err(|error| library_failure("close", &error))?;
     emitted.map(|()| ExitCode::SUCCESS)
+}
+
+/// The store is locked by another process: when it shares the store (`DIR/factlog.sock`,
+/// `format-spec/server.md`), standard input goes to it and its replies to standard output,
+/// the same replies as from a store opened here; otherwise the error says how to share it.
+fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
+    let socket = factlog::server::socket_path(&args.dir);
+    if !socket.exists() {
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format_args!(
+                "cannot open {}: {locked}; {} does not share it: share it from that process \
+                 (Store::serve) or run `factlog serve {}` instead of it, and emit connects to it",
+                args.dir.display(),
+                factlog::server::lock_holder(&args.dir).map_or_else(
+                    || "the process holding it".to_owned(),
+                    |pid| format!("process {pid}, holding it,")
+                ),
+                args.dir.display()
+            ),
+        ));
+    }
+    if args.ack == AckArg::DurableOnly || args.refuse_unmarked_secrets {
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format_args!(
+                "{} is served by another process: --ack durable-only and \
+                 --refuse-unmarked-secrets are not available over its socket (give \
+                 --refuse-unmarked-secrets to `factlog serve`)",
+                args.dir.display()
+            ),
+        ));
+    }
+    let client = Client::connect(&args.dir).map_err(|error| {
+        Failure::new(
+            EXIT_FAILURE,
+            format_args!("cannot open {}: {locked}; {error}", args.dir.display()),
+        )
+    })?;
+    let stdout = io::stdout();
+    let mut output = BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, stdout.lock());
+    let relayed = match client.relay(io::stdin(), &mut output) {
+        Ok(relayed) => relayed,
+        Err(ClientError::Protocol { what }) => {
+            return Err(output_failed(&io::Error::other(what)));
+        }
+        Err(error) => return Err(Failure::new(EXIT_FAILURE, format_args!("append: {error}"))),
+    };
+    match relayed.ending {
+        None => Ok(ExitCode::SUCCESS),
+        Some((code, message)) => {
+            let exit_code = if code_is_damage(&code) { EXIT_DAMAGED } else { EXIT_FAILURE };
+            Err(Failure::new(exit_code, format_args!("append: {message}")))
+        }
+    }
 }
 
 /// What became of one input line (`format-spec/protocol.md`, "Replies").

@@ -29,6 +29,7 @@ mod purge;
 mod recover;
 mod request_key;
 mod salvage;
+mod serve;
 mod state;
 mod tail;
 mod tasks;
@@ -380,6 +381,10 @@ enum Command {
     /// and {"covers":N,"durability":"synced"} covers the skipped lines; the end of input gives
     /// {"end":true,"covers":N,"durability":"synced"}.
     ///
+    /// A store held by a process that shares it (factlog serve, Store::serve) is written
+    /// through its socket DIR/factlog.sock, with the same replies (not with --ack
+    /// durable-only); held by one that does not share it, the error names its pid.
+    ///
     /// Each emit process is a holder: the first line for a task that an earlier process wrote
     /// (crashed, killed, or ended at the end of its input) takes the task over, as `recover`
     /// would: calls left in flight get an unknown outcome, once and run approvals and pending
@@ -397,6 +402,23 @@ enum Command {
         ),
     ))]
     Emit(EmitArgs),
+
+    /// Share a store with other processes over DIR/factlog.sock until SIGTERM or SIGINT.
+    ///
+    /// Runs in the foreground and logs connections to standard error. Clients (the Rust
+    /// client, or any program speaking format-spec/server.md) send the request lines of
+    /// format-spec/protocol.md after a hello line and get the same replies as from emit;
+    /// compare-and-set and group commit work across them. Only the same user (or the
+    /// group given by --allow-group) may connect. On SIGTERM/SIGINT it stops taking
+    /// connections, answers the requests in progress, syncs and closes the store.
+    #[command(after_help = help_tail(
+        &[
+            (0, "stopped by SIGTERM or SIGINT, the store synced and closed"),
+            (1, "the store cannot be opened or its socket created (locked by another process, a directory writable by others)"),
+        ],
+        "  factlog serve /tmp/factlog-store &",
+    ))]
+    Serve(ServeArgs),
 
     /// Restore every task after a restart: classify open tool calls, expire approvals.
     ///
@@ -763,6 +785,25 @@ struct EmitArgs {
     refuse_unmarked_secrets: bool,
 }
 
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Store directory (created if missing; must not be writable by group or others).
+    dir: PathBuf,
+    /// Also accept clients whose primary group is this group id (the socket is then 0660).
+    #[arg(long)]
+    allow_group: Option<u32>,
+    /// Most clients served at once; the next is refused with SERVER_BUSY.
+    #[arg(long, default_value_t = factlog::limits::SERVER_CLIENTS_MAX)]
+    clients_max: usize,
+    /// Disconnect a client that has not taken a reply for this many milliseconds (it
+    /// stopped reading).
+    #[arg(long, default_value_t = factlog::limits::SERVER_WRITE_TIMEOUT_MS_DEFAULT)]
+    write_timeout_ms: u64,
+    /// As emit --refuse-unmarked-secrets, for every client.
+    #[arg(long)]
+    refuse_unmarked_secrets: bool,
+}
+
 /// `factlog emit --ack`: which lines get a reply of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum AckArg {
@@ -1024,6 +1065,7 @@ fn main() -> ExitCode {
         Command::Export(args) => export::run(&args),
         Command::Purge(args) => purge::run(&args),
         Command::Emit(args) => emit::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::State(args) => state::run(&args),
         Command::History(args) => history::run(&args),

@@ -5,15 +5,19 @@
 //! the same decisions. With `--dry-run` the store is opened read-only (no lock, not a byte
 //! written) and [`Store::plan_recovery`] says what a real run would decide.
 //!
+//! A store locked by a process that shares it (`format-spec/server.md`) is recovered by that
+//! process, through its socket: the same report.
+//!
 //! The JSON form is the library's `RecoveryReport` serialised as it is, so its shape is the
 //! library's contract; the text form is one block per task.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
+use factlog::client::Client;
 use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
 use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
-use factlog::{Store, StoreOptions};
+use factlog::{ErrorKind, Store, StoreOptions};
 
 use crate::{
     EXIT_FAILURE, Failure, Outcome, RecoverArgs, library_failure, open_failure, print_out,
@@ -23,14 +27,35 @@ use crate::{
 pub fn run(args: &RecoverArgs) -> Outcome {
     require_store(&args.dir)?;
     let open = if args.dry_run { Store::open_read_only } else { Store::open };
-    let store =
-        open(&args.dir, StoreOptions::new()).map_err(|error| open_failure(&args.dir, &error))?;
-    let report = if args.dry_run {
-        store.plan_recovery()
-    } else {
-        store.recover().map_err(|error| library_failure("recovery could not be written", &error))?
+    let report = match open(&args.dir, StoreOptions::new()) {
+        Ok(store) => {
+            let report = if args.dry_run {
+                store.plan_recovery()
+            } else {
+                store
+                    .recover()
+                    .map_err(|error| library_failure("recovery could not be written", &error))?
+            };
+            store.close().map_err(|error| library_failure("close", &error))?;
+            report
+        }
+        // Held by a process that shares the store: recovery runs there
+        // (format-spec/server.md, "recover").
+        Err(error)
+            if matches!(error.kind(), ErrorKind::Locked { .. })
+                && factlog::server::socket_path(&args.dir).exists() =>
+        {
+            Client::connect(&args.dir).and_then(|mut client| client.recover(false)).map_err(
+                |client_error| {
+                    Failure::new(
+                        EXIT_FAILURE,
+                        format_args!("cannot open {}: {error}; {client_error}", args.dir.display()),
+                    )
+                },
+            )?
+        }
+        Err(error) => return Err(open_failure(&args.dir, &error)),
     };
-    store.close().map_err(|error| library_failure("close", &error))?;
     if args.json {
         let text = serde_json::to_string(&report).map_err(|error| {
             Failure::new(EXIT_FAILURE, format_args!("cannot format the report: {error}"))

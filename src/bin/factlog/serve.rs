@@ -1,0 +1,89 @@
+//! `factlog serve DIR`: shares the store in `DIR` with other processes of the machine over
+//! `DIR/factlog.sock` (`format-spec/server.md`), in the foreground, until SIGTERM or SIGINT.
+//! The serving is the library's (`Store::serve`); this module opens the store, waits for a
+//! signal and closes: it stops taking connections, lets every connection finish the request
+//! it is running, syncs and closes the store. Connection events are logged to standard error.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use factlog::server::ServeOptions;
+use factlog::{Store, StoreOptions};
+
+use crate::{
+    EXIT_FAILURE, Failure, Outcome, ServeArgs, library_failure, open_failure, refuse_file,
+};
+
+pub fn run(args: &ServeArgs) -> Outcome {
+    refuse_file(&args.dir)?;
+    // Before any thread exists, so that every thread of the process inherits the mask and
+    // the signals wait for `sigwait` below instead of killing the process mid-request.
+    let signals = signals::block_termination()
+        .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("blocking signals: {error}")))?;
+    let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
+    let store = Store::open(&args.dir, options).map_err(|error| open_failure(&args.dir, &error))?;
+    let serve = ServeOptions::new()
+        .allow_group(args.allow_group)
+        .clients_max(args.clients_max)
+        .write_timeout(Duration::from_millis(args.write_timeout_ms))
+        .log(|line| eprintln!("factlog serve: {line}"));
+    let server = match store.serve(serve) {
+        Ok(server) => server,
+        Err(error) => {
+            let _ = store.close();
+            return Err(library_failure("cannot serve", &error));
+        }
+    };
+    let signal = signals.wait();
+    eprintln!("factlog serve: {signal}: draining and closing");
+    let stopped = server.stop();
+    let closed = store.close();
+    stopped.map_err(|error| library_failure("stop", &error))?;
+    closed.map_err(|error| library_failure("close", &error))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM and SIGINT, blocked in every thread and taken by `sigwait`: no handler runs in
+/// signal context. The only unsafe code of the command-line tool.
+#[allow(unsafe_code)]
+mod signals {
+    use std::io;
+
+    /// The blocked termination signals.
+    pub struct Termination {
+        set: libc::sigset_t,
+    }
+
+    /// Blocks SIGTERM and SIGINT for this thread and every thread it starts later.
+    pub fn block_termination() -> io::Result<Termination> {
+        // SAFETY: `set` is a plain C struct initialised by `sigemptyset` before any other
+        // use; the calls only read and write it and the thread's signal mask.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut set);
+            libc::sigaddset(&raw mut set, libc::SIGTERM);
+            libc::sigaddset(&raw mut set, libc::SIGINT);
+            let failed =
+                libc::pthread_sigmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
+            if failed != 0 {
+                return Err(io::Error::from_raw_os_error(failed));
+            }
+            Ok(Termination { set })
+        }
+    }
+
+    impl Termination {
+        /// Waits for one of the signals; its name.
+        pub fn wait(&self) -> &'static str {
+            loop {
+                let mut signal: libc::c_int = 0;
+                // SAFETY: `self.set` was initialised by `block_termination`; `signal` is a
+                // valid out pointer for the duration of the call.
+                let failed = unsafe { libc::sigwait(&raw const self.set, &raw mut signal) };
+                if failed == 0 {
+                    return if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+                }
+            }
+        }
+    }
+}

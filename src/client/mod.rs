@@ -1,0 +1,638 @@
+//! A client of a served store (`format-spec/server.md`): a process that does not hold the
+//! store appends to it and reads from it through the socket of the process that does
+//! ([`crate::Store::serve`], `factlog serve DIR`).
+//!
+//! Every call sends one request line and waits for its reply (`history` one per page): the replies are those of
+//! `format-spec/protocol.md`, turned into the library's types. An error reply is a
+//! [`ClientError::Refused`] (or [`ClientError::StaleRevision`]) and means nothing was
+//! written. A server that goes away is a [`ClientError::Disconnected`] at once, never a hang;
+//! the request it was running may or may not have been written: re-read the task.
+//!
+//! ```no_run
+//! use factlog::client::Client;
+//! use factlog::harness::Body;
+//! use factlog::harness::event::TurnStart;
+//! use factlog::AppendOptions;
+//!
+//! let mut client = Client::connect("/var/lib/agent/store").expect("a server");
+//! let revision = client.revision("t1").expect("revision");
+//! let body = Body::TurnStart(TurnStart::default());
+//! client.append("t1", &body, AppendOptions::expecting(revision)).expect("appended");
+//! ```
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Map, Value, json};
+
+use crate::harness::codec;
+use crate::harness::recovery::RecoveryReport;
+use crate::harness::{Body, CallId, TaskState};
+use crate::limits::SERVER_LINE_BYTES_MAX;
+use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
+use crate::server::conn::{KEY_HELLO, KEY_OP, KEY_VERSION};
+use crate::server::{SERVER_PROTOCOL_VERSION, socket_path};
+use crate::{AppendOptions, Appended, Seq};
+
+/// What went wrong talking to a served store.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No server answers at the socket.
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The server refused the connection at its start (`PERMISSION_DENIED`, `SERVER_BUSY`,
+    /// `UNSUPPORTED_VERSION`, `HELLO_REQUIRED`).
+    Handshake {
+        /// The error code.
+        code: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The request was refused and nothing was written: its error code and message
+    /// (`format-spec/protocol.md`, "Replies"), and the whole reply for the extra keys.
+    Refused {
+        /// The error code, such as `INVALID_EVENT`.
+        code: String,
+        /// The server's message, saying what to do.
+        message: String,
+        /// The reply object.
+        reply: Map<String, Value>,
+    },
+    /// A compare-and-set failed: the task's revision is `actual`, not `expected`; nothing
+    /// was written. Re-read the task and decide.
+    StaleRevision {
+        /// The revision the request expected.
+        expected: u64,
+        /// The task's revision.
+        actual: u64,
+    },
+    /// The server went away (killed, stopped, or it closed the connection); the request
+    /// in flight may or may not have been written.
+    Disconnected {
+        /// The socket.
+        path: PathBuf,
+        /// What was seen.
+        detail: String,
+    },
+    /// A reply that this client cannot read.
+    Protocol {
+        /// What is wrong with it.
+        what: String,
+    },
+}
+
+impl ClientError {
+    /// The protocol error code, for an error the server replied.
+    #[must_use]
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Handshake { code, .. } | ClientError::Refused { code, .. } => Some(code),
+            ClientError::StaleRevision { .. } => Some("STALE_REVISION"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Connect { path, source } => write!(
+                f,
+                "no served store answers at {} ({source}): share the store from the process \
+                 that holds it (Store::serve) or run `factlog serve DIR`",
+                path.display()
+            ),
+            ClientError::Handshake { code, message } => {
+                write!(f, "the server refused the connection ({code}): {message}")
+            }
+            ClientError::Refused { code, message, .. } => write!(f, "{code}: {message}"),
+            ClientError::StaleRevision { expected, actual } => write!(
+                f,
+                "STALE_REVISION: expected revision {expected}, the task is at {actual}; nothing \
+                 was written: re-read the task and decide"
+            ),
+            ClientError::Disconnected { path, detail } => write!(
+                f,
+                "the served store at {} went away ({detail}): the request in flight may or may \
+                 not have been written; reconnect once it is served again and re-read the task",
+                path.display()
+            ),
+            ClientError::Protocol { what } => {
+                write!(f, "unreadable reply from the served store: {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A connection to a served store.
+#[derive(Debug)]
+pub struct Client {
+    path: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    server_pid: u64,
+    line: Vec<u8>,
+}
+
+impl Client {
+    /// Connects to the store served from directory `dir` (its socket `DIR/factlog.sock`)
+    /// and says hello.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Connect`] when nothing is served there, [`ClientError::Handshake`]
+    /// when the server refuses this client.
+    pub fn connect(dir: impl AsRef<Path>) -> Result<Client, ClientError> {
+        Client::connect_socket(socket_path(dir.as_ref()))
+    }
+
+    /// Connects to the socket at `path` and says hello.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect`].
+    pub fn connect_socket(path: impl Into<PathBuf>) -> Result<Client, ClientError> {
+        let path = path.into();
+        let stream = UnixStream::connect(&path)
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        let writer = stream
+            .try_clone()
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        let mut client = Client {
+            path,
+            reader: BufReader::new(stream),
+            writer,
+            next_id: 1,
+            server_pid: 0,
+            line: Vec::new(),
+        };
+        let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
+        let Value::Object(hello) = hello else { unreachable!("a JSON object") };
+        // A server that refuses the connection (busy, another user) answers and closes at
+        // once: the hello may fail to send while the refusal is waiting to be read.
+        let sent = client.send(&hello);
+        let reply = match (client.receive(), sent) {
+            (Ok(reply), _) => reply,
+            (Err(_), Err(error)) | (Err(error), Ok(())) => return Err(error),
+        };
+        if let Some(code) = reply.get("error").and_then(Value::as_str) {
+            let message = reply.get("message").and_then(Value::as_str).unwrap_or_default();
+            return Err(ClientError::Handshake {
+                code: code.to_owned(),
+                message: message.to_owned(),
+            });
+        }
+        client.server_pid = reply.get("pid").and_then(Value::as_u64).unwrap_or(0);
+        Ok(client)
+    }
+
+    /// The process id of the server, from its hello.
+    #[must_use]
+    pub fn server_pid(&self) -> u64 {
+        self.server_pid
+    }
+
+    /// Sends one request object (an `id` is added when it has none) and returns its reply.
+    ///
+    /// # Errors
+    ///
+    /// An error reply as [`ClientError::Refused`] or [`ClientError::StaleRevision`];
+    /// [`ClientError::Disconnected`] when the server went away.
+    pub fn request(
+        &mut self,
+        mut object: Map<String, Value>,
+    ) -> Result<Map<String, Value>, ClientError> {
+        if !object.contains_key(KEY_ID) {
+            let mut with_id = Map::new();
+            with_id.insert(KEY_ID.to_owned(), json!(self.next_id));
+            self.next_id += 1;
+            with_id.extend(object);
+            object = with_id;
+        }
+        self.send(&object)?;
+        let reply = self.receive()?;
+        if reply.get(KEY_ID) != object.get(KEY_ID) {
+            return Err(ClientError::Protocol {
+                what: "a reply whose id is not the request's".to_owned(),
+            });
+        }
+        match reply.get("error").and_then(Value::as_str) {
+            None => Ok(reply),
+            Some("STALE_REVISION") => Err(ClientError::StaleRevision {
+                expected: reply.get("expected").and_then(Value::as_u64).unwrap_or(0),
+                actual: reply.get("actual").and_then(Value::as_u64).unwrap_or(0),
+            }),
+            Some(code) => Err(ClientError::Refused {
+                code: code.to_owned(),
+                message: reply
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                reply,
+            }),
+        }
+    }
+
+    /// Appends one event to `task`, as [`crate::Task::append_with`] does in the serving
+    /// process.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn append(
+        &mut self,
+        task: &str,
+        body: &Body,
+        options: AppendOptions,
+    ) -> Result<Appended, ClientError> {
+        let mut object = event_object(task, body)?;
+        insert_options(&mut object, options);
+        appended(&self.request(object)?)
+    }
+
+    /// Appends `bodies` to `task` as one atomic batch, as [`crate::Task::append_batch_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn append_batch(
+        &mut self,
+        task: &str,
+        bodies: &[Body],
+        options: AppendOptions,
+    ) -> Result<Appended, ClientError> {
+        let mut events = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            let mut event = event_object(task, body)?;
+            event.shift_remove(KEY_TASK);
+            events.push(Value::Object(event));
+        }
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("batch"));
+        object.insert(KEY_TASK.to_owned(), json!(task));
+        object.insert("events".to_owned(), Value::Array(events));
+        insert_options(&mut object, options);
+        appended(&self.request(object)?)
+    }
+
+    /// The task's revision (0 when it has no event).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn revision(&mut self, task: &str) -> Result<u64, ClientError> {
+        let reply = self.request(op("revision", task))?;
+        reply.get("revision").and_then(Value::as_u64).ok_or_else(|| ClientError::Protocol {
+            what: "a revision reply without \"revision\"".to_owned(),
+        })
+    }
+
+    /// The task's folded state, `None` when it has no event.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn state(&mut self, task: &str) -> Result<Option<TaskState>, ClientError> {
+        let reply = self.request(op("state", task))?;
+        match reply.get("state") {
+            None => {
+                Err(ClientError::Protocol { what: "a state reply without \"state\"".to_owned() })
+            }
+            Some(Value::Null) => Ok(None),
+            Some(state) => serde_json::from_value(state.clone())
+                .map(Some)
+                .map_err(|error| ClientError::Protocol { what: format!("a task state: {error}") }),
+        }
+    }
+
+    /// One page of events from `from_seq` on (of `task` only, when given), as `factlog dump
+    /// --json` prints them, and the seq to ask from for the next page (past the last event
+    /// when the page is empty).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn events(
+        &mut self,
+        from_seq: u64,
+        task: Option<&str>,
+    ) -> Result<(Vec<Map<String, Value>>, u64), ClientError> {
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("events"));
+        object.insert("from_seq".to_owned(), json!(from_seq));
+        if let Some(task) = task {
+            object.insert(KEY_TASK.to_owned(), json!(task));
+        }
+        let reply = self.request(object)?;
+        let next = reply.get("next_seq").and_then(Value::as_u64);
+        match (reply.get("events"), next) {
+            (Some(Value::Array(events)), Some(next)) => {
+                let events = events.iter().filter_map(|e| e.as_object().cloned()).collect();
+                Ok((events, next))
+            }
+            _ => Err(ClientError::Protocol { what: "an events reply without its keys".to_owned() }),
+        }
+    }
+
+    /// Runs [`crate::Store::recover`] in the serving process (with `dry_run`,
+    /// [`crate::Store::plan_recovery`]): the tasks no holder holds yet are taken over; the
+    /// tasks its clients or the serving process hold are reported, not touched.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn recover(&mut self, dry_run: bool) -> Result<RecoveryReport, ClientError> {
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("recover"));
+        object.insert("dry_run".to_owned(), json!(dry_run));
+        let reply = self.request(object)?;
+        let report = reply.get("report").cloned().unwrap_or(Value::Null);
+        serde_json::from_value(report)
+            .map_err(|error| ClientError::Protocol { what: format!("a recovery report: {error}") })
+    }
+
+    /// Writes a snapshot in the serving process ([`crate::Store::checkpoint`]): its path
+    /// and the last seq it covers.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn checkpoint(&mut self) -> Result<(PathBuf, u64), ClientError> {
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("checkpoint"));
+        let reply = self.request(object)?;
+        match (
+            reply.get("path").and_then(Value::as_str),
+            reply.get("covered_seq").and_then(Value::as_u64),
+        ) {
+            (Some(path), Some(covered)) => Ok((PathBuf::from(path), covered)),
+            _ => Err(ClientError::Protocol {
+                what: "a checkpoint reply without its keys".to_owned(),
+            }),
+        }
+    }
+
+    /// The task's whole model-visible history (the entries of `factlog history --json`),
+    /// read page by page.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn history(&mut self, task: &str) -> Result<Vec<Value>, ClientError> {
+        let mut entries = Vec::new();
+        let mut from = 0;
+        loop {
+            let mut object = op("history", task);
+            object.insert("from".to_owned(), json!(from));
+            let reply = self.request(object)?;
+            let Some(Value::Array(page)) = reply.get("entries") else {
+                return Err(ClientError::Protocol {
+                    what: "a history reply without \"entries\"".to_owned(),
+                });
+            };
+            entries.extend(page.iter().cloned());
+            match reply.get("next").and_then(Value::as_u64) {
+                Some(next) if next > from => from = next,
+                _ => return Ok(entries),
+            }
+        }
+    }
+
+    /// Relays request lines from `input` to the server and its replies to `output`, as
+    /// `factlog emit` does over a served store: each line is sent as it is (a last line
+    /// without its newline gets one), replies are copied in order and `output` is flushed
+    /// whenever no further reply is buffered. Sending runs on a thread of its own, so that
+    /// replies flow while input is read. Ends when the server closes the connection after
+    /// the end of `input`, or after a reply whose code ends the stream.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Disconnected`] when the server went away before the end of the
+    /// replies; an I/O error of `output` as [`ClientError::Protocol`].
+    pub fn relay(
+        self,
+        input: impl Read + Send + 'static,
+        output: &mut impl Write,
+    ) -> Result<Relayed, ClientError> {
+        let Client { path, mut reader, mut writer, .. } = self;
+        // Set by the sender once every line is written, before it ends its side: a server
+        // that closes before that went away; one that closes after it must have answered
+        // every non-blank line the sender counted.
+        let input_done = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&input_done);
+        let sender = std::thread::Builder::new()
+            .name("factlog-relay".to_owned())
+            .spawn(move || send_lines(input, &mut writer, &done))
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        let mut relayed = Relayed { replies: 0, ending: None };
+        let mut line = Vec::new();
+        loop {
+            if !reader.buffer().contains(&b'\n') {
+                output.flush().map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+            }
+            line.clear();
+            let read = (&mut reader)
+                .take(SERVER_LINE_BYTES_MAX as u64)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| ClientError::Disconnected {
+                    path: path.clone(),
+                    detail: e.to_string(),
+                })?;
+            if read == 0 {
+                break;
+            }
+            if line.last() != Some(&b'\n') {
+                return Err(ClientError::Disconnected {
+                    path,
+                    detail: "the connection closed in the middle of a reply".to_owned(),
+                });
+            }
+            output.write_all(&line).map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+            relayed.replies += 1;
+            if let Ok(Value::Object(reply)) = serde_json::from_slice::<Value>(&line)
+                && let Some(code) = reply.get("error").and_then(Value::as_str)
+                && crate::protocol::reply::code_ends_stream(code)
+            {
+                let message = reply.get("message").and_then(Value::as_str).unwrap_or_default();
+                relayed.ending = Some((code.to_owned(), message.to_owned()));
+                break;
+            }
+        }
+        output.flush().map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+        if relayed.ending.is_some() {
+            // The sender may wait for input that no longer matters: it is left behind.
+            return Ok(relayed);
+        }
+        if !input_done.load(Ordering::Acquire) {
+            // The server closed before the end of input; the sender may be waiting for input
+            // that never comes, so it is not joined.
+            return Err(ClientError::Disconnected {
+                path,
+                detail: "the server closed the connection before the end of input".to_owned(),
+            });
+        }
+        let lines = match sender.join() {
+            Ok(Ok(lines)) => lines,
+            Ok(Err(error)) => {
+                return Err(ClientError::Disconnected { path, detail: error.to_string() });
+            }
+            Err(_) => {
+                return Err(ClientError::Protocol {
+                    what: "the sending thread panicked".to_owned(),
+                });
+            }
+        };
+        if relayed.replies < lines {
+            return Err(ClientError::Disconnected {
+                path,
+                detail: format!(
+                    "the connection closed after {} replies to {lines} request lines",
+                    relayed.replies
+                ),
+            });
+        }
+        Ok(relayed)
+    }
+
+    fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
+        let mut line = serde_json::to_vec(object)
+            .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
+        line.push(b'\n');
+        self.writer.write_all(&line).map_err(|error| self.gone(&error))
+    }
+
+    fn receive(&mut self) -> Result<Map<String, Value>, ClientError> {
+        self.line.clear();
+        let read = (&mut self.reader)
+            .take(SERVER_LINE_BYTES_MAX as u64)
+            .read_until(b'\n', &mut self.line)
+            .map_err(|error| self.gone(&error))?;
+        if read == 0 || self.line.last() != Some(&b'\n') {
+            return Err(ClientError::Disconnected {
+                path: self.path.clone(),
+                detail: "the connection closed before the reply".to_owned(),
+            });
+        }
+        match serde_json::from_slice(&self.line) {
+            Ok(Value::Object(reply)) => Ok(reply),
+            Ok(_) => {
+                Err(ClientError::Protocol { what: "a reply that is not an object".to_owned() })
+            }
+            Err(error) => Err(ClientError::Protocol { what: error.to_string() }),
+        }
+    }
+
+    fn gone(&self, error: &io::Error) -> ClientError {
+        ClientError::Disconnected { path: self.path.clone(), detail: error.to_string() }
+    }
+}
+
+/// What [`Client::relay`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relayed {
+    /// The replies copied.
+    pub replies: u64,
+    /// The code and message of a reply that ended the stream, if one did.
+    pub ending: Option<(String, String)>,
+}
+
+/// Copies `input` to the server, a newline added after a last line without one; sets `done`
+/// once all of it is written, then shuts the socket's sending side so that the server sees
+/// the end of input. Returns the number of non-blank lines sent (each gets one reply).
+fn send_lines(input: impl Read, writer: &mut UnixStream, done: &AtomicBool) -> io::Result<u64> {
+    let mut input = BufReader::new(input);
+    let mut lines = 0;
+    let mut blank = true;
+    let mut last = b'\n';
+    loop {
+        let buffer = input.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        writer.write_all(buffer)?;
+        for &byte in buffer {
+            if byte == b'\n' {
+                lines += u64::from(!blank);
+                blank = true;
+            } else if !byte.is_ascii_whitespace() {
+                blank = false;
+            }
+        }
+        last = buffer[buffer.len() - 1];
+        let len = buffer.len();
+        input.consume(len);
+    }
+    if last != b'\n' {
+        writer.write_all(b"\n")?;
+        lines += u64::from(!blank);
+    }
+    done.store(true, Ordering::Release);
+    writer.shutdown(std::net::Shutdown::Write)?;
+    Ok(lines)
+}
+
+fn op(name: &str, task: &str) -> Map<String, Value> {
+    let mut object = Map::new();
+    object.insert(KEY_OP.to_owned(), json!(name));
+    object.insert(KEY_TASK.to_owned(), json!(task));
+    object
+}
+
+/// A request line's object for `body`: `task`, `type`, then the body fields.
+fn event_object(task: &str, body: &Body) -> Result<Map<String, Value>, ClientError> {
+    let Some(event_type) = body.event_type() else {
+        return Err(ClientError::Protocol { what: "an opaque body cannot be sent".to_owned() });
+    };
+    let mut object = Map::new();
+    object.insert(KEY_TASK.to_owned(), json!(task));
+    object.insert(KEY_TYPE.to_owned(), json!(event_type.name()));
+    match codec::body_to_value(body) {
+        Value::Object(fields) => object.extend(fields),
+        _ => return Err(ClientError::Protocol { what: "a body that is not an object".to_owned() }),
+    }
+    Ok(object)
+}
+
+fn insert_options(object: &mut Map<String, Value>, options: AppendOptions) {
+    if let Some(revision) = options.expected_revision {
+        object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
+    }
+    if let Some(durability) = options.durability {
+        object.insert(KEY_DURABILITY.to_owned(), json!(durability.as_str()));
+    }
+}
+
+/// The [`Appended`] of a written or duplicate reply.
+fn appended(reply: &Map<String, Value>) -> Result<Appended, ClientError> {
+    let number = |key: &str| {
+        reply
+            .get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| ClientError::Protocol { what: format!("a reply without {key:?}") })
+    };
+    let (seq, revision) = (Seq(number("seq")?), number("revision")?);
+    if reply.get("duplicate") == Some(&Value::Bool(true)) {
+        let call_id = reply.get("call_id").and_then(Value::as_str).unwrap_or_default();
+        let receipt = reply.get("receipt").cloned().filter(|r| !r.is_null());
+        return Ok(Appended::Duplicate {
+            call_id: CallId(call_id.to_owned()),
+            receipt,
+            result_seq: seq,
+            revision,
+        });
+    }
+    Ok(Appended::Written { seq, revision })
+}

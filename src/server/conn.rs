@@ -1,0 +1,695 @@
+//! One client connection of a served store, over any byte stream: the seam between the
+//! socket and the protocol. The listener ([`super::Server`]) hands each accepted socket to
+//! [`serve_stream`]; tests hand it readers and writers that cut, stall or corrupt the bytes.
+//!
+//! The stream rules are `format-spec/server.md`: a hello line first, then request lines
+//! answered in order; blank lines get no reply; a line that is not a request gets an error
+//! reply and the connection goes on; a line longer than [`SERVER_LINE_BYTES_MAX`] gets a
+//! `LIMIT_EXCEEDED` reply and ends the connection; a last line without its newline (a client
+//! killed mid-line) is discarded, never handled. Appends and their replies are the library's
+//! protocol module's ([`crate::protocol`]), as for `factlog emit`.
+
+use std::collections::HashSet;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, ErrorKind};
+use crate::limits::{
+    SERVER_EVENTS_PER_REPLY_MAX, SERVER_HELLO_BYTES_MAX, SERVER_INPUT_BUFFER_BYTES,
+    SERVER_LINE_BYTES_MAX, SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES,
+    SERVER_TASKS_PER_CLIENT_MAX,
+};
+use crate::protocol::reply::{self, error_object, with_id};
+use crate::protocol::request::{self, KEY_ID, KEY_TASK, KEY_TYPE, Refusal};
+use crate::protocol::{self, Reply, Request, views};
+use crate::{AppendOptions, Store};
+
+use super::SERVER_PROTOCOL_VERSION;
+
+/// The key of a read (or batch) request naming the operation; a line with `type` is an
+/// append, whatever else it holds.
+pub const KEY_OP: &str = "op";
+/// The key of the hello line naming the protocol (`"factlog"`).
+pub const KEY_HELLO: &str = "hello";
+/// The key of the hello line holding the server protocol version.
+pub const KEY_VERSION: &str = "version";
+
+/// The error code of a first line that is not a hello.
+pub const CODE_HELLO_REQUIRED: &str = "HELLO_REQUIRED";
+/// The error code of a hello asking for a server protocol version this server does not speak.
+pub const CODE_UNSUPPORTED_VERSION: &str = "UNSUPPORTED_VERSION";
+
+/// How a connection ended.
+#[derive(Debug)]
+pub enum End {
+    /// The client closed its side after a whole line (or sent nothing).
+    Closed,
+    /// The client's input ended in the middle of a line: those bytes were discarded.
+    PartialLineDiscarded {
+        /// How many bytes were discarded.
+        bytes: usize,
+    },
+    /// The first line was not a hello of a version this server speaks; it was answered.
+    HelloRefused,
+    /// A line longer than [`SERVER_LINE_BYTES_MAX`]: answered `LIMIT_EXCEEDED`, then the end.
+    LineTooLong,
+    /// The store failed in a way that ends the stream (its reply was written).
+    Fatal {
+        /// The store's error message.
+        message: String,
+    },
+    /// Reading the client's input failed.
+    ReadFailed(io::Error),
+    /// Writing a reply failed: the client went away or stopped reading (a write timeout).
+    WriteFailed(io::Error),
+}
+
+/// What a connection does besides the protocol: the bookkeeping of the tasks it touches,
+/// shared with the other connections of the server.
+pub trait Holds {
+    /// The connection touches task `task` for the first time (it is about to append to it).
+    fn touch(&self, task: &str);
+}
+
+/// A connection that touches no shared bookkeeping (tests of the stream rules).
+#[derive(Debug, Default)]
+pub struct NoHolds;
+
+impl Holds for NoHolds {
+    fn touch(&self, _task: &str) {}
+}
+
+/// Serves one connection: reads the hello and then request lines from `input`, runs them
+/// against `store` and writes each reply to `output`, until the input ends or a rule ends
+/// the connection. Returns how it ended and the ids of the tasks it touched (appended to,
+/// or tried to), which the caller hands over when it is the last to hold them.
+pub fn serve_stream<R: Read, W: Write>(
+    store: &Store,
+    holds: &dyn Holds,
+    pid: u32,
+    input: R,
+    output: W,
+) -> (End, HashSet<String>) {
+    let mut connection = Connection {
+        store,
+        holds,
+        touched: HashSet::new(),
+        input: BufReader::with_capacity(SERVER_INPUT_BUFFER_BYTES, input),
+        output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
+        line: Vec::new(),
+    };
+    let end = connection.run(pid);
+    (end, connection.touched)
+}
+
+struct Connection<'a, R: Read, W: Write> {
+    store: &'a Store,
+    holds: &'a dyn Holds,
+    touched: HashSet<String>,
+    input: BufReader<R>,
+    output: BufWriter<W>,
+    line: Vec<u8>,
+}
+
+/// One line of input, as read.
+enum Line {
+    End,
+    Partial(usize),
+    Complete,
+    TooLong(usize),
+}
+
+impl<R: Read, W: Write> Connection<'_, R, W> {
+    fn run(&mut self, pid: u32) -> End {
+        if let Some(end) = self.hello(pid) {
+            return end;
+        }
+        loop {
+            // The next read may block: whoever waits for the replies written so far must
+            // get them first.
+            if !self.input.buffer().contains(&b'\n')
+                && let Err(error) = self.output.flush()
+            {
+                return End::WriteFailed(error);
+            }
+            let line = match self.read_line(SERVER_LINE_BYTES_MAX) {
+                Ok(line) => line,
+                Err(error) => return End::ReadFailed(error),
+            };
+            let reply = match line {
+                Line::End => return self.finish(End::Closed),
+                Line::Partial(bytes) => return self.finish(End::PartialLineDiscarded { bytes }),
+                Line::TooLong(bytes) => {
+                    let reply = line_too_long(bytes, SERVER_LINE_BYTES_MAX);
+                    return self.write_and_end(reply.object(), End::LineTooLong);
+                }
+                Line::Complete if self.line.iter().all(u8::is_ascii_whitespace) => continue,
+                Line::Complete => self.handle(),
+            };
+            if let Reply::Fatal { reply, message, .. } = &reply {
+                return self.write_and_end(reply, End::Fatal { message: message.clone() });
+            }
+            if let Err(error) = write_line(&mut self.output, reply.object()) {
+                return End::WriteFailed(error);
+            }
+        }
+    }
+
+    /// Reads and answers the hello line; `Some` when the connection ends there.
+    fn hello(&mut self, pid: u32) -> Option<End> {
+        let line = loop {
+            match self.read_line(SERVER_HELLO_BYTES_MAX) {
+                Ok(Line::Complete) if self.line.iter().all(u8::is_ascii_whitespace) => {}
+                Ok(line) => break line,
+                Err(error) => return Some(End::ReadFailed(error)),
+            }
+        };
+        match line {
+            Line::End => return Some(End::Closed),
+            Line::Partial(bytes) => return Some(End::PartialLineDiscarded { bytes }),
+            Line::TooLong(bytes) => {
+                let reply = line_too_long(bytes, SERVER_HELLO_BYTES_MAX);
+                return Some(self.write_and_end(reply.object(), End::HelloRefused));
+            }
+            Line::Complete => {}
+        }
+        let reply = hello_reply(&self.line, pid);
+        let refused = reply.contains_key(reply::KEY_ERROR);
+        if refused {
+            return Some(self.write_and_end(&reply, End::HelloRefused));
+        }
+        if let Err(error) = write_line(&mut self.output, &reply) {
+            return Some(End::WriteFailed(error));
+        }
+        None
+    }
+
+    /// The reply to one non-blank request line.
+    fn handle(&mut self) -> Reply {
+        let object = match request::parse_object(&self.line) {
+            Ok(object) => object,
+            Err(refusal) => return refusal.into_reply(),
+        };
+        if !object.contains_key(KEY_TYPE) && object.contains_key(KEY_OP) {
+            return self.operation(object);
+        }
+        let request = match Request::from_object(object) {
+            Ok(request) => request,
+            Err(refusal) => return refusal.into_reply(),
+        };
+        if let Some(refused) = self.touch(&request.task, request.id.clone()) {
+            return refused;
+        }
+        let scan = protocol::line_may_hold_credential(&self.line);
+        protocol::execute(self.store, request, scan)
+    }
+
+    /// Records that this connection touches `task`; a refusal once it touched too many.
+    fn touch(&mut self, task: &str, id: Option<Value>) -> Option<Reply> {
+        if self.touched.contains(task) {
+            return None;
+        }
+        if self.touched.len() >= SERVER_TASKS_PER_CLIENT_MAX {
+            let error = Error::from(ErrorKind::LimitExceeded {
+                what: "distinct tasks one client connection touches (reconnect to touch others)",
+                value: self.touched.len() as u64 + 1,
+                limit: SERVER_TASKS_PER_CLIENT_MAX as u64,
+            });
+            return Some(Reply::from_error(&error, id));
+        }
+        self.touched.insert(task.to_owned());
+        self.holds.touch(task);
+        None
+    }
+
+    /// A request with `op` and no `type`: `revision`, `state` or `batch`.
+    fn operation(&mut self, mut object: Map<String, Value>) -> Reply {
+        let id = match object.shift_remove(KEY_ID) {
+            None => None,
+            Some(value @ (Value::String(_) | Value::Number(_))) => Some(value),
+            Some(_) => return refuse(None, "\"id\" must be a string or a number"),
+        };
+        let op = match object.shift_remove(KEY_OP) {
+            Some(Value::String(op)) => op,
+            _ => return refuse(id, "\"op\" must be a string"),
+        };
+        if op == "events" {
+            return self.events(id, object);
+        }
+        if op == "recover" {
+            return self.recover(id, object.get("dry_run"));
+        }
+        if op == "checkpoint" {
+            // `Store::checkpoint` in the serving process: the reply of `checkpoint --json`.
+            return match self.store.checkpoint() {
+                Ok(meta) => {
+                    let mut reply = with_id(id);
+                    reply.insert("path".to_owned(), json!(meta.path.display().to_string()));
+                    reply.insert("covered_seq".to_owned(), json!(meta.covered_seq.0));
+                    answer(reply)
+                }
+                Err(error) => Reply::from_error(&error, id),
+            };
+        }
+        let task = match object.get(KEY_TASK) {
+            Some(Value::String(task)) if !task.is_empty() => task.clone(),
+            Some(_) => return refuse(id, "\"task\" must be a non-empty string"),
+            None => return refuse(id, "\"task\" is missing"),
+        };
+        match op.as_str() {
+            "history" => self.history(id, &task, object.get("from")),
+            "revision" => {
+                let revision = self.store.task_state(&task).map_or(0, |state| state.revision);
+                let mut reply = with_id(id);
+                reply.insert(KEY_TASK.to_owned(), json!(task));
+                reply.insert("revision".to_owned(), json!(revision));
+                answer(reply)
+            }
+            "state" => {
+                let state = match self.store.task_state(&task).map(|s| views::task_state_value(&s))
+                {
+                    None => Value::Null,
+                    Some(Ok(value)) => value,
+                    Some(Err(_)) => return refuse(id, "the task's state cannot be serialised"),
+                };
+                let mut reply = with_id(id);
+                reply.insert(KEY_TASK.to_owned(), json!(task));
+                reply.insert("state".to_owned(), state);
+                answer(reply)
+            }
+            "batch" => self.batch(id, &task, object),
+            _ => refuse(
+                id,
+                &format!(
+                    "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"history\", \
+                     \"events\", \"recover\", \"checkpoint\", \"batch\"; an append has \"type\" \
+                     instead)"
+                ),
+            ),
+        }
+    }
+
+    /// `{"op":"events","from_seq","task","limit"}`: one page of events from `from_seq` (1 if
+    /// absent), of one task or all, as `dump --json` prints them, and the seq to ask from next.
+    fn events(&mut self, id: Option<Value>, object: Map<String, Value>) -> Reply {
+        let from = match object.get("from_seq") {
+            None | Some(Value::Null) => 1,
+            Some(value) => match value.as_u64() {
+                Some(seq) => seq.max(1),
+                None => return refuse(id, "\"from_seq\" must be a positive integer"),
+            },
+        };
+        let limit = match object.get("limit") {
+            None | Some(Value::Null) => SERVER_EVENTS_PER_REPLY_MAX,
+            Some(value) => match value.as_u64() {
+                Some(limit) if limit >= 1 => {
+                    usize::try_from(limit).unwrap_or(usize::MAX).min(SERVER_EVENTS_PER_REPLY_MAX)
+                }
+                _ => return refuse(id, "\"limit\" must be a positive integer"),
+            },
+        };
+        let task = match object.get(KEY_TASK) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(task)) if !task.is_empty() => Some(task.as_str()),
+            Some(_) => return refuse(id, "\"task\" must be a non-empty string or null"),
+        };
+        let last = self.store.log().last_seq().map_or(0, |seq| seq.0);
+        let mut events = Vec::new();
+        let mut bytes = 0;
+        let mut next = from.max(self.store.log().first_seq().map_or(1, |seq| seq.0));
+        if next <= last {
+            let reader = match self.store.events(crate::Seq(next)) {
+                Ok(reader) => reader,
+                Err(error) => return Reply::from_error(&error, id),
+            };
+            for event in reader {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error) => return Reply::from_error(&error, id),
+                };
+                next = event.seq.0 + 1;
+                if task.is_some_and(|task| event.task.as_str() != task) {
+                    continue;
+                }
+                let object = Value::Object(views::event_object(&event, false));
+                bytes += object.to_string().len();
+                events.push(object);
+                if events.len() >= limit || bytes >= SERVER_REPLY_PAGE_BYTES || next > last {
+                    break;
+                }
+            }
+        }
+        let mut reply = with_id(id);
+        reply.insert("events".to_owned(), Value::Array(events));
+        reply.insert("next_seq".to_owned(), json!(next));
+        answer(reply)
+    }
+
+    /// `{"op":"recover","dry_run"}`: [`Store::recover`] on the served store (every task no
+    /// holder holds yet is taken over; tasks held are reported from their last repair and
+    /// not touched), or with `dry_run` [`Store::plan_recovery`]; the report is that of
+    /// `factlog recover --json`.
+    fn recover(&mut self, id: Option<Value>, dry_run: Option<&Value>) -> Reply {
+        let dry_run = match dry_run {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(dry_run)) => *dry_run,
+            Some(_) => return refuse(id, "\"dry_run\" must be true or false"),
+        };
+        let report = if dry_run {
+            self.store.plan_recovery()
+        } else {
+            match self.store.recover() {
+                Ok(report) => report,
+                Err(error) => return Reply::from_error(&error, id),
+            }
+        };
+        let Ok(report) = serde_json::to_value(&report) else {
+            return refuse(id, "the recovery report cannot be serialised");
+        };
+        let mut reply = with_id(id);
+        reply.insert("report".to_owned(), report);
+        answer(reply)
+    }
+
+    /// `{"op":"history","task","from"}`: one page of the task's model-visible history (the
+    /// entries of `history --json`) from entry `from` (0 if absent), and the index to ask
+    /// from next (`null` after the last).
+    fn history(&mut self, id: Option<Value>, task: &str, from: Option<&Value>) -> Reply {
+        let from = match from {
+            None | Some(Value::Null) => 0,
+            Some(value) => match value.as_u64() {
+                Some(from) => usize::try_from(from).unwrap_or(usize::MAX),
+                None => return refuse(id, "\"from\" must be a non-negative integer"),
+            },
+        };
+        let entries = match self.store.history(task) {
+            Ok(entries) => entries,
+            Err(error) => return Reply::from_error(&error, id),
+        };
+        let mut page = Vec::new();
+        let mut bytes = 0;
+        let mut next = None;
+        for (index, entry) in entries.iter().enumerate().skip(from) {
+            if bytes >= SERVER_REPLY_PAGE_BYTES {
+                next = Some(index);
+                break;
+            }
+            let value = match serde_json::to_value(entry) {
+                Ok(value) => value,
+                Err(_) => return refuse(id, "a history entry cannot be serialised"),
+            };
+            bytes += value.to_string().len();
+            page.push(value);
+        }
+        let mut reply = with_id(id);
+        reply.insert(KEY_TASK.to_owned(), json!(task));
+        reply.insert("entries".to_owned(), Value::Array(page));
+        reply.insert("next".to_owned(), json!(next));
+        answer(reply)
+    }
+
+    /// `{"op":"batch","task","events":[..],"expected_revision","durability"}`: the events
+    /// appended as one atomic batch ([`protocol::execute_batch`]).
+    fn batch(&mut self, id: Option<Value>, task: &str, mut object: Map<String, Value>) -> Reply {
+        let options = match (
+            request::expected_revision(object.shift_remove(request::KEY_EXPECTED_REVISION)),
+            request::durability(object.shift_remove(request::KEY_DURABILITY)),
+        ) {
+            (Ok(expected_revision), Ok(durability)) => {
+                AppendOptions { expected_revision, durability }
+            }
+            (Err(what), _) | (_, Err(what)) => return refuse(id, what),
+        };
+        let Some(Value::Array(events)) = object.shift_remove("events") else {
+            return refuse(id, "\"events\" must be an array of event objects");
+        };
+        object.shift_remove(KEY_TASK);
+        if let Some(key) = object.keys().next() {
+            return refuse(id, &format!("a batch request has no key {key:?}"));
+        }
+        let mut requests = Vec::with_capacity(events.len().min(crate::limits::EVENT_BATCH_MAX));
+        for event in events {
+            let Value::Object(mut event) = event else {
+                return refuse(id, "every member of \"events\" is a JSON object");
+            };
+            if let Err(refusal) = protocol::set_envelope_key(&mut event, KEY_TASK, json!(task)) {
+                return Refusal { id, reason: refusal.reason }.into_reply();
+            }
+            match Request::from_object(event) {
+                Ok(request) => requests.push(request),
+                Err(refusal) => return Refusal { id, reason: refusal.reason }.into_reply(),
+            }
+        }
+        if let Some(refused) = self.touch(task, id.clone()) {
+            return refused;
+        }
+        let reply = match self.store.task(task) {
+            Ok(handle) => protocol::execute_batch(&handle, requests, options),
+            Err(error) => return Reply::from_error(&error, id),
+        };
+        with_id_first(reply, id)
+    }
+
+    /// Reads one line into `self.line` (its newline removed), at most `limit` bytes of it.
+    fn read_line(&mut self, limit: usize) -> io::Result<Line> {
+        self.line.clear();
+        let read = (&mut self.input).take(limit as u64).read_until(b'\n', &mut self.line)?;
+        if read == 0 {
+            return Ok(Line::End);
+        }
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+            return Ok(Line::Complete);
+        }
+        if read < limit {
+            // The input ended without a newline: the client died mid-line.
+            return Ok(Line::Partial(read));
+        }
+        self.line.clear();
+        Ok(Line::TooLong(read))
+    }
+
+    fn write_and_end(&mut self, reply: &Map<String, Value>, end: End) -> End {
+        match write_line(&mut self.output, reply).and_then(|()| self.output.flush()) {
+            Ok(()) => end,
+            Err(error) => End::WriteFailed(error),
+        }
+    }
+
+    fn finish(&mut self, end: End) -> End {
+        match self.output.flush() {
+            Ok(()) => end,
+            Err(error) => End::WriteFailed(error),
+        }
+    }
+}
+
+/// The reply to a hello line: the server's hello, or an error that ends the connection.
+fn hello_reply(line: &[u8], pid: u32) -> Map<String, Value> {
+    let object = request::parse_object(line).ok();
+    let hello = object.as_ref().and_then(|o| o.get(KEY_HELLO)).and_then(Value::as_str);
+    if hello != Some("factlog") {
+        return error_object(
+            None,
+            CODE_HELLO_REQUIRED,
+            &format!(
+                "the first line of a connection is a hello, {{\"hello\":\"factlog\",\"version\":\
+                 {SERVER_PROTOCOL_VERSION}}}: send it before any request \
+                 (format-spec/server.md)"
+            ),
+        );
+    }
+    let version = object.as_ref().and_then(|o| o.get(KEY_VERSION)).and_then(Value::as_u64);
+    if version != Some(u64::from(SERVER_PROTOCOL_VERSION)) {
+        let mut reply = error_object(
+            None,
+            CODE_UNSUPPORTED_VERSION,
+            &format!(
+                "this server speaks server protocol version {SERVER_PROTOCOL_VERSION} only; the \
+                 hello asked for {}: use a client of a matching release",
+                version.map_or_else(|| "no valid version".to_owned(), |v| v.to_string())
+            ),
+        );
+        reply.insert("supported".to_owned(), json!([SERVER_PROTOCOL_VERSION]));
+        return reply;
+    }
+    let mut reply = Map::new();
+    reply.insert(KEY_HELLO.to_owned(), json!("factlog"));
+    reply.insert(KEY_VERSION.to_owned(), json!(SERVER_PROTOCOL_VERSION));
+    reply.insert("protocol".to_owned(), json!(protocol::PROTOCOL_VERSION));
+    reply.insert("pid".to_owned(), json!(pid));
+    reply
+}
+
+/// The reply to a request that is not an append (a read, `recover`): a
+/// [`Reply::Written`], the variant of every reply that is not an error; its durability is not
+/// read by this door (nothing was appended for it).
+fn answer(reply: Map<String, Value>) -> Reply {
+    Reply::Written { reply, durability: crate::Durability::Buffered }
+}
+
+fn refuse(id: Option<Value>, what: &str) -> Reply {
+    Reply::from_refusal_message(id, what)
+}
+
+fn line_too_long(bytes: usize, limit: usize) -> Reply {
+    let error = Error::from(ErrorKind::LimitExceeded {
+        what: "server request line bytes (the connection is closed: reconnect)",
+        value: bytes as u64,
+        limit: limit as u64,
+    });
+    Reply::from_error(&error, None)
+}
+
+/// The reply with `id` as its first key (a batch reply is built without one).
+fn with_id_first(reply: Reply, id: Option<Value>) -> Reply {
+    let rebuild = |object: Map<String, Value>| {
+        let mut first = with_id(id.clone());
+        first.extend(object);
+        first
+    };
+    match reply {
+        Reply::Written { reply, durability } => {
+            Reply::Written { reply: rebuild(reply), durability }
+        }
+        Reply::Duplicate { reply } => Reply::Duplicate { reply: rebuild(reply) },
+        Reply::Refused { reply } => Reply::Refused { reply: rebuild(reply) },
+        Reply::Fatal { reply, message, damaged } => {
+            Reply::Fatal { reply: rebuild(reply), message, damaged }
+        }
+    }
+}
+
+fn write_line(output: &mut impl Write, reply: &Map<String, Value>) -> io::Result<()> {
+    serde_json::to_writer(&mut *output, reply).map_err(io::Error::from)?;
+    output.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stream rules through the seam: byte streams that are cut, stall or carry garbage.
+
+    use super::*;
+    use crate::StoreOptions;
+
+    const HELLO: &[u8] = b"{\"hello\":\"factlog\",\"version\":1}\n";
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+        (dir, store)
+    }
+
+    fn replies(output: &[u8]) -> Vec<Value> {
+        output
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("a JSON reply"))
+            .collect()
+    }
+
+    /// Input that yields its bytes and then fails: a connection cut by a reset.
+    struct Cut(io::Cursor<Vec<u8>>);
+
+    impl Read for Cut {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            match self.0.read(buf)? {
+                0 => Err(io::Error::from(io::ErrorKind::ConnectionReset)),
+                n => Ok(n),
+            }
+        }
+    }
+
+    /// Output whose writes time out after `room` bytes: a client that stopped reading.
+    struct Stalled {
+        written: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.written.len() >= self.room {
+                return Err(io::Error::from(io::ErrorKind::WouldBlock));
+            }
+            let n = buf.len().min(self.room - self.written.len());
+            self.written.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_partial_last_line_is_discarded_not_handled() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        input.extend_from_slice(b"{\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n");
+        input.extend_from_slice(b"{\"task\":\"t\",\"type\":\"user/message\",\"text\":\"b\"}");
+        let mut output = Vec::new();
+        let (end, touched) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
+        assert!(matches!(end, End::PartialLineDiscarded { bytes } if bytes > 0), "{end:?}");
+        assert_eq!(replies(&output).len(), 2, "the hello and one append");
+        assert_eq!(store.task_state("t").expect("t").revision, 1);
+        assert!(touched.contains("t"));
+    }
+
+    #[test]
+    fn a_cut_connection_ends_after_the_whole_lines() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        input.extend_from_slice(
+            b"{\"id\":1,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n{\"ta",
+        );
+        let mut output = Vec::new();
+        let (end, _) = serve_stream(&store, &NoHolds, 1, Cut(io::Cursor::new(input)), &mut output);
+        assert!(matches!(end, End::ReadFailed(_)), "{end:?}");
+        assert_eq!(replies(&output)[1]["id"], 1);
+        assert_eq!(store.task_state("t").expect("t").revision, 1);
+    }
+
+    #[test]
+    fn a_stalled_client_ends_the_connection_with_a_write_failure() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        for _ in 0..10_000 {
+            input.extend_from_slice(b"{\"op\":\"revision\",\"task\":\"t\"}\n");
+        }
+        let mut output = Stalled { written: Vec::new(), room: 4096 };
+        let (end, _) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
+        assert!(matches!(end, End::WriteFailed(_)), "{end:?}");
+        assert!(output.written.len() <= 4096);
+    }
+
+    #[test]
+    fn corrupt_bytes_get_an_error_reply_and_the_stream_goes_on() {
+        let (_dir, store) = store();
+        let mut input = HELLO.to_vec();
+        input.extend_from_slice(b"\x00\xff{\"task\"\n");
+        input.extend_from_slice(
+            b"{\"id\":2,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"a\"}\n",
+        );
+        let mut output = Vec::new();
+        let (end, _) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
+        assert!(matches!(end, End::Closed), "{end:?}");
+        let replies = replies(&output);
+        assert_eq!(replies[1]["error"], "INVALID_EVENT");
+        assert_eq!(replies[2]["revision"], 1);
+    }
+
+    #[test]
+    fn a_hello_is_required_and_versioned() {
+        let (_dir, store) = store();
+        for (input, code) in [
+            (&b"{\"task\":\"t\"}\n"[..], CODE_HELLO_REQUIRED),
+            (&b"{\"hello\":\"factlog\",\"version\":2}\n"[..], CODE_UNSUPPORTED_VERSION),
+        ] {
+            let mut output = Vec::new();
+            let (end, _) = serve_stream(&store, &NoHolds, 1, input, &mut output);
+            assert!(matches!(end, End::HelloRefused), "{end:?}");
+            assert_eq!(replies(&output)[0]["error"], code);
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! A served store: a process that has a [`Store`] open shares it with other processes of the
+//! same machine over a Unix domain socket, `DIR/factlog.sock` (`format-spec/server.md`).
+//!
+//! [`Store::serve`] starts a listener thread and returns a [`Server`] handle; dropping the
+//! handle (or [`Server::stop`]) stops it: no new connection is taken, every connection
+//! finishes the request it is running, gets its reply, and is closed. `factlog serve DIR` is
+//! the same as a process of its own. Clients connect with [`crate::client::Client`].
+//!
+//! Every request runs through the library's protocol module ([`crate::protocol`]) on the
+//! very `Store` of the sharing process, as `factlog emit` runs it: the same checks, the same
+//! replies, one compare-and-set per task and one group commit for every client.
+//!
+//! - **Security.** The socket file is created mode 0600 (0660 with
+//!   [`ServeOptions::allow_group`]) in the store directory, which must not be writable by
+//!   group or others. Each peer's credentials (`SO_PEERCRED`) are checked at accept: the
+//!   server's own user, or the allowed group (the peer's primary group), else it is answered
+//!   `PERMISSION_DENIED` naming the reason and closed.
+//! - **Bounds.** At most [`ServeOptions::clients_max`] connections (one thread each; the next
+//!   is answered `SERVER_BUSY`); one request in flight per connection (the others wait in the
+//!   socket, which pushes back on the client); bounded line, input and reply buffers
+//!   ([`crate::limits`]); a client that stops reading is disconnected once a reply waits
+//!   [`ServeOptions::write_timeout`] for it, and never holds a lock meanwhile.
+//! - **Holders.** Each connection is a holder of the tasks it appends to: when the last
+//!   connection that touched a task is gone, the task is handed over at once
+//!   ([`Store::release_task`]): the calls it left open get `tool/outcome_unknown`, its
+//!   one-time authority expires.
+
+pub mod conn;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::limits::{SERVER_CLIENTS_MAX, SERVER_WRITE_TIMEOUT_MS_DEFAULT};
+use crate::protocol::reply::error_object;
+use crate::{Durability, Store};
+use parking_lot::Mutex;
+
+use conn::{End, Holds};
+
+/// The server protocol version (`format-spec/server.md`, "Hello"): what a client's hello
+/// must name. The request lines inside it are protocol version
+/// [`crate::protocol::PROTOCOL_VERSION`].
+pub const SERVER_PROTOCOL_VERSION: u32 = 1;
+
+/// The name of the socket file inside the store directory.
+pub const SOCKET_FILE: &str = "factlog.sock";
+
+/// The error code of a peer whose credentials are refused.
+pub const CODE_PERMISSION_DENIED: &str = "PERMISSION_DENIED";
+/// The error code of a connection beyond [`ServeOptions::clients_max`].
+pub const CODE_SERVER_BUSY: &str = "SERVER_BUSY";
+
+/// The socket path of the store in `dir`.
+#[must_use]
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join(SOCKET_FILE)
+}
+
+/// The process holding the directory lock of the store in `dir`, when the system tells
+/// (Linux: `/proc/locks` lists each `flock` with its process and the file's device and
+/// inode); `None` when nobody holds it or it cannot be told. For error messages: a store
+/// locked by a process that does not share it names that process.
+#[must_use]
+pub fn lock_holder(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir.join(crate::segments::LOCK_FILE_NAME)).ok()?;
+    let dev = meta.dev();
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        // `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF`
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let pid = fields.get(4)?.parse().ok()?;
+        let mut id = fields.get(5)?.split(':');
+        let file_major = u64::from_str_radix(id.next()?, 16).ok()?;
+        let file_minor = u64::from_str_radix(id.next()?, 16).ok()?;
+        let inode: u64 = id.next()?.parse().ok()?;
+        (file_major == major && file_minor == minor && inode == meta.ino()).then_some(pid)
+    })
+}
+
+/// Options of a served store.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    allow_group: Option<u32>,
+    clients_max: usize,
+    write_timeout: Duration,
+    log: fn(&str),
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions::new()
+    }
+}
+
+impl ServeOptions {
+    /// The defaults: the server's own user only, [`SERVER_CLIENTS_MAX`] clients, a write
+    /// timeout of [`SERVER_WRITE_TIMEOUT_MS_DEFAULT`] ms, no log.
+    #[must_use]
+    pub fn new() -> ServeOptions {
+        ServeOptions {
+            allow_group: None,
+            clients_max: SERVER_CLIENTS_MAX,
+            write_timeout: Duration::from_millis(SERVER_WRITE_TIMEOUT_MS_DEFAULT),
+            log: |_| {},
+        }
+    }
+
+    /// Also accepts peers whose primary group is `gid` (the socket file is then mode 0660
+    /// and owned by that group). Default: none.
+    #[must_use]
+    pub fn allow_group(mut self, gid: Option<u32>) -> ServeOptions {
+        self.allow_group = gid;
+        self
+    }
+
+    /// The most clients served at once, at least 1 and at most [`SERVER_CLIENTS_MAX`].
+    #[must_use]
+    pub fn clients_max(mut self, clients: usize) -> ServeOptions {
+        self.clients_max = clients.clamp(1, SERVER_CLIENTS_MAX);
+        self
+    }
+
+    /// How long a reply may wait for a client that does not read before the client is
+    /// disconnected (at least 1 ms). Default: [`SERVER_WRITE_TIMEOUT_MS_DEFAULT`] ms.
+    #[must_use]
+    pub fn write_timeout(mut self, timeout: Duration) -> ServeOptions {
+        self.write_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Where the server writes one line per connection event (accepted, refused, ended and
+    /// how). Default: nowhere.
+    #[must_use]
+    pub fn log(mut self, log: fn(&str)) -> ServeOptions {
+        self.log = log;
+        self
+    }
+}
+
+/// The bookkeeping shared by the listener and every connection.
+struct Shared {
+    store: Store,
+    options: ServeOptions,
+    path: PathBuf,
+    stopping: AtomicBool,
+    clients: AtomicUsize,
+    next_client: AtomicU64,
+    /// Each open connection's socket, to shut its input down at stop.
+    streams: Mutex<HashMap<u64, UnixStream>>,
+    /// Each connection's thread, reaped as they finish.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// How many open connections touched each task.
+    holders: Mutex<HashMap<String, usize>>,
+    uid: u32,
+    pid: u32,
+}
+
+/// A running served store: stops on drop ([`Server::stop`]).
+pub struct Server {
+    shared: Arc<Shared>,
+    listener: Option<JoinHandle<()>>,
+    /// The listening socket, to wake the blocked `accept` at stop.
+    waker: UnixListener,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("path", &self.shared.path).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Shares this store with other processes of the machine over `DIR/factlog.sock`
+    /// (`format-spec/server.md`) until the returned [`Server`] is dropped. The server holds
+    /// a clone of this handle: drop (or [`Server::stop`]) it before [`Store::close`], or the
+    /// store stays open (and locked) for the server. A socket file left
+    /// by a server that was killed is replaced (this handle holds the directory lock, so no
+    /// other server can be using it).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::ErrorKind::ReadOnly`] for a read-only store;
+    /// [`crate::ErrorKind::InvalidOptions`] when the store directory is writable by group
+    /// or others (another user could replace the socket: `chmod go-w DIR`); an I/O error
+    /// when the socket cannot be created.
+    pub fn serve(&self, options: ServeOptions) -> Result<Server> {
+        Server::start(self, options)
+    }
+}
+
+impl Server {
+    fn start(store: &Store, options: ServeOptions) -> Result<Server> {
+        if store.log().is_read_only() {
+            return Err(crate::ErrorKind::ReadOnly.into());
+        }
+        let dir = store.dir();
+        let meta = std::fs::metadata(dir).map_err(|e| Error::io("stat", dir, e))?;
+        let mode = meta.permissions().mode();
+        if mode & 0o022 != 0 {
+            return Err(Error::invalid_options(format!(
+                "the store directory {} is writable by group or others (mode {:o}): another \
+                 user could replace its socket; run `chmod go-w {}` and serve again",
+                dir.display(),
+                mode & 0o7777,
+                dir.display()
+            )));
+        }
+        let path = socket_path(dir);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(Error::io("remove stale socket", &path, error)),
+        }
+        let listener = UnixListener::bind(&path).map_err(|e| Error::io("bind", &path, e))?;
+        if let Err(error) = restrict_socket(&path, options.allow_group) {
+            let _ = std::fs::remove_file(&path);
+            return Err(error);
+        }
+        let shared = Arc::new(Shared {
+            store: store.clone(),
+            options,
+            path,
+            stopping: AtomicBool::new(false),
+            clients: AtomicUsize::new(0),
+            next_client: AtomicU64::new(1),
+            streams: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+            holders: Mutex::new(HashMap::new()),
+            uid: rustix::process::geteuid().as_raw(),
+            pid: std::process::id(),
+        });
+        let waker =
+            listener.try_clone().map_err(|e| Error::io("dup the socket", &shared.path, e))?;
+        let accepting = Arc::clone(&shared);
+        let listener = std::thread::Builder::new()
+            .name("factlog-serve".to_owned())
+            .spawn(move || accept_loop(&accepting, &listener))
+            .map_err(|e| Error::io("spawn the listener thread", &shared.path, e))?;
+        (shared.options.log)(&format!(
+            "serving {} at {}",
+            shared.store.dir().display(),
+            shared.path.display()
+        ));
+        Ok(Server { shared, listener: Some(listener), waker })
+    }
+
+    /// The socket's path (`DIR/factlog.sock`).
+    #[must_use]
+    pub fn socket_path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The number of clients connected now.
+    #[must_use]
+    pub fn clients(&self) -> usize {
+        self.shared.clients.load(Ordering::Acquire)
+    }
+
+    /// Stops serving: takes no new connection, lets each connection finish the request it
+    /// is running and write its reply, closes them, hands their tasks over, removes the
+    /// socket file and syncs the store. The store stays open for the caller.
+    ///
+    /// # Errors
+    ///
+    /// When the final sync fails.
+    pub fn stop(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(listener) = self.listener.take() else { return Ok(()) };
+        let shared = &self.shared;
+        shared.stopping.store(true, Ordering::Release);
+        // Wake the accept: shutting a listening socket down makes a blocked `accept` fail on
+        // Linux; a connection of our own does it elsewhere. The loop then sees `stopping`.
+        let _ = rustix::net::shutdown(&self.waker, rustix::net::Shutdown::Read);
+        drop(UnixStream::connect(&shared.path));
+        let _ = listener.join();
+        // Every connection ends after the request it is running: its input is shut down.
+        for stream in shared.streams.lock().values() {
+            let _ = stream.shutdown(std::net::Shutdown::Read);
+        }
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *shared.threads.lock());
+        for thread in threads {
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&shared.path);
+        (shared.options.log)("stopped serving");
+        shared.store.flush(Durability::Synced)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// Mode 0600, or 0660 owned by the allowed group (the serving user must be a member).
+fn restrict_socket(path: &Path, allow_group: Option<u32>) -> Result<()> {
+    let file_mode = if allow_group.is_some() { 0o660 } else { 0o600 };
+    if let Some(gid) = allow_group {
+        let group = rustix::fs::Gid::from_raw(gid);
+        rustix::fs::chown(path, None, Some(group)).map_err(|e| {
+            Error::invalid_options(format!(
+                "the socket {} cannot be given to group {gid} ({e}): the serving user must be \
+                 a member of the group given to --allow-group",
+                path.display()
+            ))
+        })?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(file_mode))
+        .map_err(|e| Error::io("chmod socket", path, e))
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(_) if shared.stopping.load(Ordering::Acquire) => return,
+            Err(error) => {
+                (shared.options.log)(&format!("accept failed: {error}"));
+                // Out of descriptors, most likely: let connections end before trying again.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        accept(shared, stream);
+        shared.threads.lock().retain(|thread| !thread.is_finished());
+    }
+}
+
+/// Checks the peer and the client count, then starts the connection's thread.
+fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
+    let _ = stream.set_write_timeout(Some(shared.options.write_timeout));
+    if let Err(reason) = check_peer(shared, &stream) {
+        (shared.options.log)(&format!("refused a client: {reason}"));
+        refuse(&mut stream, CODE_PERMISSION_DENIED, &reason);
+        return;
+    }
+    let clients = shared.clients.fetch_add(1, Ordering::AcqRel);
+    if clients >= shared.options.clients_max {
+        shared.clients.fetch_sub(1, Ordering::AcqRel);
+        let reason = format!(
+            "the server serves {} clients already, its limit: retry once one has closed its \
+             connection, or serve with a higher --clients-max",
+            shared.options.clients_max
+        );
+        (shared.options.log)(&format!("refused a client: {reason}"));
+        refuse(&mut stream, CODE_SERVER_BUSY, &reason);
+        return;
+    }
+    let number = shared.next_client.fetch_add(1, Ordering::Relaxed);
+    if let Ok(clone) = stream.try_clone() {
+        shared.streams.lock().insert(number, clone);
+    }
+    let connection = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name(format!("factlog-client-{number}"))
+        .spawn(move || serve_client(&connection, number, &stream));
+    match spawned {
+        Ok(thread) => shared.threads.lock().push(thread),
+        Err(error) => {
+            (shared.options.log)(&format!("could not start a client thread: {error}"));
+            shared.streams.lock().remove(&number);
+            shared.clients.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Whether the peer may use the store: its own user, or the allowed group.
+fn check_peer(shared: &Shared, stream: &UnixStream) -> std::result::Result<(), String> {
+    let cred = rustix::net::sockopt::socket_peercred(stream)
+        .map_err(|error| format!("its credentials cannot be read ({error})"))?;
+    let (uid, gid, pid) = (cred.uid.as_raw(), cred.gid.as_raw(), cred.pid.as_raw_nonzero());
+    if uid == shared.uid || shared.options.allow_group == Some(gid) {
+        return Ok(());
+    }
+    Err(format!(
+        "process {pid} runs as user {uid} (group {gid}) and the store is served to user {} \
+         {}: connect as that user, or serve with --allow-group naming the client's group",
+        shared.uid,
+        shared
+            .options
+            .allow_group
+            .map_or_else(|| "only".to_owned(), |group| format!("and group {group} only")),
+    ))
+}
+
+fn refuse(stream: &mut UnixStream, code: &str, reason: &str) {
+    let reply = error_object(None, code, reason);
+    if let Ok(mut line) = serde_json::to_vec(&reply) {
+        line.push(b'\n');
+        let _ = stream.write_all(&line);
+    }
+}
+
+/// Counts the connection as a holder of each task it touches.
+struct ClientHolds<'a>(&'a Shared);
+
+impl Holds for ClientHolds<'_> {
+    fn touch(&self, task: &str) {
+        *self.0.holders.lock().entry(task.to_owned()).or_insert(0) += 1;
+    }
+}
+
+fn serve_client(shared: &Shared, number: u64, stream: &UnixStream) {
+    let holds = ClientHolds(shared);
+    let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, stream, stream);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    shared.streams.lock().remove(&number);
+    // The tasks no other connection holds are handed over now: what this client left open
+    // gets explicit outcomes, its one-time authority expires.
+    let mut released = 0;
+    for task in touched {
+        let last = {
+            let mut holders = shared.holders.lock();
+            match holders.get_mut(&task) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    false
+                }
+                _ => {
+                    holders.remove(&task);
+                    true
+                }
+            }
+        };
+        if last {
+            match shared.store.release_task(&task) {
+                Ok(()) => released += 1,
+                Err(error) => {
+                    (shared.options.log)(&format!(
+                        "client {number}: handing task {task:?} over failed: {error}"
+                    ));
+                }
+            }
+        }
+    }
+    let how = match &end {
+        End::Closed => "closed".to_owned(),
+        End::PartialLineDiscarded { bytes } => {
+            format!("its input ended mid-line ({bytes} bytes discarded)")
+        }
+        End::HelloRefused => "its hello was refused".to_owned(),
+        End::LineTooLong => "it sent a line over the limit".to_owned(),
+        End::Fatal { message } => format!("the store failed: {message}"),
+        End::ReadFailed(error) => format!("reading failed: {error}"),
+        End::WriteFailed(error) => {
+            format!("writing a reply failed (it stopped reading or left): {error}")
+        }
+    };
+    (shared.options.log)(&format!(
+        "client {number} disconnected: {how}; {released} task(s) handed over"
+    ));
+    shared.clients.fetch_sub(1, Ordering::AcqRel);
+}

@@ -1,0 +1,58 @@
+//! Proves that `factlog emit DIR` finds a served store by itself: with the store held by a
+//! process that shares it (`Store::serve` in this test process), emit's lines go through the
+//! socket and its replies are those of an emit that opened the store (an `id` echoed, a
+//! refusal that lets the stream go on, the events in the sharing process's store at once);
+//! held by a process that does not share it, emit exits 1 with one line naming that
+//! process's pid and saying how to share it; and `--ack durable-only` over a socket is
+//! refused with a clear message.
+
+mod common;
+
+use common::factlog;
+use common::server::store_dir;
+use factlog::server::ServeOptions;
+use factlog::{Store, StoreOptions};
+
+const LINES: &str = concat!(
+    "{\"id\":1,\"task\":\"t1\",\"type\":\"user/message\",\"text\":\"a\"}\n",
+    "{\"id\":2,\"task\":\"t1\",\"type\":\"no/such\"}\n",
+    "\n",
+    "{\"id\":3,\"task\":\"t1\",\"type\":\"user/message\",\"text\":\"b\"}",
+);
+
+#[test]
+fn emit_writes_through_the_socket_of_a_process_that_shares_the_store() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let run = factlog(&["emit", dir.to_str().unwrap()], LINES.as_bytes());
+    run.assert_success();
+    let replies: Vec<serde_json::Value> =
+        run.stdout_text().lines().map(|l| serde_json::from_str(l).expect("a JSON reply")).collect();
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    assert_eq!((replies[0]["id"].clone(), replies[0]["revision"].clone()), (1.into(), 1.into()));
+    assert_eq!(replies[1]["error"], "INVALID_EVENT");
+    assert_eq!((replies[2]["id"].clone(), replies[2]["revision"].clone()), (3.into(), 2.into()));
+    // The sharing process sees them at once, in its own store.
+    assert_eq!(store.task_state("t1").expect("t1").revision, 2);
+
+    let run = factlog(&["emit", dir.to_str().unwrap(), "--ack", "durable-only"], LINES.as_bytes());
+    run.assert_one_line_error(1);
+    assert!(run.stderr.contains("--ack durable-only"), "{}", run.stderr);
+    drop(server);
+    store.close().expect("close");
+}
+
+#[test]
+fn emit_on_a_store_held_by_a_process_that_does_not_share_it_says_how_to_share() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let run = factlog(&["emit", dir.to_str().unwrap()], LINES.as_bytes());
+    run.assert_one_line_error(1);
+    assert!(run.stderr.contains("does not share it"), "{}", run.stderr);
+    // The holder is this test process, named by its pid (from /proc/locks).
+    let holder = format!("process {}, holding it", std::process::id());
+    assert!(run.stderr.contains(&holder), "{}", run.stderr);
+    assert!(run.stderr.contains("factlog serve"), "{}", run.stderr);
+    store.close().expect("close");
+}

@@ -1,0 +1,89 @@
+//! Proves what SIGKILL of the serving process does to its clients: four client threads,
+//! each with its own connection (`factlog::client::Client`), append synced events until
+//! their call fails; the server is killed meanwhile. Every client gets
+//! `ClientError::Disconnected` (an error at once, not a hang), every event whose reply came
+//! back is in the store after reopen, and a restarted server takes clients again.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+use common::server::{Served, store_dir};
+use factlog::client::{Client, ClientError};
+use factlog::harness::Body;
+use factlog::harness::event::UserMessage;
+use factlog::{AppendOptions, Appended, Durability, Seq, Store, StoreOptions};
+
+const CLIENTS: usize = 4;
+
+fn message() -> Body {
+    Body::UserMessage(UserMessage { text: "m".to_owned(), extra: Default::default() })
+}
+
+#[test]
+fn clients_of_a_killed_server_fail_at_once_and_nothing_acknowledged_is_lost() {
+    let (_temp, dir) = store_dir();
+    let served = Served::start(&dir, &[]);
+    let acknowledged = Arc::new(AtomicU64::new(0));
+    let started = Arc::new(Barrier::new(CLIENTS + 1));
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let (dir, acknowledged, started) =
+                (dir.clone(), Arc::clone(&acknowledged), Arc::clone(&started));
+            std::thread::spawn(move || {
+                let mut client = Client::connect(&dir).expect("connect");
+                let task = format!("t{i}");
+                let options = AppendOptions {
+                    durability: Some(Durability::Synced),
+                    ..AppendOptions::default()
+                };
+                let mut acked = Vec::new();
+                started.wait();
+                loop {
+                    match client.append(&task, &message(), options) {
+                        Ok(Appended::Written { seq, .. }) => {
+                            acked.push(seq);
+                            acknowledged.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(error @ ClientError::Disconnected { .. }) => {
+                            assert!(error.to_string().contains("went away"), "{error}");
+                            return (task, acked);
+                        }
+                        other => panic!("unexpected: {other:?}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    started.wait();
+    // Kill once every client has had replies (no clock: count acknowledged appends).
+    while acknowledged.load(Ordering::Relaxed) < 20 * CLIENTS as u64 {
+        std::thread::yield_now();
+    }
+    served.kill();
+    let results: Vec<(String, Vec<Seq>)> =
+        threads.into_iter().map(|t| t.join().expect("a client thread")).collect();
+
+    // Nothing acknowledged was lost.
+    {
+        let store = Store::open_read_only(&dir, StoreOptions::new()).expect("reopen");
+        let present: std::collections::HashSet<u64> =
+            store.events(Seq(1)).expect("events").map(|e| e.expect("an event").seq.0).collect();
+        for (task, acked) in &results {
+            assert!(!acked.is_empty(), "{task} had replies");
+            for seq in acked {
+                assert!(present.contains(&seq.0), "{task}: acknowledged seq {} lost", seq.0);
+            }
+        }
+    }
+    // A restarted server serves again; the killed one's stale socket file is replaced.
+    let served = Served::start(&dir, &[]);
+    let mut client = Client::connect(&dir).expect("reconnect");
+    let revision = client.revision("t0").expect("revision");
+    assert!(revision >= results[0].1.len() as u64);
+    client.append("t0", &message(), AppendOptions::expecting(revision)).expect("append again");
+    drop(client);
+    let (code, stderr) = served.terminate();
+    assert_eq!(code, Some(0), "{stderr}");
+}
