@@ -242,6 +242,12 @@ pub const GAPS_MAX: usize = 65_536;
 /// client beyond this is answered `SERVER_BUSY` and disconnected.
 pub const SERVER_CLIENTS_MAX: usize = 64;
 
+/// Bytes of `assistant/delta` request lines a client of a served store buffers before it
+/// sends them and reads their replies (`Client::delta`): its memory for pipelined fragments
+/// is this and one line, and the replies it has not read stay within the server's reply
+/// buffer and the socket's, so neither side waits for the other.
+pub const CLIENT_DELTA_BUFFER_BYTES: usize = 32 * 1024;
+
 /// Longest request line a served store reads, newline included: the same cap as `factlog
 /// emit`'s (a body of [`EVENT_BODY_BYTES_MAX`] spelled with escapes). A longer line is
 /// answered `LIMIT_EXCEEDED` and the client is disconnected (its stream cannot be resynced

@@ -1,7 +1,10 @@
 """The GIL is released while an append waits for its durability: with forced thread
 switching turned off, a second Python thread makes progress only when the appending thread
 lets go of the interpreter, so its counter moving during synced appends proves the release.
-Asserts on counts only, never on durations."""
+Without the release the counter cannot move during an append at all; with it, it moves
+during some of them (how many depends on the scheduler of a loaded machine, so the test
+appends until it has seen a few, within a bound). Asserts on counts only, never on
+durations."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import time
 
 import factlog
 
-APPENDS = 20
+APPENDS_MAX = 2000
+PROGRESS_WANTED = 3
 
 
 def test_another_thread_runs_during_synced_appends(path):
@@ -31,14 +35,18 @@ def test_another_thread_runs_during_synced_appends(path):
         try:
             spinner.start()
             progressed = 0
-            for i in range(APPENDS):
+            appends = 0
+            while appends < APPENDS_MAX and progressed < PROGRESS_WANTED:
                 before = counter[0]
-                task.append({"type": "user/message", "text": str(i)}, durability="synced")
+                task.append({"type": "user/message", "text": str(appends)}, durability="synced")
+                appends += 1
                 if counter[0] > before:
                     progressed += 1
         finally:
             stop.set()
             sys.setswitchinterval(interval)
             spinner.join()
-        assert task.revision == APPENDS
-        assert progressed >= APPENDS // 2, f"the other thread ran during {progressed} appends"
+        assert task.revision == appends
+        assert progressed >= PROGRESS_WANTED, (
+            f"the other thread ran during {progressed} of {appends} synced appends"
+        )

@@ -32,7 +32,10 @@ use serde_json::{Map, Value, json};
 use crate::harness::codec;
 use crate::harness::recovery::RecoveryReport;
 use crate::harness::{Body, CallId, TaskState};
-use crate::limits::SERVER_LINE_BYTES_MAX;
+use crate::limits::{
+    CLIENT_DELTA_BUFFER_BYTES, DELTA_TEXT_BYTES_MAX, SERVER_LINE_BYTES_MAX, TASK_ID_BYTES_MAX,
+};
+use crate::protocol::delta_line;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::server::conn::{KEY_HELLO, KEY_OP, KEY_VERSION};
 use crate::server::{SERVER_PROTOCOL_VERSION, socket_path};
@@ -136,6 +139,10 @@ impl fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 /// A connection to a served store.
+///
+/// [`Client::delta`] is pipelined: fragments are written into a buffer of this client and
+/// sent without waiting for their replies, which are read (and checked) in bulk when the
+/// buffer is full and before any other request; dropping the client sends what is buffered.
 #[derive(Debug)]
 pub struct Client {
     path: PathBuf,
@@ -144,6 +151,10 @@ pub struct Client {
     next_id: u64,
     server_pid: u64,
     line: Vec<u8>,
+    /// Delta request lines not sent yet (at most [`CLIENT_DELTA_BUFFER_BYTES`] and a line).
+    deltas: Vec<u8>,
+    /// Deltas sent or buffered whose replies are not read yet.
+    pending: u64,
 }
 
 impl Client {
@@ -177,6 +188,8 @@ impl Client {
             next_id: 1,
             server_pid: 0,
             line: Vec::new(),
+            deltas: Vec::new(),
+            pending: 0,
         };
         let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
         let Value::Object(hello) = hello else { unreachable!("a JSON object") };
@@ -228,22 +241,79 @@ impl Client {
                 what: "a reply whose id is not the request's".to_owned(),
             });
         }
-        match reply.get("error").and_then(Value::as_str) {
-            None => Ok(reply),
-            Some("STALE_REVISION") => Err(ClientError::StaleRevision {
-                expected: reply.get("expected").and_then(Value::as_u64).unwrap_or(0),
-                actual: reply.get("actual").and_then(Value::as_u64).unwrap_or(0),
-            }),
-            Some(code) => Err(ClientError::Refused {
-                code: code.to_owned(),
-                message: reply
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                reply,
-            }),
+        if reply.contains_key("error") { Err(refused(reply)) } else { Ok(reply) }
+    }
+
+    /// Appends one streamed `assistant/delta` fragment to `task`, `Buffered`, as
+    /// [`crate::Task::delta`] does in the serving process, **pipelined**: the request line is
+    /// written into this client's buffer and sent when the buffer is full
+    /// ([`CLIENT_DELTA_BUFFER_BYTES`]), at [`Client::flush`], before any other request or
+    /// when the client is dropped; no reply is waited for, so a delta makes no syscall unless
+    /// the buffer is due. The replies are read when the buffer is sent.
+    ///
+    /// # Errors
+    ///
+    /// At once, without sending: a text longer than `DELTA_TEXT_BYTES_MAX` or an invalid task
+    /// id ([`ClientError::Refused`], `LIMIT_EXCEEDED` or `INVALID_EVENT`, as the store would
+    /// answer). When this call sends the buffer: the first error reply among the fragments
+    /// sent (the store failed: the stream ends there) or [`ClientError::Disconnected`].
+    pub fn delta(&mut self, task: &str, text: &str) -> Result<(), ClientError> {
+        if text.len() > DELTA_TEXT_BYTES_MAX || task.is_empty() || task.len() > TASK_ID_BYTES_MAX {
+            return Err(self.local_refusal(task, text));
         }
+        delta_line::write_line(&mut self.deltas, task, text);
+        self.pending += 1;
+        if self.deltas.len() >= CLIENT_DELTA_BUFFER_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends the buffered deltas and reads their replies: afterwards every delta appended so
+    /// far is in the serving process's log with `Buffered` durability.
+    ///
+    /// # Errors
+    ///
+    /// The first error reply among the fragments ([`ClientError::Refused`]; the fragments
+    /// before it were appended), or [`ClientError::Disconnected`].
+    pub fn flush(&mut self) -> Result<(), ClientError> {
+        if self.pending == 0 {
+            return Ok(());
+        }
+        if !self.deltas.is_empty() {
+            let sent = self.writer.write_all(&self.deltas);
+            self.deltas.clear();
+            sent.map_err(|error| self.gone(&error))?;
+        }
+        let mut first_error = None;
+        while self.pending > 0 {
+            self.read_line()?;
+            self.pending -= 1;
+            let line = &self.line[..self.line.len() - 1];
+            if delta_line::is_written_reply(line) || first_error.is_some() {
+                continue;
+            }
+            first_error = Some(match serde_json::from_slice::<Value>(line) {
+                Ok(Value::Object(reply)) => refused(reply),
+                _ => ClientError::Protocol { what: "an unreadable reply to a delta".to_owned() },
+            });
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The refusal the store would give a delta that cannot be sent: its error reply, made
+    /// by the same library checks.
+    fn local_refusal(&self, task: &str, text: &str) -> ClientError {
+        let error = match crate::harness::ids::check_task_id(task) {
+            Err(error) => error,
+            Ok(()) => crate::error::Error::from(crate::ErrorKind::LimitExceeded {
+                what: "assistant/delta text bytes",
+                value: text.len() as u64,
+                limit: DELTA_TEXT_BYTES_MAX as u64,
+            }),
+        };
+        let reply = crate::protocol::Reply::from_error(&error, None);
+        refused(reply.object().clone())
     }
 
     /// Appends one event to `task`, as [`crate::Task::append_with`] does in the serving
@@ -423,11 +493,16 @@ impl Client {
     /// [`ClientError::Disconnected`] when the server went away before the end of the
     /// replies; an I/O error of `output` as [`ClientError::Protocol`].
     pub fn relay(
-        self,
+        mut self,
         input: impl Read + Send + 'static,
         output: &mut impl Write,
     ) -> Result<Relayed, ClientError> {
-        let Client { path, mut reader, mut writer, .. } = self;
+        self.flush()?;
+        let path = self.path.clone();
+        let mut reader =
+            BufReader::new(self.reader.get_ref().try_clone().map_err(|e| self.gone(&e))?);
+        let mut writer = self.writer.try_clone().map_err(|e| self.gone(&e))?;
+        drop(self);
         // Set by the sender once every line is written, before it ends its side: a server
         // that closes before that went away; one that closes after it must have answered
         // every non-blank line the sender counted.
@@ -507,14 +582,17 @@ impl Client {
         Ok(relayed)
     }
 
+    /// Sends one request line, after the buffered deltas and their replies.
     fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
+        self.flush()?;
         let mut line = serde_json::to_vec(object)
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
         line.push(b'\n');
         self.writer.write_all(&line).map_err(|error| self.gone(&error))
     }
 
-    fn receive(&mut self) -> Result<Map<String, Value>, ClientError> {
+    /// Reads one reply line, newline included, into `self.line`.
+    fn read_line(&mut self) -> Result<(), ClientError> {
         self.line.clear();
         let read = (&mut self.reader)
             .take(SERVER_LINE_BYTES_MAX as u64)
@@ -526,6 +604,11 @@ impl Client {
                 detail: "the connection closed before the reply".to_owned(),
             });
         }
+        Ok(())
+    }
+
+    fn receive(&mut self) -> Result<Map<String, Value>, ClientError> {
+        self.read_line()?;
         match serde_json::from_slice(&self.line) {
             Ok(Value::Object(reply)) => Ok(reply),
             Ok(_) => {
@@ -537,6 +620,31 @@ impl Client {
 
     fn gone(&self, error: &io::Error) -> ClientError {
         ClientError::Disconnected { path: self.path.clone(), detail: error.to_string() }
+    }
+}
+
+impl Drop for Client {
+    /// Sends the buffered deltas (their replies are not waited for): a client that ends
+    /// cleanly leaves none of its fragments behind.
+    fn drop(&mut self) {
+        if !self.deltas.is_empty() {
+            let _ = self.writer.write_all(&self.deltas);
+        }
+    }
+}
+
+/// The error of an error reply.
+fn refused(reply: Map<String, Value>) -> ClientError {
+    match reply.get("error").and_then(Value::as_str) {
+        Some("STALE_REVISION") => ClientError::StaleRevision {
+            expected: reply.get("expected").and_then(Value::as_u64).unwrap_or(0),
+            actual: reply.get("actual").and_then(Value::as_u64).unwrap_or(0),
+        },
+        code => ClientError::Refused {
+            code: code.unwrap_or("UNKNOWN").to_owned(),
+            message: reply.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            reply,
+        },
     }
 }
 

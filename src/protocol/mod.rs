@@ -36,6 +36,7 @@
 //! # }
 //! ```
 
+pub mod delta_line;
 pub mod reply;
 pub mod request;
 pub mod time;

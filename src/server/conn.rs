@@ -22,8 +22,8 @@ use crate::limits::{
 };
 use crate::protocol::reply::{self, error_object, with_id};
 use crate::protocol::request::{self, KEY_ID, KEY_TASK, KEY_TYPE, Refusal};
-use crate::protocol::{self, Reply, Request, views};
-use crate::{AppendOptions, Store};
+use crate::protocol::{self, Reply, Request, delta_line, views};
+use crate::{AppendOptions, Store, Task};
 
 use super::SERVER_PROTOCOL_VERSION;
 
@@ -98,6 +98,7 @@ pub fn serve_stream<R: Read, W: Write>(
         input: BufReader::with_capacity(SERVER_INPUT_BUFFER_BYTES, input),
         output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
         line: Vec::new(),
+        last_task: None,
     };
     let end = connection.run(pid);
     (end, connection.touched)
@@ -110,6 +111,8 @@ struct Connection<'a, R: Read, W: Write> {
     input: BufReader<R>,
     output: BufWriter<W>,
     line: Vec<u8>,
+    /// The task of the last bare delta, so that a stream of fragments looks it up once.
+    last_task: Option<Task>,
 }
 
 /// One line of input, as read.
@@ -145,7 +148,12 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                     return self.write_and_end(reply.object(), End::LineTooLong);
                 }
                 Line::Complete if self.line.iter().all(u8::is_ascii_whitespace) => continue,
-                Line::Complete => self.handle(),
+                Line::Complete => match self.delta() {
+                    Delta::Answered(Ok(())) => continue,
+                    Delta::Answered(Err(error)) => return End::WriteFailed(error),
+                    Delta::Refused(reply) => reply,
+                    Delta::General => self.handle(),
+                },
             };
             if let Reply::Fatal { reply, message, .. } = &reply {
                 return self.write_and_end(reply, End::Fatal { message: message.clone() });
@@ -185,6 +193,40 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         None
     }
 
+    /// A bare `assistant/delta` line through the fast path ([`delta_line`]): the same task
+    /// checks, append and reply as [`Self::handle`], without building JSON trees. The task
+    /// handle of the last delta is kept, so a stream of fragments looks its task up once.
+    fn delta(&mut self) -> Delta {
+        let Some(line) = delta_line::parse(&self.line) else { return Delta::General };
+        let id = line.id.0.map(Value::from);
+        if let Some(refused) = touch(&mut self.touched, self.holds, &line.task, id.clone()) {
+            return Delta::Refused(refused);
+        }
+        let cached = self.last_task.as_ref().filter(|task| task.id().as_str() == line.task);
+        let fresh;
+        let task = match cached {
+            Some(task) => task,
+            None => match self.store.task(&line.task) {
+                Ok(task) => {
+                    fresh = task;
+                    &fresh
+                }
+                Err(error) => return Delta::Refused(Reply::from_error(&error, id)),
+            },
+        };
+        match task.delta_revision(&line.text) {
+            Ok((seq, revision)) => {
+                let written =
+                    delta_line::write_reply(&mut self.output, line.id, seq.0, &line.task, revision);
+                if cached.is_none() {
+                    self.last_task = Some(task.clone());
+                }
+                Delta::Answered(written)
+            }
+            Err(error) => Delta::Refused(Reply::from_error(&error, id)),
+        }
+    }
+
     /// The reply to one non-blank request line.
     fn handle(&mut self) -> Reply {
         let object = match request::parse_object(&self.line) {
@@ -207,20 +249,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
 
     /// Records that this connection touches `task`; a refusal once it touched too many.
     fn touch(&mut self, task: &str, id: Option<Value>) -> Option<Reply> {
-        if self.touched.contains(task) {
-            return None;
-        }
-        if self.touched.len() >= SERVER_TASKS_PER_CLIENT_MAX {
-            let error = Error::from(ErrorKind::LimitExceeded {
-                what: "distinct tasks one client connection touches (reconnect to touch others)",
-                value: self.touched.len() as u64 + 1,
-                limit: SERVER_TASKS_PER_CLIENT_MAX as u64,
-            });
-            return Some(Reply::from_error(&error, id));
-        }
-        self.touched.insert(task.to_owned());
-        self.holds.touch(task);
-        None
+        touch(&mut self.touched, self.holds, task, id)
     }
 
     /// A request with `op` and no `type`: `revision`, `state` or `batch`.
@@ -559,6 +588,40 @@ fn with_id_first(reply: Reply, id: Option<Value>) -> Reply {
             Reply::Fatal { reply: rebuild(reply), message, damaged }
         }
     }
+}
+
+/// Records in `touched` that a connection touches `task` (and tells `holds` the first
+/// time); a refusal once it touched too many.
+fn touch(
+    touched: &mut HashSet<String>,
+    holds: &dyn Holds,
+    task: &str,
+    id: Option<Value>,
+) -> Option<Reply> {
+    if touched.contains(task) {
+        return None;
+    }
+    if touched.len() >= SERVER_TASKS_PER_CLIENT_MAX {
+        let error = Error::from(ErrorKind::LimitExceeded {
+            what: "distinct tasks one client connection touches (reconnect to touch others)",
+            value: touched.len() as u64 + 1,
+            limit: SERVER_TASKS_PER_CLIENT_MAX as u64,
+        });
+        return Some(Reply::from_error(&error, id));
+    }
+    touched.insert(task.to_owned());
+    holds.touch(task);
+    None
+}
+
+/// What the fast path made of a line.
+enum Delta {
+    /// Not a bare delta: the general path answers it.
+    General,
+    /// Appended and answered (the result of writing the reply).
+    Answered(io::Result<()>),
+    /// Refused or failed: this reply answers it.
+    Refused(Reply),
 }
 
 fn write_line(output: &mut impl Write, reply: &Map<String, Value>) -> io::Result<()> {

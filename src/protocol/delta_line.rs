@@ -1,0 +1,111 @@
+//! The fast path of the most frequent request line: a bare `assistant/delta` append.
+//!
+//! A streamed model's fragments are most of a session's lines, and each of them would
+//! otherwise become a JSON tree, a [`super::Request`] and a reply tree before a few bytes are
+//! appended. [`parse`] reads a line that is exactly an `assistant/delta` without options
+//! (`id` optional and a non-negative integer, `task`, `type`, `text`, in any order, nothing
+//! else) into borrowed strings, allocating nothing unless a string holds an escape; any other
+//! line gives `None` and goes the general way ([`super::handle_line`]), which also gives the
+//! refusals. [`write_reply`] writes the written reply byte for byte as the general path
+//! serialises it, and [`write_line`] is a client's side: the request line of one fragment,
+//! into a buffer it reuses.
+//!
+//! The answers are the general path's (`tests/protocol_delta_line.rs` compares both on many
+//! lines): the same task checks, the same [`crate::Task::delta_revision`], the same reply.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io::Write;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+/// The `type` of the lines this path takes.
+const DELTA_TYPE: &str = "assistant/delta";
+
+/// A request line that is a bare `assistant/delta`, its strings borrowed from the line.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaLine<'a> {
+    /// The request's `id`, when it has one (only non-negative integers take this path).
+    #[serde(default)]
+    pub id: Id,
+    /// The task appended to.
+    #[serde(borrow)]
+    pub task: Cow<'a, str>,
+    #[serde(borrow, rename = "type")]
+    event_type: Cow<'a, str>,
+    /// The fragment.
+    #[serde(borrow)]
+    pub text: Cow<'a, str>,
+}
+
+/// The `id` of a [`DeltaLine`]: absent, or a non-negative integer. Any other `id` (a string,
+/// `null`, a negative or fractional number) makes the line go the general way.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Id(pub Option<u64>);
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Id, D::Error> {
+        struct IdVisitor;
+        impl Visitor<'_> for IdVisitor {
+            type Value = Id;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a non-negative integer")
+            }
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<Id, E> {
+                Ok(Id(Some(value)))
+            }
+        }
+        deserializer.deserialize_any(IdVisitor)
+    }
+}
+
+/// The line as a bare `assistant/delta` append, or `None` when it is anything else (then
+/// the general path answers it, refusals included).
+#[must_use]
+pub fn parse(line: &[u8]) -> Option<DeltaLine<'_>> {
+    let parsed: DeltaLine<'_> = serde_json::from_slice(line).ok()?;
+    (parsed.event_type == DELTA_TYPE && !parsed.task.is_empty()).then_some(parsed)
+}
+
+/// Writes the reply of a written delta, newline included, exactly as the general path
+/// serialises [`super::reply::written`] with `durability` `buffered`.
+///
+/// # Errors
+///
+/// Those of `out`.
+pub fn write_reply(
+    out: &mut impl Write,
+    id: Id,
+    seq: u64,
+    task: &str,
+    revision: u64,
+) -> std::io::Result<()> {
+    out.write_all(b"{")?;
+    if let Some(id) = id.0 {
+        write!(out, "\"id\":{id},")?;
+    }
+    write!(out, "\"seq\":{seq},\"task\":")?;
+    serde_json::to_writer(&mut *out, task)?;
+    writeln!(out, ",\"revision\":{revision},\"durability\":\"buffered\"}}")
+}
+
+/// Appends the request line of one fragment of `task` (no `id`, newline included) to `out`:
+/// what a client sends for [`crate::Task::delta`]. Allocates only when `out` must grow.
+pub fn write_line(out: &mut Vec<u8>, task: &str, text: &str) {
+    out.extend_from_slice(b"{\"task\":");
+    // Serialising a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, task);
+    out.extend_from_slice(b",\"type\":\"assistant/delta\",\"text\":");
+    let _ = serde_json::to_writer(&mut *out, text);
+    out.extend_from_slice(b"}\n");
+}
+
+/// Whether a reply line (without its newline) is the written reply of a bare delta sent
+/// without `id`: what a client that pipelines fragments checks without parsing the reply.
+/// Anything else (an error) is parsed in full.
+#[must_use]
+pub fn is_written_reply(line: &[u8]) -> bool {
+    line.starts_with(b"{\"seq\":") && line.ends_with(b"\"durability\":\"buffered\"}")
+}

@@ -1,0 +1,105 @@
+//! `Client::delta` pipelines fragments: many of them, across several sends of the client's
+//! buffer and interleaved with requests that wait, all reach the log in order with the right
+//! revisions; a fragment the store would refuse is refused at once, without being sent; a
+//! client dropped with fragments still buffered sends them.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::server::store_dir;
+use factlog::client::Client;
+use factlog::harness::Body;
+use factlog::harness::event::UserMessage;
+use factlog::limits::{CLIENT_DELTA_BUFFER_BYTES, DELTA_TEXT_BYTES_MAX};
+use factlog::server::ServeOptions;
+use factlog::{AppendOptions, Durability, Seq, Store, StoreOptions};
+
+fn texts(store: &Store, task: &str) -> Vec<String> {
+    store
+        .events(Seq(1))
+        .expect("events")
+        .map(|event| event.expect("event"))
+        .filter(|event| event.task.as_str() == task)
+        .filter_map(|event| match event.body {
+            Body::AssistantDelta(delta) => Some(delta.text),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn pipelined_fragments_arrive_in_order_around_waiting_requests() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect(&dir).expect("connect");
+    // Enough fragments to send the buffer many times over.
+    let count = 4 * CLIENT_DELTA_BUFFER_BYTES / 20;
+    let mut expected = Vec::new();
+    for i in 0..count {
+        let text = format!("fragment {i} \"é\"\n");
+        client.delta("t1", &text).expect("delta");
+        expected.push(text);
+        if i % 1000 == 999 {
+            // A request that waits: every fragment before it is appended first.
+            let revision = client.revision("t1").expect("revision");
+            assert_eq!(revision, i as u64 + 1, "revision after {} fragments", i + 1);
+            let synced =
+                AppendOptions { durability: Some(Durability::Synced), ..Default::default() };
+            let body =
+                Body::UserMessage(UserMessage { text: "m".into(), extra: Default::default() });
+            client.append("t2", &body, synced).expect("append");
+        }
+    }
+    client.flush().expect("flush");
+    assert_eq!(store.task_revision("t1").map(|(revision, _)| revision), Some(count as u64));
+    assert_eq!(texts(&store, "t1"), expected);
+    drop(client);
+    drop(server);
+    store.close().expect("close");
+}
+
+#[test]
+fn a_fragment_the_store_would_refuse_is_refused_without_sending() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect(&dir).expect("connect");
+    client.delta("t1", "before").expect("delta");
+    let long = "x".repeat(DELTA_TEXT_BYTES_MAX + 1);
+    let error = client.delta("t1", &long).expect_err("too long");
+    assert_eq!(error.code(), Some("LIMIT_EXCEEDED"), "{error}");
+    let error = client.delta("", "no task").expect_err("empty task");
+    assert_eq!(error.code(), Some("INVALID_EVENT"), "{error}");
+    let error = client.delta(&"t".repeat(200), "long task").expect_err("long task");
+    assert_eq!(error.code(), Some("LIMIT_EXCEEDED"), "{error}");
+    client.delta("t1", "after").expect("delta");
+    client.flush().expect("flush");
+    assert_eq!(texts(&store, "t1"), ["before", "after"]);
+    drop(client);
+    drop(server);
+    store.close().expect("close");
+}
+
+#[test]
+fn a_dropped_client_sends_its_buffered_fragments() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect(&dir).expect("connect");
+    for i in 0..3 {
+        client.delta("t1", &format!("f{i}")).expect("delta");
+    }
+    drop(client);
+    // The server handles the fragments before it sees the connection end; wait for that
+    // (a liveness bound, not a measurement).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while texts(&store, "t1").len() < 3 {
+        assert!(Instant::now() < deadline, "the buffered fragments never arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(texts(&store, "t1"), ["f0", "f1", "f2"]);
+    drop(server);
+    store.close().expect("close");
+}
