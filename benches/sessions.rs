@@ -34,16 +34,12 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use factlog::limits::SEGMENT_BYTES_DEFAULT;
-use factlog::{Durability, Options, Store, StoreOptions, Task};
 use parking_lot::Mutex;
 
-use counting_fs::CountingFs;
 use events::{Workload, median};
-use workload::{Action, Shape, StepClose};
+use workload::Shape;
 
 mod common;
 #[path = "common/counting_fs.rs"]
@@ -51,6 +47,8 @@ mod common;
 mod counting_fs;
 #[path = "common/events.rs"]
 mod events;
+#[path = "common/many.rs"]
+mod many;
 #[path = "common/settle.rs"]
 mod settle;
 #[path = "common/workload.rs"]
@@ -72,10 +70,6 @@ const RUNS_DEFAULT: usize = 3;
 /// The smoke test's sizes (`-- --test`).
 const TEST_SESSIONS: [usize; 2] = [1, 3];
 const TEST_SHAPE: Shape = Shape { turns: 1, steps: 1, tokens: 2 };
-
-/// How long a SQLite connection waits for the write lock before it gives up: long enough that
-/// no session of this bench ever fails, so its waits show in the latencies instead.
-const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Capacity of each JSONL writer's `BufWriter`.
 const JSONL_BUFFER_BYTES: usize = 64 * 1024;
@@ -176,141 +170,20 @@ struct Run {
 }
 
 impl Run {
-    fn new(elapsed: Duration, syncs: Option<u64>, timings: Timings) -> Run {
+    fn new(elapsed: Duration, syncs: Option<u64>, timings: many::Timings) -> Run {
         Run { elapsed, syncs, synced_ns: timings.synced_ns, max_any_ns: timings.max_any_ns }
     }
-}
-
-/// What one session's thread timed.
-#[derive(Default)]
-struct Timings {
-    synced_ns: Vec<u64>,
-    max_any_ns: u64,
-}
-
-impl Timings {
-    /// Records one append that began at `start`.
-    fn record(&mut self, start: Instant, synced: bool) {
-        let ns = start.elapsed().as_nanos() as u64;
-        self.max_any_ns = self.max_any_ns.max(ns);
-        if synced {
-            self.synced_ns.push(ns);
-        }
-    }
-}
-
-/// Runs `work(i)` on one thread per session, all released together; the wall time from the
-/// release until every thread is done, and what they timed.
-fn parallel(sessions: usize, work: impl Fn(usize) -> Timings + Sync) -> (Duration, Timings) {
-    let barrier = Barrier::new(sessions + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..sessions)
-            .map(|i| {
-                let (barrier, work) = (&barrier, &work);
-                scope.spawn(move || {
-                    barrier.wait();
-                    work(i)
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let timings: Vec<Timings> =
-            handles.into_iter().map(|h| h.join().expect("a session thread")).collect();
-        let elapsed = start.elapsed();
-        let mut all = Timings::default();
-        for t in timings {
-            all.synced_ns.extend(t.synced_ns);
-            all.max_any_ns = all.max_any_ns.max(t.max_any_ns);
-        }
-        (elapsed, all)
-    })
-}
-
-/// Whether the typed store's append of `action` waits for an `fdatasync`.
-fn synced_action(action: &Action) -> bool {
-    match action {
-        Action::Delta(_) => false,
-        Action::Append(body) => {
-            body.event_type().is_some_and(|t| t.default_durability() == Durability::Synced)
-        }
-        Action::CloseStep(_) => true,
-    }
-}
-
-fn factlog_run(sessions: &[Workload]) -> Run {
-    let dir = common::temp_dir("sessions-factlog");
-    let (fs, counters) = CountingFs::new();
-    let options = StoreOptions::new().clock(workload::fixed_clock).log(Options::new().fs(fs));
-    let store = Store::open(dir.path(), options).expect("open the store");
-    settle::wait_for_prealloc(dir.path(), SEGMENT_BYTES_DEFAULT);
-    let tasks: Vec<Task> = sessions.iter().map(|w| store.task(&w.task).expect("task")).collect();
-    let work: Vec<Mutex<Option<workload::Session>>> =
-        sessions.iter().map(|w| Mutex::new(Some(w.session.clone()))).collect();
-    let before = counters.read();
-    let (elapsed, timings) = parallel(sessions.len(), |i| {
-        let session = work[i].lock().take().expect("each session runs once");
-        let mut timings = Timings::default();
-        for action in session.actions {
-            let synced = synced_action(&action);
-            let start = Instant::now();
-            workload::perform(&tasks[i], &session.deltas, action, StepClose::Batch);
-            timings.record(start, synced);
-        }
-        timings
-    });
-    let counts = counters.read().since(&before);
-    drop(tasks);
-    store.close().expect("close the store");
-    Run::new(elapsed, Some(counts.segment_syncs() + counts.other_syncs), timings)
 }
 
 fn sqlite_run(sessions: &[Workload]) -> Run {
     let dir = common::temp_dir("sessions-sqlite");
     let path = dir.path().join("events.db");
-    let setup = rusqlite::Connection::open(&path).expect("open the database");
-    let mode: String =
-        setup.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).expect("WAL mode");
-    assert_eq!(mode, "wal");
-    setup
-        .execute_batch(
-            "CREATE TABLE events(seq INTEGER PRIMARY KEY, task TEXT, type TEXT, body BLOB);",
-        )
-        .expect("create the table");
-    let connections: Vec<Mutex<Option<rusqlite::Connection>>> = sessions
-        .iter()
-        .map(|_| {
-            let conn = rusqlite::Connection::open(&path).expect("open a connection");
-            conn.busy_timeout(SQLITE_BUSY_TIMEOUT).expect("busy timeout");
-            conn.execute_batch("PRAGMA synchronous=FULL;").expect("synchronous=FULL");
-            Mutex::new(Some(conn))
-        })
-        .collect();
-    let (elapsed, timings) = parallel(sessions.len(), |i| {
+    let setup = many::sqlite_create(&path);
+    let connections: Vec<Mutex<Option<rusqlite::Connection>>> =
+        sessions.iter().map(|_| Mutex::new(Some(many::sqlite_connect(&path)))).collect();
+    let (elapsed, timings) = many::parallel(sessions.len(), |i| {
         let conn = connections[i].lock().take().expect("each connection runs once");
-        let w = &sessions[i];
-        let mut begin = conn.prepare("BEGIN IMMEDIATE").expect("prepare BEGIN");
-        let mut commit = conn.prepare("COMMIT").expect("prepare COMMIT");
-        let mut insert = conn
-            .prepare("INSERT INTO events(task, type, body) VALUES (?1, ?2, ?3)")
-            .expect("prepare the insert");
-        let mut timings = Timings::default();
-        let mut open = false;
-        for event in &w.events {
-            let start = Instant::now();
-            if !open {
-                begin.execute([]).expect("BEGIN IMMEDIATE");
-                open = true;
-            }
-            insert.execute(rusqlite::params![w.task, event.type_name, event.body]).expect("insert");
-            if event.critical {
-                commit.execute([]).expect("COMMIT");
-                open = false;
-            }
-            timings.record(start, event.critical);
-        }
-        assert!(!open, "the session ends with a commit");
-        timings
+        many::sqlite_session(&conn, &sessions[i])
     });
     drop(connections);
     setup.close().expect("close the database");
@@ -325,10 +198,10 @@ fn jsonl_run(sessions: &[Workload]) -> Run {
             Mutex::new(Some(File::create_new(path).expect("create a JSONL file")))
         })
         .collect();
-    let (elapsed, timings) = parallel(sessions.len(), |i| {
+    let (elapsed, timings) = many::parallel(sessions.len(), |i| {
         let file = files[i].lock().take().expect("each file is written once");
         let mut out = BufWriter::with_capacity(JSONL_BUFFER_BYTES, file);
-        let mut timings = Timings::default();
+        let mut timings = many::Timings::default();
         for event in &sessions[i].events {
             let start = Instant::now();
             out.write_all(&event.line).expect("write");
@@ -346,8 +219,8 @@ fn jsonl_run(sessions: &[Workload]) -> Run {
 }
 
 fn floor_run(sessions: &[Workload], files: &[File]) -> Run {
-    let (elapsed, timings) = parallel(sessions.len(), |i| {
-        let mut timings = Timings::default();
+    let (elapsed, timings) = many::parallel(sessions.len(), |i| {
+        let mut timings = many::Timings::default();
         events::pwrite_chunks(&files[i], &sessions[i].chunks, |took| {
             let ns = took.as_nanos() as u64;
             timings.max_any_ns = timings.max_any_ns.max(ns);
@@ -384,17 +257,15 @@ fn prepare(n: usize, shape: Shape) -> Prepared {
 
 fn measure(policy: Policy, prepared: &Prepared) -> Run {
     match policy {
-        Policy::Factlog => factlog_run(&prepared.sessions),
+        Policy::Factlog => {
+            let dir = common::temp_dir("sessions-factlog");
+            let (elapsed, syncs, timings) = many::factlog_threads(&prepared.sessions, dir.path());
+            Run::new(elapsed, Some(syncs), timings)
+        }
         Policy::Sqlite => sqlite_run(&prepared.sessions),
         Policy::JsonlPerSession => jsonl_run(&prepared.sessions),
         Policy::Floor => floor_run(&prepared.sessions, &prepared.floor_files),
     }
-}
-
-/// The nearest-rank percentile `p` (0-100) of sorted `values`, in microseconds.
-fn percentile_us(sorted: &[u64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map_or(f64::NAN, |&ns| ns as f64 / 1e3)
 }
 
 /// Prints the row of `policy` at the N of `prepared`.
@@ -427,9 +298,9 @@ fn report(prepared: &Prepared, policy: Policy, runs: &[Run], floor: Option<&[Dur
         median(rates),
         format!("({low:.0}-{high:.0})"),
         syncs,
-        percentile_us(&latencies, 50.0),
-        percentile_us(&latencies, 99.0),
-        percentile_us(&latencies, 100.0),
+        many::percentile_us(&latencies, 50.0),
+        many::percentile_us(&latencies, 99.0),
+        many::percentile_us(&latencies, 100.0),
         max_any,
         ratio,
     );

@@ -103,3 +103,64 @@ fn a_dropped_client_sends_its_buffered_fragments() {
     drop(server);
     store.close().expect("close");
 }
+
+/// A server that refuses the first fragment it gets and writes everything else: the
+/// client returns the refusal from the request it sent after the fragments, says that the
+/// request still ran, and the connection stays in step for the next request.
+#[test]
+fn a_refused_fragment_is_returned_by_the_next_request_which_still_ran() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixListener;
+
+    let temp = tempfile::tempdir().expect("tempdir");
+    let socket = temp.path().join("fake.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut writer = stream;
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("hello");
+        writer
+            .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1}\n")
+            .unwrap();
+        let mut refused_one = false;
+        let mut seq = 0;
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).expect("read") == 0 {
+                return;
+            }
+            let request: serde_json::Value = serde_json::from_str(&line).expect("json");
+            seq += 1;
+            let reply = if request["type"] == "assistant/delta" {
+                if refused_one {
+                    format!(
+                        "{{\"seq\":{seq},\"task\":\"t\",\"revision\":{seq},\"durability\":\"buffered\"}}"
+                    )
+                } else {
+                    refused_one = true;
+                    "{\"error\":\"LIMIT_EXCEEDED\",\"message\":\"too many tasks\"}".to_owned()
+                }
+            } else {
+                format!(
+                    "{{\"id\":{},\"seq\":{seq},\"task\":\"t\",\"revision\":{seq},\"durability\":\"synced\"}}",
+                    request["id"]
+                )
+            };
+            writer.write_all(reply.as_bytes()).and_then(|()| writer.write_all(b"\n")).unwrap();
+        }
+    });
+    let mut client = Client::connect_socket(&socket).expect("connect");
+    for text in ["a", "b", "c"] {
+        client.delta("t", text).expect("buffered");
+    }
+    let body = Body::UserMessage(UserMessage { text: "m".into(), extra: Default::default() });
+    let error = client.append("t", &body, AppendOptions::default()).expect_err("the refusal");
+    assert_eq!(error.code(), Some("LIMIT_EXCEEDED"), "{error}");
+    assert!(error.to_string().contains("still ran and answered written"), "{error}");
+    // In step: the next request gets its own reply.
+    client.append("t", &body, AppendOptions::default()).expect("the next request");
+    drop(client);
+    server.join().expect("the fake server");
+}

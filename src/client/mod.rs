@@ -2,10 +2,12 @@
 //! store appends to it and reads from it through the socket of the process that does
 //! ([`crate::Store::serve`], `factlog serve DIR`).
 //!
-//! Every call sends one request line and waits for its reply (`history` one per page): the replies are those of
-//! `format-spec/protocol.md`, turned into the library's types. An error reply is a
-//! [`ClientError::Refused`] (or [`ClientError::StaleRevision`]) and means nothing was
-//! written. A server that goes away is a [`ClientError::Disconnected`] at once, never a hang;
+//! Every call sends one request line and waits for its reply (`history` one per page): the
+//! replies are those of `format-spec/protocol.md`, turned into the library's types. An error
+//! reply is a [`ClientError::Refused`] (or [`ClientError::StaleRevision`]) and means nothing
+//! was written, except for a pipelined fragment's refusal returned by the request sent after
+//! it (see [`Client::delta`]). Fragments ([`Client::delta`]) are pipelined: buffered and sent
+//! without waiting, their replies read in bulk. A server that goes away is a [`ClientError::Disconnected`] at once, never a hang;
 //! the request it was running may or may not have been written: re-read the task.
 //!
 //! ```no_run
@@ -155,6 +157,9 @@ pub struct Client {
     deltas: Vec<u8>,
     /// Deltas sent or buffered whose replies are not read yet.
     pending: u64,
+    /// A fragment refused, read with the replies before a request's: returned by that
+    /// request once its own reply is read.
+    delta_error: Option<ClientError>,
 }
 
 impl Client {
@@ -190,6 +195,7 @@ impl Client {
             line: Vec::new(),
             deltas: Vec::new(),
             pending: 0,
+            delta_error: None,
         };
         let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
         let Value::Object(hello) = hello else { unreachable!("a JSON object") };
@@ -236,6 +242,9 @@ impl Client {
         }
         self.send(&object)?;
         let reply = self.receive()?;
+        if let Some(error) = self.delta_error.take() {
+            return Err(after_request(error, &reply));
+        }
         if reply.get(KEY_ID) != object.get(KEY_ID) {
             return Err(ClientError::Protocol {
                 what: "a reply whose id is not the request's".to_owned(),
@@ -246,17 +255,23 @@ impl Client {
 
     /// Appends one streamed `assistant/delta` fragment to `task`, `Buffered`, as
     /// [`crate::Task::delta`] does in the serving process, **pipelined**: the request line is
-    /// written into this client's buffer and sent when the buffer is full
-    /// ([`CLIENT_DELTA_BUFFER_BYTES`]), at [`Client::flush`], before any other request or
-    /// when the client is dropped; no reply is waited for, so a delta makes no syscall unless
-    /// the buffer is due. The replies are read when the buffer is sent.
+    /// written into this client's buffer, and no reply is waited for, so a fragment makes no
+    /// syscall unless the buffer is due. The buffer is sent when it is full
+    /// ([`CLIENT_DELTA_BUFFER_BYTES`]) or at [`Client::flush`] (which then read the replies),
+    /// in the same write as the next other request (whose call reads them), or when the
+    /// client is dropped. The server runs the lines of a connection in order, so every
+    /// fragment is in the log before whatever this client sends after it.
     ///
     /// # Errors
     ///
     /// At once, without sending: a text longer than `DELTA_TEXT_BYTES_MAX` or an invalid task
-    /// id ([`ClientError::Refused`], `LIMIT_EXCEEDED` or `INVALID_EVENT`, as the store would
-    /// answer). When this call sends the buffer: the first error reply among the fragments
-    /// sent (the store failed: the stream ends there) or [`ClientError::Disconnected`].
+    /// id ([`ClientError::Refused`], `LIMIT_EXCEEDED` or `INVALID_EVENT`, made by the same
+    /// checks as the store's). A fragment that passed them is refused by the server only when
+    /// the store failed (the reply ends the connection) or the connection touched more than
+    /// `SERVER_TASKS_PER_CLIENT_MAX` tasks; that refusal is returned by the call that reads
+    /// it: this one when it sends a full buffer, [`Client::flush`], or the next request, which
+    /// was sent with the fragments and still ran (the error's message says how it was
+    /// answered: re-read the task). [`ClientError::Disconnected`] when the server went away.
     pub fn delta(&mut self, task: &str, text: &str) -> Result<(), ClientError> {
         if text.len() > DELTA_TEXT_BYTES_MAX || task.is_empty() || task.len() > TASK_ID_BYTES_MAX {
             return Err(self.local_refusal(task, text));
@@ -280,11 +295,19 @@ impl Client {
         if self.pending == 0 {
             return Ok(());
         }
-        if !self.deltas.is_empty() {
-            let sent = self.writer.write_all(&self.deltas);
-            self.deltas.clear();
-            sent.map_err(|error| self.gone(&error))?;
-        }
+        self.write_deltas()?;
+        self.read_delta_replies()
+    }
+
+    /// Writes the buffered delta lines (and whatever else was put after them) in one write.
+    fn write_deltas(&mut self) -> Result<(), ClientError> {
+        let sent = self.writer.write_all(&self.deltas);
+        self.deltas.clear();
+        sent.map_err(|error| self.gone(&error))
+    }
+
+    /// Reads the replies of the fragments sent: the first error among them, if any.
+    fn read_delta_replies(&mut self) -> Result<(), ClientError> {
         let mut first_error = None;
         while self.pending > 0 {
             self.read_line()?;
@@ -582,13 +605,22 @@ impl Client {
         Ok(relayed)
     }
 
-    /// Sends one request line, after the buffered deltas and their replies.
+    /// Sends one request line. Buffered deltas go first, in the same write, and their
+    /// replies are read here: a fragment refused is kept in `delta_error` for
+    /// [`Client::request`] to return once the request's own reply is read.
     fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
-        self.flush()?;
         let mut line = serde_json::to_vec(object)
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
         line.push(b'\n');
-        self.writer.write_all(&line).map_err(|error| self.gone(&error))
+        if self.pending == 0 {
+            return self.writer.write_all(&line).map_err(|error| self.gone(&error));
+        }
+        self.deltas.extend_from_slice(&line);
+        self.write_deltas()?;
+        if let Err(error) = self.read_delta_replies() {
+            self.delta_error = Some(error);
+        }
+        Ok(())
     }
 
     /// Reads one reply line, newline included, into `self.line`.
@@ -630,6 +662,21 @@ impl Drop for Client {
         if !self.deltas.is_empty() {
             let _ = self.writer.write_all(&self.deltas);
         }
+    }
+}
+
+/// The error of a fragment refused before a request that was still run: the fragment's
+/// code, and a message that says so and what the request's reply was.
+fn after_request(error: ClientError, reply: &Map<String, Value>) -> ClientError {
+    let ClientError::Refused { code, message, reply: refusal } = error else { return error };
+    let answered = reply.get("error").and_then(Value::as_str).unwrap_or("written");
+    ClientError::Refused {
+        code,
+        message: format!(
+            "{message} (this was an assistant/delta fragment pipelined before the request \
+             just sent, which the store still ran and answered {answered}: re-read the task)"
+        ),
+        reply: refusal,
     }
 }
 

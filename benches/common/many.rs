@@ -1,0 +1,169 @@
+//! The many-session form of the workload, shared by `benches/sessions.rs` (threads of one
+//! process against peers) and `benches/clients.rs` (client processes of a served store):
+//! what a session's thread times, the parallel release of N sessions, and the typed store
+//! shared by N threads.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use factlog::limits::SEGMENT_BYTES_DEFAULT;
+use factlog::{Durability, Options, Store, StoreOptions, Task};
+use parking_lot::Mutex;
+
+use super::counting_fs::CountingFs;
+use super::events::Workload;
+use super::settle;
+use super::workload::{self, Action, StepClose};
+
+/// What one session timed.
+#[derive(Default)]
+pub struct Timings {
+    /// The latency of every synced append, in nanoseconds.
+    pub synced_ns: Vec<u64>,
+    /// The longest any single append took, in nanoseconds.
+    pub max_any_ns: u64,
+}
+
+impl Timings {
+    /// Records one append that began at `start`.
+    pub fn record(&mut self, start: Instant, synced: bool) {
+        let ns = start.elapsed().as_nanos() as u64;
+        self.max_any_ns = self.max_any_ns.max(ns);
+        if synced {
+            self.synced_ns.push(ns);
+        }
+    }
+
+    /// Adds another session's timings to these.
+    pub fn merge(&mut self, other: Timings) {
+        self.synced_ns.extend(other.synced_ns);
+        self.max_any_ns = self.max_any_ns.max(other.max_any_ns);
+    }
+}
+
+/// Runs `work(i)` on one thread per session, all released together; the wall time from the
+/// release until every thread is done, and what they timed.
+pub fn parallel(sessions: usize, work: impl Fn(usize) -> Timings + Sync) -> (Duration, Timings) {
+    let barrier = Barrier::new(sessions + 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..sessions)
+            .map(|i| {
+                let (barrier, work) = (&barrier, &work);
+                scope.spawn(move || {
+                    barrier.wait();
+                    work(i)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let timings: Vec<Timings> =
+            handles.into_iter().map(|h| h.join().expect("a session thread")).collect();
+        let elapsed = start.elapsed();
+        let mut all = Timings::default();
+        for t in timings {
+            all.merge(t);
+        }
+        (elapsed, all)
+    })
+}
+
+/// Whether the typed store's append of `action` waits for an `fdatasync`.
+pub fn synced_action(action: &Action) -> bool {
+    match action {
+        Action::Delta(_) => false,
+        Action::Append(body) => {
+            body.event_type().is_some_and(|t| t.default_durability() == Durability::Synced)
+        }
+        Action::CloseStep(_) => true,
+    }
+}
+
+/// The typed store (default options, fixed clock) shared by one thread per session, each
+/// step closed by one batch of `tool/result` + `step/end`: the wall time, the `fdatasync`s
+/// counted through a counting file system (segment and other syncs), and the timings.
+pub fn factlog_threads(sessions: &[Workload], dir: &std::path::Path) -> (Duration, u64, Timings) {
+    let (fs, counters) = CountingFs::new();
+    let options = StoreOptions::new().clock(workload::fixed_clock).log(Options::new().fs(fs));
+    let store = Store::open(dir, options).expect("open the store");
+    settle::wait_for_prealloc(dir, SEGMENT_BYTES_DEFAULT);
+    let tasks: Vec<Task> = sessions.iter().map(|w| store.task(&w.task).expect("task")).collect();
+    let work: Vec<Mutex<Option<workload::Session>>> =
+        sessions.iter().map(|w| Mutex::new(Some(w.session.clone()))).collect();
+    let before = counters.read();
+    let (elapsed, timings) = parallel(sessions.len(), |i| {
+        let session = work[i].lock().take().expect("each session runs once");
+        let mut timings = Timings::default();
+        for action in session.actions {
+            let synced = synced_action(&action);
+            let start = Instant::now();
+            workload::perform(&tasks[i], &session.deltas, action, StepClose::Batch);
+            timings.record(start, synced);
+        }
+        timings
+    });
+    let counts = counters.read().since(&before);
+    drop(tasks);
+    store.close().expect("close the store");
+    (elapsed, counts.segment_syncs() + counts.other_syncs, timings)
+}
+
+/// The nearest-rank percentile `p` (0-100) of sorted `values`, in microseconds.
+pub fn percentile_us(sorted: &[u64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map_or(f64::NAN, |&ns| ns as f64 / 1e3)
+}
+
+/// How long a SQLite connection waits for the write lock before it gives up: long enough that
+/// no session of these benches ever fails, so its waits show in the latencies instead.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Creates the SQLite database at `path` in WAL mode with its one table; the connection
+/// returned keeps it open.
+pub fn sqlite_create(path: &std::path::Path) -> rusqlite::Connection {
+    let setup = rusqlite::Connection::open(path).expect("open the database");
+    let mode: String =
+        setup.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).expect("WAL mode");
+    assert_eq!(mode, "wal");
+    setup
+        .execute_batch(
+            "CREATE TABLE events(seq INTEGER PRIMARY KEY, task TEXT, type TEXT, body BLOB);",
+        )
+        .expect("create the table");
+    setup
+}
+
+/// One session's connection: `synchronous=FULL` and a long busy timeout.
+pub fn sqlite_connect(path: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).expect("open a connection");
+    conn.busy_timeout(SQLITE_BUSY_TIMEOUT).expect("busy timeout");
+    conn.execute_batch("PRAGMA synchronous=FULL;").expect("synchronous=FULL");
+    conn
+}
+
+/// One session through its own connection: `BEGIN IMMEDIATE` at its first event after a
+/// commit, every event inserted, a commit at each critical event.
+pub fn sqlite_session(conn: &rusqlite::Connection, w: &Workload) -> Timings {
+    let mut begin = conn.prepare("BEGIN IMMEDIATE").expect("prepare BEGIN");
+    let mut commit = conn.prepare("COMMIT").expect("prepare COMMIT");
+    let mut insert = conn
+        .prepare("INSERT INTO events(task, type, body) VALUES (?1, ?2, ?3)")
+        .expect("prepare the insert");
+    let mut timings = Timings::default();
+    let mut open = false;
+    for event in &w.events {
+        let start = Instant::now();
+        if !open {
+            begin.execute([]).expect("BEGIN IMMEDIATE");
+            open = true;
+        }
+        insert.execute(rusqlite::params![w.task, event.type_name, event.body]).expect("insert");
+        if event.critical {
+            commit.execute([]).expect("COMMIT");
+            open = false;
+        }
+        timings.record(start, event.critical);
+    }
+    assert!(!open, "the session ends with a commit");
+    timings
+}
