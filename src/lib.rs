@@ -126,3 +126,8 @@ pub use crate::recovery::{RecoveryReport, TailCut};
 pub use crate::salvage::{SalvageOptions, SalvageReport, salvage};
 pub use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
 pub use crate::verify::{SegmentVerify, VerifyOutcome, VerifyReport, verify};
+
+/// The README's Rust examples, compiled (and run, unless marked `no_run`) as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
