@@ -76,3 +76,105 @@ fn empty_page_next(reply: &Reply) -> Option<u64> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The wait itself, with a page builder that tells the test when the follow is about to
+    //! wait: a stop or an append then ends the wait whether it comes before or after the
+    //! sleep begins, so these tests need no clock.
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::StoreOptions;
+    use crate::protocol::reply::with_id;
+
+    struct Stopping(AtomicBool);
+
+    impl Holds for Stopping {
+        fn touch(&self, _task: &str) {}
+
+        fn stopping(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    /// An `events`-shaped page: the events at or after `from_seq` (as seqs), and `next_seq`.
+    fn page(store: &Store, object: &Map<String, Value>) -> Reply {
+        let from = object.get(KEY_FROM_SEQ).and_then(Value::as_u64).unwrap_or(1);
+        let last = store.log().last_seq().map_or(0, |seq| seq.0);
+        let events: Vec<Value> = (from..=last).map(|seq| json!(seq)).collect();
+        let mut reply = with_id(None);
+        reply.insert("events".to_owned(), Value::Array(events));
+        reply.insert("next_seq".to_owned(), json!(from.max(last + 1)));
+        Reply::Written { reply, durability: crate::Durability::Buffered }
+    }
+
+    fn request(timeout_ms: u64) -> Map<String, Value> {
+        let Value::Object(object) = json!({"from_seq": 1, "timeout_ms": timeout_ms}) else {
+            unreachable!("an object")
+        };
+        object
+    }
+
+    #[test]
+    fn a_stop_ends_a_waiting_follow_with_its_empty_page() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+        let holds = Stopping(AtomicBool::new(false));
+        let (paged, about_to_wait) = mpsc::channel();
+        let reply = std::thread::scope(|scope| {
+            let follower = scope.spawn(|| {
+                follow(&store, &holds, None, request(SERVER_FOLLOW_TIMEOUT_MS_MAX), |_, object| {
+                    let _ = paged.send(());
+                    page(&store, &object)
+                })
+            });
+            about_to_wait.recv().expect("the first page");
+            holds.0.store(true, Ordering::SeqCst);
+            store.log().wake_waiters();
+            follower.join().expect("the follower")
+        });
+        assert_eq!(reply.object()["events"], json!([]));
+        assert_eq!(reply.object()["next_seq"], 1);
+    }
+
+    #[test]
+    fn an_append_wakes_a_waiting_follow() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+        let holds = Stopping(AtomicBool::new(false));
+        let (paged, about_to_wait) = mpsc::channel();
+        let reply = std::thread::scope(|scope| {
+            let follower = scope.spawn(|| {
+                follow(&store, &holds, None, request(SERVER_FOLLOW_TIMEOUT_MS_MAX), |_, object| {
+                    let _ = paged.send(());
+                    page(&store, &object)
+                })
+            });
+            about_to_wait.recv().expect("the first page");
+            let line = br#"{"task":"t","type":"user/message","text":"hi"}"#;
+            assert!(!crate::protocol::handle_line(&store, line).is_error());
+            follower.join().expect("the follower")
+        });
+        assert_eq!(reply.object()["events"], json!([1]));
+        assert_eq!(reply.object()["next_seq"], 2);
+    }
+
+    #[test]
+    fn a_timeout_out_of_bounds_is_refused_before_any_page() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+        let holds = Stopping(AtomicBool::new(false));
+        for timeout in [json!(SERVER_FOLLOW_TIMEOUT_MS_MAX + 1), json!(-1), json!("1")] {
+            let mut object = request(0);
+            object.insert(KEY_TIMEOUT_MS.to_owned(), timeout);
+            let reply = follow(&store, &holds, Some(json!(7)), object, |_, _| {
+                unreachable!("no page is built for a refused request")
+            });
+            assert_eq!(reply.object()["error"], "INVALID_EVENT");
+            assert_eq!(reply.object()["id"], 7);
+        }
+    }
+}
