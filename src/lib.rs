@@ -112,6 +112,7 @@ pub mod segments;
 pub mod server;
 mod types;
 mod verify;
+mod watch;
 mod writer;
 
 pub use crate::error::{

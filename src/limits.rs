@@ -281,6 +281,13 @@ pub const SERVER_EVENTS_PER_REPLY_MAX: usize = 1000;
 /// [`SERVER_LINE_BYTES_MAX`] and a client's memory.
 pub const SERVER_REPLY_PAGE_BYTES: usize = 1024 * 1024;
 
+/// Longest a served store's `follow` request waits for an event (`timeout_ms`, also its
+/// default), in milliseconds; a larger `timeout_ms` is refused. A waiting connection runs no
+/// other request, and a client that goes away while it waits is noticed only when the wait
+/// ends (its tasks are handed over then), so the wait is bounded; a client that wants to wait
+/// longer asks again.
+pub const SERVER_FOLLOW_TIMEOUT_MS_MAX: u64 = 30_000;
+
 const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(FRAME_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(SEGMENT_BYTES_MIN.is_multiple_of(SEGMENT_BYTES_ALIGN));

@@ -433,6 +433,31 @@ impl Log {
         self.writer()?.reclaim_before(keep_from.0)
     }
 
+    /// Blocks until a record with sequence number `seq` or later has been appended through
+    /// this handle, until `deadline` passes, or until `stop()` is true (checked before the
+    /// first sleep and at every wake-up: call [`Log::wake_waiters`] after making it true).
+    /// Returns whether `seq` was reached. Holds no lock of the log while it waits and does not
+    /// spin: an append wakes it at once. A read-only log returns at once: nothing is appended
+    /// through it.
+    pub(crate) fn wait_appended(
+        &self,
+        seq: Seq,
+        deadline: std::time::Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> bool {
+        match &self.inner {
+            Inner::Writer { writer, .. } => writer.wait_appended(seq.0, deadline, stop),
+            Inner::ReadOnly { .. } => self.last_seq().is_some_and(|last| last >= seq),
+        }
+    }
+
+    /// Wakes every [`Log::wait_appended`] caller to check its stop again.
+    pub(crate) fn wake_waiters(&self) {
+        if let Inner::Writer { writer, .. } = &self.inner {
+            writer.wake_waiters();
+        }
+    }
+
     /// What the preallocator did since this log was opened: growth steps, their bytes, and how
     /// often the writer reached the end of the grown file first
     /// (`format-spec/segment.md`, "Capacity and growth"). All zero for a read-only open.

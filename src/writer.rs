@@ -31,6 +31,7 @@ use crate::prealloc::{PreallocStats, Preallocator};
 use crate::segment::SegmentHeader;
 use crate::segments::{self, SegmentMeta};
 use crate::types::{Durability, SegmentId, Seq};
+use crate::watch::SeqWatch;
 
 /// Where the writer starts: the recovered end of the active segment.
 pub(crate) struct WriterStart {
@@ -99,6 +100,8 @@ pub(crate) struct Writer {
     spinners: AtomicUsize,
     spinners_max: usize,
     appended_seq: AtomicU64,
+    /// Threads waiting for `appended_seq` to reach a seq ([`Writer::wait_appended`]).
+    appended_watch: SeqWatch,
     written_seq: AtomicU64,
     durable_seq: AtomicU64,
     poisoned: AtomicBool,
@@ -154,6 +157,7 @@ impl Writer {
                 .map_or(1, std::num::NonZeroUsize::get)
                 .min(GROUP_COMMIT_SPINNERS_MAX),
             appended_seq: AtomicU64::new(last),
+            appended_watch: SeqWatch::default(),
             written_seq: AtomicU64::new(last),
             durable_seq: AtomicU64::new(last),
             poisoned: AtomicBool::new(false),
@@ -334,7 +338,9 @@ impl Writer {
             }
             state.next_seq += count;
             state.end_offset += frame_len as u64;
-            self.appended_seq.store(state.next_seq - 1, Ordering::Release);
+            // `SeqCst`, before the watch reads its waiters: no waiter misses this seq.
+            self.appended_seq.store(state.next_seq - 1, Ordering::SeqCst);
+            self.appended_watch.appended();
             return Ok((state, seq));
         }
     }
@@ -621,6 +627,24 @@ impl Writer {
     /// The highest seq appended (0 for none).
     pub(crate) fn appended_seq(&self) -> u64 {
         self.appended_seq.load(Ordering::Acquire)
+    }
+
+    /// Blocks until a record at or after `seq` is appended, `deadline` passes or `stop()` is
+    /// true when checked; returns whether `seq` was reached. No lock of the writer is held
+    /// meanwhile ([`SeqWatch`]).
+    pub(crate) fn wait_appended(
+        &self,
+        seq: u64,
+        deadline: Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> bool {
+        let reached = || self.appended_seq.load(Ordering::SeqCst) >= seq;
+        self.appended_watch.wait(reached, deadline, stop)
+    }
+
+    /// Wakes every [`Writer::wait_appended`] caller to check its stop again.
+    pub(crate) fn wake_waiters(&self) {
+        self.appended_watch.wake_all();
     }
 
     /// Removes the sealed segments whose every record is before `keep_from`, oldest first,

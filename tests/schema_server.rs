@@ -1,6 +1,6 @@
 //! Every line a real served store writes, and every line its clients send in
 //! `format-spec/server.md`'s examples, is valid against `format-spec/schema/server-line.json`
-//! (hello, hello reply, `revision`/`state`/`events`/`history`/`recover`/`checkpoint`/`batch`
+//! (hello, hello reply, `revision`/`state`/`events`/`follow`/`history`/`recover`/`checkpoint`/`purge`/`batch`
 //! requests and replies, HELLO_REQUIRED, UNSUPPORTED_VERSION), while its append replies stay valid against `emit-reply.json`; the
 //! schema also refuses what no line looks like.
 
@@ -8,6 +8,7 @@ mod common;
 
 use common::schema::{assert_invalid, assert_valid};
 use common::server::{Conn, Served, store_dir};
+use factlog::limits::SERVER_FOLLOW_TIMEOUT_MS_MAX;
 use serde_json::json;
 
 const SCHEMA: &str = "server-line.json";
@@ -39,6 +40,11 @@ fn the_lines_of_a_real_server_are_valid() {
         json!({"id": 12, "op": "recover", "dry_run": true}),
         json!({"id": 13, "op": "recover"}),
         json!({"id": 14, "op": "checkpoint"}),
+        json!({"id": 15, "op": "follow", "from_seq": 1, "timeout_ms": 0}),
+        json!({"id": 16, "op": "follow", "from_seq": 99, "task": "t1", "limit": 5,
+            "timeout_ms": 1}),
+        json!({"id": 17, "op": "purge", "dry_run": true}),
+        json!({"id": 18, "op": "purge"}),
     ];
     for request in &requests {
         assert_valid(SCHEMA, request);
@@ -63,7 +69,15 @@ fn the_lines_of_a_real_server_are_valid() {
 fn the_schema_refuses_what_no_line_looks_like() {
     assert_invalid(SCHEMA, &json!({"hello": "other", "version": 1}));
     assert_invalid(SCHEMA, &json!({"hello": "factlog", "version": 1, "protocol": 1, "pid": 0}));
-    assert_invalid(SCHEMA, &json!({"op": "follow", "task": "t1"}));
+    // The schema's bound is the server's.
+    assert_valid(SCHEMA, &json!({"op": "follow", "timeout_ms": SERVER_FOLLOW_TIMEOUT_MS_MAX}));
+    assert_invalid(
+        SCHEMA,
+        &json!({"op": "follow", "timeout_ms": SERVER_FOLLOW_TIMEOUT_MS_MAX + 1}),
+    );
+    assert_invalid(SCHEMA, &json!({"op": "purge", "dry_run": "yes"}));
+    assert_invalid(SCHEMA, &json!({"op": "tail"}));
+    assert_invalid(SCHEMA, &json!({"dry_run": true, "snapshot": null}));
     assert_invalid(SCHEMA, &json!({"events": [], "next_seq": 0}));
     assert_invalid(
         SCHEMA,

@@ -22,6 +22,10 @@
 //! client.append("t1", &body, AppendOptions::expecting(revision)).expect("appended");
 //! ```
 
+mod follow;
+
+pub use follow::Follow;
+
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -31,6 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value, json};
 
+use crate::harness::PurgeReport;
 use crate::harness::codec;
 use crate::harness::recovery::RecoveryReport;
 use crate::harness::{Body, CallId, TaskState};
@@ -476,6 +481,22 @@ impl Client {
                 what: "a checkpoint reply without its keys".to_owned(),
             }),
         }
+    }
+
+    /// Runs [`crate::Store::purge`] in the serving process (with `dry_run`,
+    /// [`crate::Store::plan_purge`]): the report of `factlog purge --json`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn purge(&mut self, dry_run: bool) -> Result<PurgeReport, ClientError> {
+        let mut object = Map::new();
+        object.insert(KEY_OP.to_owned(), json!("purge"));
+        object.insert("dry_run".to_owned(), json!(dry_run));
+        let mut reply = self.request(object)?;
+        reply.shift_remove(KEY_ID);
+        serde_json::from_value(Value::Object(reply))
+            .map_err(|error| ClientError::Protocol { what: format!("a purge report: {error}") })
     }
 
     /// The task's whole model-visible history (the entries of `factlog history --json`),

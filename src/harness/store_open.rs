@@ -354,33 +354,6 @@ impl Store {
     }
 }
 
-impl Store {
-    /// Reclaims disk space, explicitly: deletes the log segments whose every event is
-    /// covered by the *oldest* valid snapshot kept, so that every kept snapshot can still be
-    /// completed by replay and a damaged newest one still falls back to an older one. Full
-    /// replay from the first event and the history before the first kept event are no longer
-    /// possible afterwards ([`Store::verify_deep`] then rebuilds from the oldest valid
-    /// snapshot). Nothing else ever deletes a segment.
-    /// Returns the segments and bytes removed (0 without a valid snapshot).
-    pub fn reclaim(&self) -> Result<(usize, u64)> {
-        let inner = &self.inner;
-        // Reclaiming may remove segments holding events of tasks not folded yet.
-        self.fold_all_pending()?;
-        let _guard = inner.checkpoint.lock();
-        let mut oldest_valid = None;
-        for file in snapshot::list(&*inner.fs, &inner.dir)? {
-            if snapshot::load(&*inner.fs, &file).is_ok() {
-                oldest_valid = Some(file.covered_seq);
-                break;
-            }
-        }
-        match oldest_valid {
-            Some(covered) => inner.log.reclaim_before(Seq(covered.0 + 1)),
-            None => Ok((0, 0)),
-        }
-    }
-}
-
 /// The outcome of [`Store::verify_deep`].
 #[derive(Debug, Clone)]
 pub struct DeepVerify {

@@ -70,6 +70,13 @@ pub enum End {
 pub trait Holds {
     /// The connection touches task `task` for the first time (it is about to append to it).
     fn touch(&self, task: &str);
+
+    /// Whether the server is stopping: a request that waits (`follow`) ends its wait. The
+    /// server wakes such waits ([`crate::Log`]'s waiters) after this turns true. Default:
+    /// never.
+    fn stopping(&self) -> bool {
+        false
+    }
 }
 
 /// A connection that touches no shared bookkeeping (tests of the stream rules).
@@ -281,6 +288,12 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 Err(error) => Reply::from_error(&error, id),
             };
         }
+        if op == "follow" {
+            return self.follow(id, object);
+        }
+        if op == "purge" {
+            return self.purge(id, object.get("dry_run"));
+        }
         let task = match object.get(KEY_TASK) {
             Some(Value::String(task)) if !task.is_empty() => task.clone(),
             Some(_) => return refuse(id, "\"task\" must be a non-empty string"),
@@ -312,8 +325,8 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 id,
                 &format!(
                     "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"history\", \
-                     \"events\", \"recover\", \"checkpoint\", \"batch\"; an append has \"type\" \
-                     instead)"
+                     \"events\", \"follow\", \"recover\", \"checkpoint\", \"purge\", \
+                     \"batch\"; an append has \"type\" instead)"
                 ),
             ),
         }
@@ -398,6 +411,33 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         };
         let mut reply = with_id(id);
         reply.insert("report".to_owned(), report);
+        answer(reply)
+    }
+
+    /// `{"op":"follow","from_seq","task","limit","timeout_ms"}`: the page [`Self::events`]
+    /// gives, or when it holds no event, the first page with one once it is appended
+    /// (waiting at most `timeout_ms`, holding no lock): [`super::follow`].
+    fn follow(&mut self, id: Option<Value>, object: Map<String, Value>) -> Reply {
+        let (store, holds) = (self.store, self.holds);
+        super::follow::follow(store, holds, id, object, |id, object| self.events(id, object))
+    }
+
+    /// `{"op":"purge","dry_run"}`: [`Store::purge`] on the served store (with `dry_run`,
+    /// [`Store::plan_purge`]); the reply holds the keys of `factlog purge --json`.
+    fn purge(&mut self, id: Option<Value>, dry_run: Option<&Value>) -> Reply {
+        let dry_run = match dry_run {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(dry_run)) => *dry_run,
+            Some(_) => return refuse(id, "\"dry_run\" must be true or false"),
+        };
+        let report = if dry_run { self.store.plan_purge() } else { self.store.purge() };
+        let report = match report.map(|report| serde_json::to_value(&report)) {
+            Ok(Ok(Value::Object(report))) => report,
+            Ok(_) => return refuse(id, "the purge report cannot be serialised"),
+            Err(error) => return Reply::from_error(&error, id),
+        };
+        let mut reply = with_id(id);
+        reply.extend(report);
         answer(reply)
     }
 

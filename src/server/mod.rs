@@ -26,6 +26,7 @@
 //!   one-time authority expires.
 
 pub mod conn;
+mod follow;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -284,7 +285,9 @@ impl Server {
     fn shutdown(&mut self) -> Result<()> {
         let Some(listener) = self.listener.take() else { return Ok(()) };
         let shared = &self.shared;
-        shared.stopping.store(true, Ordering::Release);
+        shared.stopping.store(true, Ordering::SeqCst);
+        // A connection waiting in `follow` sees `stopping` and answers its (empty) page.
+        shared.store.log().wake_waiters();
         // Wake the accept: shutting a listening socket down makes a blocked `accept` fail on
         // Linux; a connection of our own does it elsewhere. The loop then sees `stopping`.
         let _ = rustix::net::shutdown(&self.waker, rustix::net::Shutdown::Read);
@@ -418,6 +421,10 @@ struct ClientHolds<'a>(&'a Shared);
 impl Holds for ClientHolds<'_> {
     fn touch(&self, task: &str) {
         *self.0.holders.lock().entry(task.to_owned()).or_insert(0) += 1;
+    }
+
+    fn stopping(&self) -> bool {
+        self.0.stopping.load(Ordering::SeqCst)
     }
 }
 

@@ -85,7 +85,7 @@ fn gather(args: &InfoArgs, fs: &Arc<CountingFs>) -> Result<Gathered, Failure> {
     let tail_cut = log.recovery_report().tail_cut.clone();
     let mut files = snapshot::list(&RealFs, &args.dir)
         .map_err(|error| library_failure("cannot list the snapshots", &error))?;
-    // Every snapshot is decoded to say whether it is valid, as `checked_snapshots` does; the
+    // Every snapshot is decoded to say whether it is valid, as `Store::purge` judges them; the
     // older ones on other threads while the store opens, and the newest by that open, which
     // loads and decodes it in full when it is usable (else it is decoded here).
     let newest = files.pop();
