@@ -6,9 +6,12 @@
 //! - `processes`: one process holds the typed store (default options, fixed clock, every
 //!   `fdatasync` counted through a counting file system) and shares it (`Store::serve`); N
 //!   client processes (this executable again) each run one session through
-//!   `factlog::client::Client`: fragments with `Client::delta` (pipelined), other events with
-//!   `Client::append`, each step closed by one `Client::append_batch` of `tool/result` +
-//!   `step/end`, every event at its type's default durability.
+//!   `factlog::client::Client`: fragments with `Client::delta` and the other events that are
+//!   `Buffered` by default (`turn/start`, `step/start`) with `Client::append_pipelined` (both
+//!   pipelined: sent with the next request, their replies read in bulk), every other event
+//!   with `Client::append`, which waits for its reply, and each step closed by one
+//!   `Client::append_batch` of `tool/result` + `step/end`; every event at its type's default
+//!   durability.
 //! - `threads`: the same sessions as N threads of this process on one typed store, as the
 //!   `factlog` policy of `benches/sessions.rs`.
 //! - `sqlite`: one SQLite database (WAL, `synchronous=FULL`) and N client processes, each with
@@ -353,6 +356,11 @@ fn client_process(role: &str) {
     writeln!(stdout, "done {} {}", timings.max_any_ns, synced.join(",")).expect("report");
 }
 
+/// Whether `body`'s type is `Buffered` by default (what `Client::append_pipelined` takes).
+fn buffered(body: &factlog::harness::Body) -> bool {
+    body.event_type().is_some_and(|t| t.default_durability() == factlog::Durability::Buffered)
+}
+
 /// One session through a client of the served store.
 fn served_session(client: &mut Client, task: &str, session: workload::Session) -> Timings {
     let mut timings = Timings::default();
@@ -361,6 +369,9 @@ fn served_session(client: &mut Client, task: &str, session: workload::Session) -
         let start = Instant::now();
         match action {
             Action::Delta(range) => client.delta(task, &session.deltas[range]).expect("delta"),
+            Action::Append(body) if !synced && buffered(&body) => {
+                client.append_pipelined(task, &body).expect("pipelined append");
+            }
             Action::Append(body) => {
                 client.append(task, &body, AppendOptions::default()).expect("append");
             }

@@ -164,3 +164,34 @@ fn a_refused_fragment_is_returned_by_the_next_request_which_still_ran() {
     drop(client);
     server.join().expect("the fake server");
 }
+
+/// `append_pipelined` takes only events that are buffered by default, sends them in order
+/// with the fragments, and a refusal by the store's checks comes back from the next request.
+#[test]
+fn pipelined_appends_are_buffered_events_checked_in_order() {
+    use factlog::harness::event::{StepStart, TurnStart};
+
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect(&dir).expect("connect");
+    let message = Body::UserMessage(UserMessage { text: "m".into(), extra: Default::default() });
+    let error = client.append_pipelined("t1", &message).expect_err("flushed by default");
+    assert_eq!(error.code(), Some("INVALID_EVENT"), "{error}");
+
+    client.append_pipelined("t1", &Body::TurnStart(TurnStart::default())).expect("turn");
+    client.append_pipelined("t1", &Body::StepStart(StepStart::default())).expect("step");
+    client.delta("t1", "x").expect("delta");
+    assert_eq!(client.revision("t1").expect("revision"), 3);
+
+    // A step while one is open: the store refuses it when it runs it, and the next request
+    // (which still ran) returns that refusal.
+    client.append_pipelined("t1", &Body::StepStart(StepStart::default())).expect("buffered");
+    let error = client.revision("t1").expect_err("the refused step");
+    assert_eq!(error.code(), Some("INVALID_EVENT"), "{error}");
+    assert!(error.to_string().contains("still ran"), "{error}");
+    assert_eq!(client.revision("t1").expect("revision"), 3, "nothing more was written");
+    drop(client);
+    drop(server);
+    store.close().expect("close");
+}

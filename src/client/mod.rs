@@ -46,7 +46,7 @@ use crate::protocol::delta_line;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::server::conn::{KEY_HELLO, KEY_OP, KEY_VERSION};
 use crate::server::{SERVER_PROTOCOL_VERSION, socket_path};
-use crate::{AppendOptions, Appended, Seq};
+use crate::{AppendOptions, Appended, Durability, Seq};
 
 /// What went wrong talking to a served store.
 #[derive(Debug)]
@@ -289,6 +289,41 @@ impl Client {
         Ok(())
     }
 
+    /// Appends one event whose type is `Buffered` by default (`turn/start`, `step/start`,
+    /// `task/phase`, `task/plan`, `task/todo`) to `task`, **pipelined** as [`Client::delta`]
+    /// is: the line is buffered with the fragments and no reply is waited for; the store
+    /// checks it against the task's state when it runs it, in order, and a refusal is
+    /// returned as a fragment's is. Use [`Client::append`] to have the event's seq and
+    /// revision, a compare-and-set, or a stronger durability.
+    ///
+    /// # Errors
+    ///
+    /// At once, without sending: an event type that is not `Buffered` by default, or an
+    /// opaque body ([`ClientError::Refused`], `INVALID_EVENT`). Later: as [`Client::delta`].
+    pub fn append_pipelined(&mut self, task: &str, body: &Body) -> Result<(), ClientError> {
+        let buffered =
+            body.event_type().is_some_and(|t| t.default_durability() == Durability::Buffered);
+        if !buffered {
+            let name = body.event_type().map_or("an opaque body", |t| t.name());
+            let error = crate::error::Error::from(crate::ErrorKind::InvalidEvent {
+                event_type: name.to_owned(),
+                reason: "only events that are buffered by default can be pipelined: append it \
+                         with Client::append, which waits for its durability"
+                    .to_owned(),
+            });
+            return Err(refused(crate::protocol::Reply::from_error(&error, None).object().clone()));
+        }
+        let object = event_object(task, body)?;
+        serde_json::to_writer(&mut self.deltas, &object)
+            .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
+        self.deltas.push(b'\n');
+        self.pending += 1;
+        if self.deltas.len() >= CLIENT_DELTA_BUFFER_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Sends the buffered deltas and reads their replies: afterwards every delta appended so
     /// far is in the serving process's log with `Buffered` durability.
     ///
@@ -321,10 +356,16 @@ impl Client {
             if delta_line::is_written_reply(line) || first_error.is_some() {
                 continue;
             }
-            first_error = Some(match serde_json::from_slice::<Value>(line) {
-                Ok(Value::Object(reply)) => refused(reply),
-                _ => ClientError::Protocol { what: "an unreadable reply to a delta".to_owned() },
-            });
+            match serde_json::from_slice::<Value>(line) {
+                // A written reply with more keys (a pipelined append's warnings).
+                Ok(Value::Object(reply)) if !reply.contains_key("error") => {}
+                Ok(Value::Object(reply)) => first_error = Some(refused(reply)),
+                _ => {
+                    first_error = Some(ClientError::Protocol {
+                        what: "an unreadable reply to a pipelined request".to_owned(),
+                    });
+                }
+            }
         }
         first_error.map_or(Ok(()), Err)
     }
