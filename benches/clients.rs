@@ -29,7 +29,8 @@
 //!
 //! Run with `cargo bench --bench clients` (N = 1, 8, 32; 10 turns a session; 3 runs).
 //! Environment: `FACTLOG_CLIENTS` (a list such as `1,8`, each at most the server's client
-//! bound), `FACTLOG_TURNS`, `FACTLOG_RUNS`, and `FACTLOG_FORMS` (a list of form names, to
+//! bound), `FACTLOG_TURNS`, `FACTLOG_TOKENS` (fragments a step, to tell their cost from the
+//! round trips'), `FACTLOG_RUNS`, and `FACTLOG_FORMS` (a list of form names, to
 //! profile one alone; the ratios are printed only when all three run).
 //! Smoke test: `cargo bench --bench clients -- --test` (N = 1 and 3, one tiny turn, one run).
 
@@ -130,7 +131,12 @@ fn main() {
             Err(_) => CLIENTS_DEFAULT.to_vec(),
         };
         let turns = env_number("FACTLOG_TURNS", TURNS_DEFAULT);
-        (counts, Shape { turns, ..Shape::DEFAULT }, env_number("FACTLOG_RUNS", RUNS_DEFAULT))
+        let tokens = env_number("FACTLOG_TOKENS", Shape::DEFAULT.tokens);
+        (
+            counts,
+            Shape { turns, tokens, ..Shape::DEFAULT },
+            env_number("FACTLOG_RUNS", RUNS_DEFAULT),
+        )
     };
     println!(
         "clients: N = {counts:?}, {} turns x {} steps x {} tokens a session, {runs} runs",

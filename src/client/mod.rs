@@ -23,8 +23,10 @@
 //! ```
 
 mod follow;
+mod task;
 
 pub use follow::Follow;
+pub use task::RemoteTask;
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
