@@ -2,21 +2,24 @@
 //! is appended, a deadline passes, or it is asked to stop. A served store's `follow` request
 //! (`format-spec/server.md`) waits here.
 //!
-//! The writer calls [`SeqWatch::appended`] after each advance of its appended seq. That costs
-//! the append path one atomic load while no waiter is armed. A waiter **arms** the watch
-//! before it sleeps; the first append that finds it armed disarms it (one swap) and wakes
-//! every waiter through this watch's own mutex (never a lock of the writer). The appends
-//! after it find the watch disarmed until a waiter sleeps again, so a stream of appends pays
-//! for one wake per wait, not one per event. A waiter holds no lock of the log while it
-//! sleeps, and it never spins: it sleeps on a condition variable until woken or until its
-//! deadline, so an append wakes it within the scheduler's wake-up latency (microseconds),
-//! not after a polling interval.
+//! The writer calls [`SeqWatch::appended`] after each advance of its appended seq, once its
+//! own lock is released. That costs an append one atomic load while no waiter is armed. A
+//! waiter **arms** the watch (under the watch's mutex) before it checks the seq and sleeps;
+//! the first append that finds it armed takes the watch's mutex, disarms it and wakes every
+//! waiter. The appends after it find the watch disarmed until a waiter sleeps again, so a
+//! stream of appends pays for one wake per wait, not one per event. A waiter holds no lock of
+//! the log while it sleeps, and it never spins: it sleeps on a condition variable until woken
+//! or until its deadline, so an append wakes it within the scheduler's wake-up latency
+//! (microseconds), not after a polling interval.
 //!
-//! No wake-up is lost: a waiter arms (`SeqCst`) before it checks the seq under the mutex,
-//! and the writer publishes the seq (`SeqCst`) before it reads the flag. Either the writer
-//! sees the flag and wakes under the mutex (after the waiter began to sleep, or before it
-//! checked, when its check sees the seq), or the waiter armed after the writer looked, and
-//! its check sees the new seq. A waiter woken for another seq arms again before it sleeps.
+//! No wake-up is lost. The writer publishes the seq (`SeqCst`) before it reads the flag
+//! (`SeqCst`); a waiter sets the flag (`SeqCst`) before it reads the seq, both under the
+//! mutex, and sleeps without letting the mutex go in between. If the writer reads the flag
+//! unset, the waiter set it later and so reads the new seq. If the writer reads it set, it
+//! takes the mutex, which it gets only once the waiter has checked and is asleep (then the
+//! wake reaches it) or has returned; a disarm under the mutex never clears the flag of a
+//! waiter that has not yet checked, since arming and checking happen under the same hold of
+//! it. A waiter woken for another seq arms again before it sleeps again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -36,8 +39,12 @@ impl SeqWatch {
     /// Called after the watched seq advanced (published with `SeqCst`): wakes the waiters,
     /// if any.
     pub(crate) fn appended(&self) {
-        if self.armed.load(Ordering::SeqCst) && self.armed.swap(false, Ordering::SeqCst) {
-            self.wake_all();
+        if self.armed.load(Ordering::SeqCst) {
+            let guard = self.lock.lock();
+            if self.armed.swap(false, Ordering::SeqCst) {
+                self.wake.notify_all();
+            }
+            drop(guard);
         }
     }
 
@@ -58,8 +65,8 @@ impl SeqWatch {
         stop: &dyn Fn() -> bool,
     ) -> bool {
         loop {
-            self.armed.store(true, Ordering::SeqCst);
             let mut guard = self.lock.lock();
+            self.armed.store(true, Ordering::SeqCst);
             if reached() {
                 return true;
             }

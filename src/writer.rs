@@ -338,14 +338,15 @@ impl Writer {
             }
             state.next_seq += count;
             state.end_offset += frame_len as u64;
-            // `SeqCst`, before the watch reads its waiters: no waiter misses this seq.
+            // `SeqCst`, before the watch reads its flag (in `complete`): no waiter misses it.
             self.appended_seq.store(state.next_seq - 1, Ordering::SeqCst);
-            self.appended_watch.appended();
             return Ok((state, seq));
         }
     }
 
-    /// Meets `durability` for everything through `last`, the record just reserved.
+    /// Meets `durability` for everything through `last`, the record just reserved. The
+    /// waiters of [`Writer::wait_appended`] are told once the state lock is released, so a
+    /// wake never runs under it.
     fn complete(
         &self,
         state: MutexGuard<'_, State>,
@@ -355,18 +356,26 @@ impl Writer {
         match durability {
             Durability::Buffered => {
                 let due = !state.flush_requested && state.buf.len() >= self.flush_bytes;
+                let mut state = state;
                 if due {
-                    let mut state = state;
                     state.flush_requested = true;
-                    drop(state);
+                }
+                drop(state);
+                self.appended_watch.appended();
+                if due {
                     self.wake_flusher();
                 }
                 Ok(())
             }
-            Durability::Flushed => self.write_out(state).map(|_| ()),
+            Durability::Flushed => {
+                let written = self.write_out(state).map(|_| ());
+                self.appended_watch.appended();
+                written
+            }
             Durability::Synced => {
                 self.synced_fresh.fetch_add(1, Ordering::AcqRel);
                 drop(state);
+                self.appended_watch.appended();
                 self.sync_through(last)
             }
         }

@@ -158,7 +158,11 @@ fn a_refused_fragment_is_returned_by_the_next_request_which_still_ran() {
     let body = Body::UserMessage(UserMessage { text: "m".into(), extra: Default::default() });
     let error = client.append("t", &body, AppendOptions::default()).expect_err("the refusal");
     assert_eq!(error.code(), Some("LIMIT_EXCEEDED"), "{error}");
-    assert!(error.to_string().contains("still ran and answered written"), "{error}");
+    assert!(error.to_string().contains("still ran and was answered written"), "{error}");
+    let factlog::client::ClientError::PipelinedRefused { request_reply, .. } = &error else {
+        panic!("not PipelinedRefused: {error:?}");
+    };
+    assert_eq!(request_reply["durability"], "synced", "the request's own reply is kept");
     // In step: the next request gets its own reply.
     client.append("t", &body, AppendOptions::default()).expect("the next request");
     drop(client);
@@ -194,4 +198,40 @@ fn pipelined_appends_are_buffered_events_checked_in_order() {
     drop(client);
     drop(server);
     store.close().expect("close");
+}
+
+/// A refusal that ends the stream (the server answers, then closes) is what the client
+/// returns, not the end of the connection it causes.
+#[test]
+fn a_refusal_that_ends_the_stream_is_returned_not_hidden_by_the_end() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixListener;
+
+    let temp = tempfile::tempdir().expect("tempdir");
+    let socket = temp.path().join("fake.sock");
+    let listener = UnixListener::bind(&socket).expect("bind");
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut writer = stream;
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("hello");
+        writer
+            .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1}\n")
+            .unwrap();
+        line.clear();
+        reader.read_line(&mut line).expect("the first fragment");
+        writer
+            .write_all(b"{\"error\":\"DISK_FULL\",\"message\":\"the disk is full\"}\n")
+            .expect("the refusal");
+        // The store failed: the server closes without reading or answering the rest.
+    });
+    let mut client = Client::connect_socket(&socket).expect("connect");
+    client.delta("t", "a").expect("buffered");
+    client.delta("t", "b").expect("buffered");
+    let error = client.revision("t").expect_err("the store failed");
+    assert_eq!(error.code(), Some("DISK_FULL"), "{error}");
+    server.join().expect("the fake server");
+    let error = client.revision("t").expect_err("gone");
+    assert!(matches!(error, factlog::client::ClientError::Disconnected { .. }), "{error}");
 }

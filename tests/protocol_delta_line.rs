@@ -111,3 +111,28 @@ fn the_client_line_parses_back_and_the_reply_is_recognised() {
     assert!(delta_line::is_written_reply(&reply[..reply.len() - 1]));
     assert!(!delta_line::is_written_reply(br#"{"error":"INVALID_EVENT","message":"m"}"#));
 }
+
+/// A connection remembers only valid task ids as touched: invalid ones (too long, empty) are
+/// refused before, so a client cannot grow the server's bookkeeping with them.
+#[test]
+fn invalid_task_ids_are_refused_before_they_are_remembered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let mut input = HELLO.to_vec();
+    for i in 0..100 {
+        let long = format!("{i}-{}", "x".repeat(200));
+        input.extend_from_slice(
+            format!("{{\"task\":\"{long}\",\"type\":\"assistant/delta\",\"text\":\"t\"}}\n")
+                .as_bytes(),
+        );
+        input.extend_from_slice(
+            format!("{{\"task\":\"{long}\",\"type\":\"turn/start\"}}\n").as_bytes(),
+        );
+    }
+    input.extend_from_slice(b"{\"task\":\"ok\",\"type\":\"turn/start\"}\n");
+    let mut output = Vec::new();
+    let (_, touched) = serve_stream(&store, &NoHolds, 1, &input[..], &mut output);
+    assert_eq!(touched.into_iter().collect::<Vec<_>>(), ["ok"]);
+    let refusals = output.split(|&b| b == b'\n').filter(|l| l.starts_with(b"{\"error\"")).count();
+    assert_eq!(refusals, 200);
+}

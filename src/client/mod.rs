@@ -5,10 +5,13 @@
 //! Every call sends one request line and waits for its reply (`history` one per page): the
 //! replies are those of `format-spec/protocol.md`, turned into the library's types. An error
 //! reply is a [`ClientError::Refused`] (or [`ClientError::StaleRevision`]) and means nothing
-//! was written, except for a pipelined fragment's refusal returned by the request sent after
-//! it (see [`Client::delta`]). Fragments ([`Client::delta`]) are pipelined: buffered and sent
-//! without waiting, their replies read in bulk. A server that goes away is a [`ClientError::Disconnected`] at once, never a hang;
-//! the request it was running may or may not have been written: re-read the task.
+//! was written ([`ClientError::PipelinedRefused`] says which request still ran). Fragments
+//! ([`Client::delta`]) and buffered events ([`Client::append_pipelined`]) are pipelined:
+//! buffered and sent without waiting, their replies read in bulk. A server that goes away is
+//! a [`ClientError::Disconnected`] at once, never a hang (a server that is alive but stopped,
+//! say by `SIGSTOP`, is waited for, as an embedded store waits for a stalled disk); the
+//! request it was running may or may not have been written: re-read the task. [`Client::task`]
+//! gives a [`RemoteTask`], a handle with the methods of an embedded [`crate::Task`].
 //!
 //! ```no_run
 //! use factlog::client::Client;
@@ -45,6 +48,7 @@ use crate::limits::{
     CLIENT_DELTA_BUFFER_BYTES, DELTA_TEXT_BYTES_MAX, SERVER_LINE_BYTES_MAX, TASK_ID_BYTES_MAX,
 };
 use crate::protocol::delta_line;
+use crate::protocol::reply::error_object;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::server::conn::{KEY_HELLO, KEY_OP, KEY_VERSION};
 use crate::server::{SERVER_PROTOCOL_VERSION, socket_path};
@@ -87,6 +91,18 @@ pub enum ClientError {
         /// The task's revision.
         actual: u64,
     },
+    /// A fragment ([`Client::delta`]) or pipelined append ([`Client::append_pipelined`]) sent
+    /// before the request that returned this was refused (its code and message: it was not
+    /// written). That request was still sent and run: `request_reply` is its own reply (a
+    /// written reply, or an error reply), so nothing it did is hidden. Re-read the task.
+    PipelinedRefused {
+        /// The refused fragment's error code.
+        code: String,
+        /// The server's message for the fragment.
+        message: String,
+        /// The reply to the request that returned this error.
+        request_reply: Box<Map<String, Value>>,
+    },
     /// The server went away (killed, stopped, or it closed the connection); the request
     /// in flight may or may not have been written.
     Disconnected {
@@ -107,7 +123,9 @@ impl ClientError {
     #[must_use]
     pub fn code(&self) -> Option<&str> {
         match self {
-            ClientError::Handshake { code, .. } | ClientError::Refused { code, .. } => Some(code),
+            ClientError::Handshake { code, .. }
+            | ClientError::Refused { code, .. }
+            | ClientError::PipelinedRefused { code, .. } => Some(code),
             ClientError::StaleRevision { .. } => Some("STALE_REVISION"),
             _ => None,
         }
@@ -127,6 +145,16 @@ impl fmt::Display for ClientError {
                 write!(f, "the server refused the connection ({code}): {message}")
             }
             ClientError::Refused { code, message, .. } => write!(f, "{code}: {message}"),
+            ClientError::PipelinedRefused { code, message, request_reply } => {
+                let answered =
+                    request_reply.get("error").and_then(Value::as_str).unwrap_or("written");
+                write!(
+                    f,
+                    "{code}: {message} (a pipelined assistant/delta fragment or append, not \
+                     written; the request sent after it still ran and was answered {answered}: \
+                     its reply is in request_reply; re-read the task)"
+                )
+            }
             ClientError::StaleRevision { expected, actual } => write!(
                 f,
                 "STALE_REVISION: expected revision {expected}, the task is at {actual}; nothing \
@@ -247,10 +275,21 @@ impl Client {
             with_id.extend(object);
             object = with_id;
         }
+        match object.get(KEY_ID) {
+            Some(Value::String(_) | Value::Number(_)) => {}
+            _ => {
+                let message = "\"id\" must be a string or a number; nothing was sent";
+                return Err(refused(error_object(None, "INVALID_EVENT", message)));
+            }
+        }
         self.send(&object)?;
-        let reply = self.receive()?;
+        let reply = match self.receive() {
+            Ok(reply) => reply,
+            // A refusal that ended the stream came first: it says why the connection closed.
+            Err(error) => return Err(self.delta_error.take().unwrap_or(error)),
+        };
         if let Some(error) = self.delta_error.take() {
-            return Err(after_request(error, &reply));
+            return Err(after_request(error, reply));
         }
         if reply.get(KEY_ID) != object.get(KEY_ID) {
             return Err(ClientError::Protocol {
@@ -277,8 +316,9 @@ impl Client {
     /// the store failed (the reply ends the connection) or the connection touched more than
     /// `SERVER_TASKS_PER_CLIENT_MAX` tasks; that refusal is returned by the call that reads
     /// it: this one when it sends a full buffer, [`Client::flush`], or the next request, which
-    /// was sent with the fragments and still ran (the error's message says how it was
-    /// answered: re-read the task). [`ClientError::Disconnected`] when the server went away.
+    /// was sent with the fragments and still ran: [`ClientError::PipelinedRefused`], which
+    /// carries that request's own reply. [`ClientError::Disconnected`] when the server went
+    /// away.
     pub fn delta(&mut self, task: &str, text: &str) -> Result<(), ClientError> {
         if text.len() > DELTA_TEXT_BYTES_MAX || task.is_empty() || task.len() > TASK_ID_BYTES_MAX {
             return Err(self.local_refusal(task, text));
@@ -343,16 +383,24 @@ impl Client {
 
     /// Writes the buffered delta lines (and whatever else was put after them) in one write.
     fn write_deltas(&mut self) -> Result<(), ClientError> {
-        let sent = self.writer.write_all(&self.deltas);
+        let sent = send_all(&self.writer, &self.deltas);
         self.deltas.clear();
-        sent.map_err(|error| self.gone(&error))
+        sent.map_err(|error| {
+            self.pending = 0;
+            self.gone(&error)
+        })
     }
 
-    /// Reads the replies of the fragments sent: the first error among them, if any.
+    /// Reads the replies of the fragments sent: the first error among them, if any. When the
+    /// connection ends before all of them (after a refusal that ends the stream), that
+    /// refusal is returned, not the end.
     fn read_delta_replies(&mut self) -> Result<(), ClientError> {
         let mut first_error = None;
         while self.pending > 0 {
-            self.read_line()?;
+            if let Err(error) = self.read_line() {
+                self.pending = 0;
+                return Err(first_error.unwrap_or(error));
+            }
             self.pending -= 1;
             let line = &self.line[..self.line.len() - 1];
             if delta_line::is_written_reply(line) || first_error.is_some() {
@@ -573,7 +621,10 @@ impl Client {
     /// without its newline gets one), replies are copied in order and `output` is flushed
     /// whenever no further reply is buffered. Sending runs on a thread of its own, so that
     /// replies flow while input is read. Ends when the server closes the connection after
-    /// the end of `input`, or after a reply whose code ends the stream.
+    /// the end of `input`, or after a reply whose code ends the stream. Unlike an `emit` that
+    /// holds the store, a relay whose `output` stops being read (a stalled pipe downstream)
+    /// stops reading replies, and the server disconnects it after its write timeout
+    /// ([`ClientError::Disconnected`]).
     ///
     /// # Errors
     ///
@@ -677,7 +728,7 @@ impl Client {
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
         line.push(b'\n');
         if self.pending == 0 {
-            return self.writer.write_all(&line).map_err(|error| self.gone(&error));
+            return send_all(&self.writer, &line).map_err(|error| self.gone(&error));
         }
         self.deltas.extend_from_slice(&line);
         self.write_deltas()?;
@@ -720,28 +771,41 @@ impl Client {
 }
 
 impl Drop for Client {
-    /// Sends the buffered deltas (their replies are not waited for): a client that ends
-    /// cleanly leaves none of its fragments behind.
+    /// Sends the buffered deltas without waiting for their replies. Best effort: the server
+    /// handles what it reads before it sees the connection end, but a refusal goes unseen and
+    /// a server that fails to write a reply to the closed socket may drop the lines after
+    /// it. Call [`Client::flush`] before dropping to know every fragment was appended.
     fn drop(&mut self) {
         if !self.deltas.is_empty() {
-            let _ = self.writer.write_all(&self.deltas);
+            let _ = send_all(&self.writer, &self.deltas);
         }
     }
 }
 
-/// The error of a fragment refused before a request that was still run: the fragment's
-/// code, and a message that says so and what the request's reply was.
-fn after_request(error: ClientError, reply: &Map<String, Value>) -> ClientError {
-    let ClientError::Refused { code, message, reply: refusal } = error else { return error };
-    let answered = reply.get("error").and_then(Value::as_str).unwrap_or("written");
-    ClientError::Refused {
-        code,
-        message: format!(
-            "{message} (this was an assistant/delta fragment pipelined before the request \
-             just sent, which the store still ran and answered {answered}: re-read the task)"
-        ),
-        reply: refusal,
+/// The error of a fragment refused before a request that was still run: the fragment's code
+/// and message, and the request's own reply.
+fn after_request(error: ClientError, reply: Map<String, Value>) -> ClientError {
+    match error {
+        ClientError::Refused { code, message, .. } => {
+            ClientError::PipelinedRefused { code, message, request_reply: Box::new(reply) }
+        }
+        other => other,
     }
+}
+
+/// Writes all of `bytes` to the socket without raising `SIGPIPE` when the server is gone
+/// (`MSG_NOSIGNAL`): a host process that does not ignore the signal gets
+/// [`ClientError::Disconnected`] instead of dying.
+fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match rustix::net::send(stream, bytes, rustix::net::SendFlags::NOSIGNAL) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(sent) => bytes = &bytes[sent..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+    Ok(())
 }
 
 /// The error of an error reply.
@@ -781,7 +845,7 @@ fn send_lines(input: impl Read, writer: &mut UnixStream, done: &AtomicBool) -> i
         if buffer.is_empty() {
             break;
         }
-        writer.write_all(buffer)?;
+        send_all(writer, buffer)?;
         for &byte in buffer {
             if byte == b'\n' {
                 lines += u64::from(!blank);
@@ -795,7 +859,7 @@ fn send_lines(input: impl Read, writer: &mut UnixStream, done: &AtomicBool) -> i
         input.consume(len);
     }
     if last != b'\n' {
-        writer.write_all(b"\n")?;
+        send_all(writer, b"\n")?;
         lines += u64::from(!blank);
     }
     done.store(true, Ordering::Release);

@@ -1,7 +1,11 @@
 //! A task of a served store, seen through a client: [`RemoteTask`] has the methods of the
-//! embedded [`crate::Task`] (`delta`, `append`, `append_with`, `append_batch_with`,
-//! `revision`, `state`), so that harness code written against one reads the same against the
-//! other; each call is the [`Client`] call of the same name for the task's id.
+//! embedded [`crate::Task`] by name (`delta`, `append`, `append_with`, `append_batch_with`,
+//! `revision`, `state`), so that harness code reads the same against either; each call is the
+//! [`Client`] call for the task's id. The differences a socket makes: every method may fail
+//! with a [`ClientError`] (so `revision` and `state` return results, and `state` is `None`
+//! before the first event), bodies are borrowed, and `delta` is pipelined: it returns no seq,
+//! and a refusal of it (or of any fragment of the same client, whatever its task) is returned
+//! by a later call.
 
 use super::{Client, ClientError};
 use crate::harness::{Body, TaskState};
@@ -16,8 +20,9 @@ pub struct RemoteTask<'c> {
 
 impl Client {
     /// A handle on task `id` of the served store, with the methods of the embedded
-    /// [`crate::Task`]. Nothing is sent until a method is called: the task is taken over by
-    /// this connection at its first append, as [`crate::Store::task`] does.
+    /// [`crate::Task`]. Nothing is sent until a method is called: the serving process takes
+    /// the task over for this connection at its first append (where [`crate::Store::task`]
+    /// takes it over when the handle is made).
     pub fn task(&mut self, id: &str) -> RemoteTask<'_> {
         RemoteTask { client: self, id: id.to_owned() }
     }

@@ -526,6 +526,12 @@ impl Task {
         &self.cell.id
     }
 
+    /// Whether this process holds the task (it took it over, or created it): false after
+    /// [`Store::release_task`] until a new handle takes it over again.
+    pub(crate) fn is_held(&self) -> bool {
+        self.cell.held.load(Ordering::Acquire)
+    }
+
     /// The task's current revision: the count of its events.
     #[must_use]
     pub fn revision(&self) -> u64 {

@@ -209,7 +209,12 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if let Some(refused) = touch(&mut self.touched, self.holds, &line.task, id.clone()) {
             return Delta::Refused(refused);
         }
-        let cached = self.last_task.as_ref().filter(|task| task.id().as_str() == line.task);
+        // A handle whose task was handed over since (it is no longer held) is not used: the
+        // store takes the task over again first, as for any new handle.
+        let cached = self
+            .last_task
+            .as_ref()
+            .filter(|task| task.id().as_str() == line.task && task.is_held());
         let fresh;
         let task = match cached {
             Some(task) => task,
@@ -640,6 +645,11 @@ fn touch(
 ) -> Option<Reply> {
     if touched.contains(task) {
         return None;
+    }
+    // Only a valid id is remembered: the sets of touched tasks stay within
+    // `SERVER_TASKS_PER_CLIENT_MAX` ids of at most `TASK_ID_BYTES_MAX` bytes.
+    if let Err(error) = crate::harness::ids::check_task_id(task) {
+        return Some(Reply::from_error(&error, id));
     }
     if touched.len() >= SERVER_TASKS_PER_CLIENT_MAX {
         let error = Error::from(ErrorKind::LimitExceeded {

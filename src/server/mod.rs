@@ -437,29 +437,27 @@ fn serve_client(shared: &Shared, number: u64, stream: &UnixStream) {
     // gets explicit outcomes, its one-time authority expires.
     let mut released = 0;
     for task in touched {
-        let last = {
-            let mut holders = shared.holders.lock();
-            match holders.get_mut(&task) {
-                Some(count) if *count > 1 => {
-                    *count -= 1;
-                    false
-                }
-                _ => {
-                    holders.remove(&task);
-                    true
-                }
+        // The hand-over runs under the holders' lock: a connection touching the task now
+        // waits for it and appends after the repair, never before it.
+        let mut holders = shared.holders.lock();
+        match holders.get_mut(&task) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                continue;
             }
-        };
-        if last {
-            match shared.store.release_task(&task) {
-                Ok(()) => released += 1,
-                Err(error) => {
-                    (shared.options.log)(&format!(
-                        "client {number}: handing task {task:?} over failed: {error}"
-                    ));
-                }
+            _ => {
+                holders.remove(&task);
             }
         }
+        match shared.store.release_task(&task) {
+            Ok(()) => released += 1,
+            Err(error) => {
+                (shared.options.log)(&format!(
+                    "client {number}: handing task {task:?} over failed: {error}"
+                ));
+            }
+        }
+        drop(holders);
     }
     let how = match &end {
         End::Closed => "closed".to_owned(),
