@@ -10,7 +10,8 @@
 //! its durability, recover, close) runs detached from the interpreter (`Python::detach`,
 //! formerly `allow_threads`), after its arguments were converted and before its result is;
 //! no Python object is touched while detached. `Task.delta` stays attached: it is buffered,
-//! waits for nothing, and detaching would cost more than the append.
+//! waits for nothing, and detaching would cost more than the append. Through a served store
+//! every call that talks to the socket (`Task.delta` included) runs detached.
 //!
 //! A `Store` is one of two backends: the embedded store (optionally shared with other
 //! processes, `share=True`: `factlog::Store::serve`), or a client of a store another process
