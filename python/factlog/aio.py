@@ -78,8 +78,9 @@ class AsyncTask:
         """The task's current revision."""
         return self.sync.revision
 
-    def delta(self, text: str) -> int:
-        """Appends a streamed fragment, buffered (never waits); returns its seq."""
+    def delta(self, text: str) -> Optional[int]:
+        """Appends a streamed fragment, buffered (never waits); returns its seq (``None``
+        through a served store)."""
         return self.sync.delta(text)
 
     async def append(

@@ -307,7 +307,13 @@ def test_a_server_killed_with_sigkill_raises_disconnected_at_once(path):
         assert all(isinstance(error, factlog.Disconnected) for error in raised), raised
         assert "went away" in str(raised[0]) and raised[0].code == "DISCONNECTED"
         client.close()
-    # Nothing acknowledged is lost; the socket file left behind is replaced by a new server.
+    # The socket file is left behind: a holder that does not share the store now makes the
+    # next open fail with Locked, naming the failed connection, never connect elsewhere.
+    with factlog.Store(path):
+        assert os.path.exists(os.path.join(path, "factlog.sock"))
+        with pytest.raises(factlog.Locked, match="no served store answers"):
+            factlog.Store(path)
+    # Nothing acknowledged is lost; the stale socket file is replaced by a new server.
     with factlog.Store(path, share=True) as store:
         seqs = [e["seq"] for e in store.events(task="t1")]
         assert acknowledged == seqs[:10]
