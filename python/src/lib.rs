@@ -134,7 +134,7 @@ fn invalid_options(py: Python<'_>, message: &str) -> PyErr {
 }
 
 /// The options of `factlog.Store` that only the process holding the store can apply.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct HolderOptions {
     refuse_unmarked_secrets: bool,
     snapshot_every_events: Option<u64>,
@@ -183,14 +183,17 @@ impl Store {
                 ),
             ));
         }
-        match Remote::connect(py, &path) {
-            Ok(remote) => Ok(Store::with_backend(path, Backend::Remote(Arc::new(remote)))),
-            Err(error @ factlog::client::ClientError::Connect { .. }) if locked.is_some() => {
-                let locked = locked.expect("checked");
+        match (Remote::connect(py, &path), locked) {
+            (Ok(remote), _) => Ok(Store::with_backend(path, Backend::Remote(Arc::new(remote)))),
+            // A socket nobody answers at (its server was killed) behind a holder that does
+            // not share the store: the open's Locked, with the failed connection.
+            (Err(error @ factlog::client::ClientError::Connect { .. }), Some(locked)) => {
                 let message = format!("cannot open {}: {locked}; {error}", path.display());
                 Err(locked_err(py, locked, message))
             }
-            Err(error) => Err(remote::to_py_err(py, remote::Failed::Client(error), None, false)),
+            (Err(error), _) => {
+                Err(remote::to_py_err(py, remote::Failed::Client(error), None, false))
+            }
         }
     }
 }
@@ -288,13 +291,7 @@ impl Store {
     /// Connects to the store another process serves from `path`; see `__init__.pyi`.
     #[staticmethod]
     fn connect(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
-        let none = HolderOptions {
-            refuse_unmarked_secrets: false,
-            snapshot_every_events: None,
-            snapshot_every_bytes: None,
-            snapshot_at_turn_end: false,
-        };
-        Store::connect_to(py, path, None, none)
+        Store::connect_to(py, path, None, HolderOptions::default())
     }
 
     /// The store's directory.

@@ -235,6 +235,15 @@ def test_reads_through_the_socket_equal_the_embedded_reads(path):
             assert client.recover()["tasks"] == store.recover()["tasks"]
 
 
+def test_the_sharing_process_options_apply_to_its_clients(path):
+    with factlog.Store(path, share=True, refuse_unmarked_secrets=True):
+        with factlog.connect(path) as client:
+            with pytest.raises(factlog.UnmarkedSecret) as info:
+                client.task("t1").append(message("key AKIAIOSFODNN7EXAMPLE"))
+            assert (info.value.path, info.value.task) == ("$.text", "t1")
+            assert client.task("t1").revision == 0
+
+
 def test_what_the_socket_cannot_do_raises_and_options_are_checked(path, tmp_path):
     with pytest.raises(ValueError, match="share=True"):
         factlog.Store(path, clients_max=2)
