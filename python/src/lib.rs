@@ -408,7 +408,8 @@ impl Store {
         match backend {
             None => Ok(()),
             Some(Backend::Remote(remote)) => {
-                remote.close();
+                // Waits for a call of another thread to get its reply first.
+                py.detach(|| remote.close());
                 Ok(())
             }
             Some(Backend::Local { server, store }) => {

@@ -395,6 +395,28 @@ def test_asyncio_through_a_served_store(path):
         assert asyncio.run(connected(path)) == 3
 
 
+def test_threads_of_one_client_share_its_connection(path):
+    with factlog.Store(path, share=True) as store:
+        with factlog.connect(path) as client:
+            def write(name: str) -> None:
+                task = client.task(name)
+                for i in range(50):
+                    task.delta(f"{i} ")
+                    task.append(message(f"{name} {i}"), durability="flushed")
+
+            threads = [threading.Thread(target=write, args=(f"t{n}",)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(HANG_GUARD_SECONDS)
+                assert not thread.is_alive()
+            for n in range(4):
+                assert client.task(f"t{n}").revision == 100
+                texts = [e["text"] for e in store.events(task=f"t{n}")
+                         if e["type"] == "user/message"]
+                assert texts == [f"t{n} {i}" for i in range(50)]
+
+
 def test_the_gil_is_released_while_a_client_waits(path):
     with factlog.Store(path, share=True):
         with factlog.connect(path) as client:
