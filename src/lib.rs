@@ -109,6 +109,7 @@ pub mod rewrite;
 pub mod salvage;
 pub mod segment;
 pub mod segments;
+pub mod served;
 pub mod server;
 mod types;
 mod verify;

@@ -16,23 +16,35 @@ same JSON shapes, replies, error codes and holder rules.
 
 Errors are :class:`FactlogError` subclasses, one per protocol code (``factlog.errors``);
 ``factlog.aio`` has awaitable variants of the calls that wait for the disk.
+
+Several processes, one store: ``factlog.Store(path, share=True)`` shares the store it opens
+over ``DIR/factlog.sock`` (``format-spec/server.md``) until it is closed; in another process
+``factlog.Store(path)`` finds the store held and served and connects to it (or
+``factlog.connect(path)`` says so explicitly). The client has the same API and raises the same
+exceptions; compare-and-set holds across processes.
 """
 
 from __future__ import annotations
+
+import os
+from typing import Union
 
 from . import aio, errors
 from ._native import ERROR_CODES, PROTOCOL_VERSION, Events, Store, Task, request_key
 from ._native import __version__ as __version__
 from .errors import (
     ApprovalRefused,
+    BadReply,
     CallIdReused,
     CannotUpcast,
     Corrupt,
     CorruptEvent,
     Corruption,
     CorruptSnapshot,
+    Disconnected,
     DiskFull,
     FactlogError,
+    HelloRequired,
     InvalidEvent,
     InvalidOptions,
     Io,
@@ -41,16 +53,28 @@ from .errors import (
     NeedsConfirmation,
     NeedsRecovery,
     NotALog,
+    NotServed,
+    PermissionDenied,
     Poisoned,
     ReadOnly,
+    ServerBusy,
     StaleRevision,
     TornTail,
     UnmarkedSecret,
+    Unsupported,
     UnsupportedVersion,
 )
 
+def connect(path: "Union[str, os.PathLike[str]]") -> Store:
+    """Connects to the store another process serves from ``path`` (``Store.connect``): a
+    ``Store`` with the same API whose calls go through ``DIR/factlog.sock``. Raises
+    :class:`NotServed` when nothing is served there."""
+    return Store.connect(path)
+
+
 __all__ = [
     "Store",
+    "connect",
     "Task",
     "Events",
     "request_key",

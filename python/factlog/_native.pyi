@@ -21,7 +21,18 @@ class Store:
     Opening recovers the log's tail and replays it (the GIL is released meanwhile). The
     handle is a new *holder* of every task: the first ``task(id)`` on a task written by an
     earlier holder takes it over. Use it as a context manager, or call ``close()``.
-    Only one open handle per directory at a time (``Locked`` otherwise).
+    Only one process holds a directory at a time.
+
+    Several processes, one store (``format-spec/server.md``): with ``share=True`` this handle
+    shares its store with the other processes of the machine over ``DIR/factlog.sock`` until
+    it is closed. When another process holds the store and shares it, ``Store(path)``
+    connects to it instead: a *client* handle (``served_by`` is the serving pid) with the same
+    API, whose calls go through the socket (the GIL released while they wait) and raise the
+    same exceptions. A client cannot ``flush`` or list ``task_ids`` (``Unsupported``); a
+    server that goes away raises ``Disconnected`` at the next call, and the handle stays
+    disconnected (open a new one once the store is served again). When another process holds
+    the store and does not share it, ``Locked`` names it (its pid where the system tells) and
+    says how to share it.
     """
 
     def __init__(
@@ -32,40 +43,75 @@ class Store:
         snapshot_every_events: Optional[int] = None,
         snapshot_every_bytes: Optional[int] = None,
         snapshot_at_turn_end: bool = False,
+        share: bool = False,
+        allow_group: Optional[int] = None,
+        clients_max: Optional[int] = None,
     ) -> None:
-        """Opens (or creates) the store in ``path``.
+        """Opens (or creates) the store in ``path``, or connects to it when another process
+        holds it and shares it.
 
         ``refuse_unmarked_secrets``: refuse (``UnmarkedSecret``) a body holding a value
         shaped like a credential not marked ``{"$secret": ...}``; off, the reply warns.
         ``snapshot_every_events`` / ``snapshot_every_bytes``: the snapshot policy (defaults
         1,000,000 events / 64 MiB; 0 turns a trigger off). ``snapshot_at_turn_end``: also a
-        snapshot at every ``turn/end``.
+        snapshot at every ``turn/end``. These four are options of the process holding the
+        store: given while connecting to a served store they raise ``InvalidOptions``.
+
+        ``share``: share the store over ``DIR/factlog.sock`` until ``close()`` (the socket is
+        owner-only; the directory must not be writable by group or others,
+        ``InvalidOptions`` otherwise). ``allow_group``: also serve the processes whose
+        primary group is this gid (socket mode 0660). ``clients_max``: the most clients
+        served at once (default and maximum 64; the next gets ``ServerBusy``). The last two
+        need ``share=True`` (``ValueError`` otherwise). With ``share=True`` a store another
+        process already serves raises ``Locked``.
         """
+    @staticmethod
+    def connect(path: Union[str, os.PathLike[str]]) -> Store:
+        """Connects to the store another process serves from ``path`` (its socket
+        ``DIR/factlog.sock``), without trying to open it: a client handle. Raises
+        ``NotServed`` when nothing answers there, ``PermissionDenied`` / ``ServerBusy`` when
+        the server refuses this process."""
     @property
     def path(self) -> pathlib.Path:
         """The store's directory."""
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
+    @property
+    def sharing(self) -> bool:
+        """Whether this handle shares its store with other processes (``share=True``)."""
+    @property
+    def served_by(self) -> Optional[int]:
+        """The pid of the process serving the store when this handle is its client, else
+        ``None``."""
     def task(self, id: str) -> Task:
         """A handle on task ``id`` (its first event creates it). Takes the task over from an
         earlier holder first: its unfinished calls become ``outcome_unknown``, one-time
-        approvals and pending cancels expire, a high-risk task needs ``control/resume``."""
+        approvals and pending cancels expire, a high-risk task needs ``control/resume``.
+        Through a served store the serving process does it at this connection's first
+        append to the task, and hands the task over again when the connection ends."""
     def recover(self) -> Dict[str, Any]:
         """Takes every task over and returns what recovery decided: the dict of
-        ``factlog recover --json``."""
+        ``factlog recover --json``. Through a served store, recovery runs in the serving
+        process and leaves the tasks its clients hold alone."""
     def task_ids(self) -> List[str]:
-        """The ids of the tasks that have events, sorted."""
+        """The ids of the tasks that have events, sorted. ``Unsupported`` through a served
+        store."""
     def events(self, from_seq: int = 1, task: Optional[str] = None) -> Events:
         """The events from ``from_seq`` on, each a dict of the ``factlog dump --json`` shape
         (``seq``, ``task``, ``revision``, ``timestamp_us``, ``time``, ``type``, body fields).
         With ``task``, only that task's events: the others are skipped by their envelope
         (their bodies are never decoded), with the GIL released while skipping. Either way the
-        log is read from ``from_seq``: keep the seq to resume from rather than rescanning."""
+        log is read from ``from_seq``: keep the seq to resume from rather than rescanning.
+        Through a served store the events come in pages of up to 1000 (one request each)."""
     def flush(self, durability: str = "synced") -> None:
-        """Makes every event appended so far meet ``durability``."""
+        """Makes every event appended so far meet ``durability``. ``Unsupported`` through a
+        served store (each append there waits for its own durability)."""
     def close(self) -> None:
-        """Syncs and closes the store; its tasks stop working (``ValueError``). Idempotent."""
+        """Stops sharing first when shared (the requests in progress are answered, the
+        clients disconnected), then syncs and closes the store; a client handle sends the
+        fragments it still buffers, reads their replies (raising a refusal among them) and
+        ends its connection. Its tasks stop working (``ValueError``). Idempotent."""
     def __enter__(self) -> Store: ...
     def __exit__(self, *args: Any) -> bool: ...
 
@@ -77,11 +123,17 @@ class Task:
         """The task's id."""
     @property
     def revision(self) -> int:
-        """The task's current revision: the count of its events."""
-    def delta(self, text: str) -> int:
+        """The task's current revision: the count of its events (one request through a
+        served store)."""
+    def delta(self, text: str) -> Optional[int]:
         """Appends one streamed ``assistant/delta`` fragment, buffered (in memory; the
         background flusher makes it durable within milliseconds, and so does any later
-        flushed or synced append); returns its seq. The hot path: no JSON."""
+        flushed or synced append); returns its seq. The hot path: no JSON.
+
+        Through a served store it returns ``None``: fragments are pipelined (buffered and
+        sent with the next request or at ``close()``, without waiting for their replies), so
+        the store's refusal of one is raised by a later call of the same connection, with
+        ``request_reply`` in its ``reply`` when that call's own request still ran."""
     def append(
         self,
         event: Dict[str, Any],

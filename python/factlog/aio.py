@@ -2,7 +2,11 @@
 
 Each runs the blocking call in a worker thread (``loop.run_in_executor``, the loop's default
 executor): the native call releases the GIL while it waits for its durability, so the event
-loop keeps running. ``task.delta`` has no variant: it never waits.
+loop keeps running. ``task.delta`` has no variant: it never waits (through a served store it
+waits for its reply for now, like ``task.revision``).
+
+``open`` connects to a store another process serves, as ``factlog.Store`` does; ``connect``
+only connects. The client's calls wait for the socket in the worker thread.
 
     async with await factlog.aio.open(path) as store:
         task = await store.task("t1")
@@ -17,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from . import _native
 
-__all__ = ["AsyncStore", "AsyncTask", "open", "append", "append_batch", "recover"]
+__all__ = ["AsyncStore", "AsyncTask", "open", "connect", "append", "append_batch", "recover"]
 
 T = TypeVar("T")
 
@@ -74,8 +78,9 @@ class AsyncTask:
         """The task's current revision."""
         return self.sync.revision
 
-    def delta(self, text: str) -> int:
-        """Appends a streamed fragment, buffered (never waits); returns its seq."""
+    def delta(self, text: str) -> Optional[int]:
+        """Appends a streamed fragment, buffered (never waits); returns its seq (``None``
+        through a served store)."""
         return self.sync.delta(text)
 
     async def append(
@@ -144,3 +149,9 @@ class AsyncStore:
 async def open(path: Any, **options: Any) -> AsyncStore:  # noqa: A001 - mirrors builtins.open
     """Opens a store in a worker thread (opening replays the log) and wraps it."""
     return AsyncStore(await _run(_native.Store, path, **options))
+
+
+async def connect(path: Any) -> AsyncStore:
+    """Connects to the store another process serves from ``path`` (``Store.connect``) in a
+    worker thread and wraps it."""
+    return AsyncStore(await _run(_native.Store.connect, path))

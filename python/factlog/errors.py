@@ -5,6 +5,13 @@ its code (``format-spec/protocol.md``, "Replies", the table of codes), under one
 :class:`FactlogError`. Each carries ``.code`` and ``.message`` and the extra keys of its code
 as attributes (``StaleRevision.expected``, ``NeedsRecovery.calls``, ...); ``.reply`` is the
 whole error reply, exactly as ``factlog emit`` would print it.
+
+A ``Store`` that is a client of a store another process serves (``format-spec/server.md``)
+raises the same classes for the same codes. The codes only a server sends at the start of a
+connection have classes too (:class:`PermissionDenied`, :class:`ServerBusy`,
+:class:`HelloRequired`), and a client's own failures have codes of their own that no reply
+carries: :class:`Disconnected` (``DISCONNECTED``), :class:`NotServed` (``NOT_SERVED``),
+:class:`BadReply` (``BAD_REPLY``) and :class:`Unsupported` (``UNSUPPORTED``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,13 @@ __all__ = [
     "CorruptEvent",
     "CannotUpcast",
     "CorruptSnapshot",
+    "PermissionDenied",
+    "ServerBusy",
+    "HelloRequired",
+    "Disconnected",
+    "NotServed",
+    "BadReply",
+    "Unsupported",
 ]
 
 
@@ -252,6 +266,58 @@ class CorruptSnapshot(Corrupt):
     code = "CORRUPT_SNAPSHOT"
 
 
+class PermissionDenied(FactlogError):
+    """The served store refused this client's process: it runs as another user, outside the
+    group the store is shared with (``allow_group`` / ``--allow-group``)."""
+
+    code = "PERMISSION_DENIED"
+
+
+class ServerBusy(FactlogError):
+    """The served store has as many clients as its ``clients_max``: retry once one has
+    closed its connection."""
+
+    code = "SERVER_BUSY"
+
+
+class HelloRequired(FactlogError):
+    """The server did not get the hello a client sends first (a client of another
+    protocol)."""
+
+    code = "HELLO_REQUIRED"
+
+
+class Disconnected(FactlogError):
+    """The served store went away (its process was killed or stopped, or it closed this
+    connection): the request in flight may or may not have been written. Re-read the task
+    once it is served again, through a new ``factlog.Store(path)``; this handle stays
+    disconnected."""
+
+    code = "DISCONNECTED"
+
+
+class NotServed(FactlogError):
+    """No served store answers at ``DIR/factlog.sock`` (``factlog.Store.connect``): share
+    the store from the process that holds it (``share=True``) or run ``factlog serve DIR``."""
+
+    code = "NOT_SERVED"
+
+
+class BadReply(FactlogError):
+    """A reply of the served store that this client cannot read (a server of another
+    version)."""
+
+    code = "BAD_REPLY"
+
+
+class Unsupported(FactlogError):
+    """A call that a client of a served store cannot make (the socket has no request for
+    it), such as ``task_ids`` or ``flush``; nothing was done."""
+
+    code = "UNSUPPORTED"
+    ends_stream = False
+
+
 _BY_CODE: Dict[str, type] = {
     cls.code: cls
     for cls in [
@@ -276,6 +342,13 @@ _BY_CODE: Dict[str, type] = {
         CorruptEvent,
         CannotUpcast,
         CorruptSnapshot,
+        PermissionDenied,
+        ServerBusy,
+        HelloRequired,
+        Disconnected,
+        NotServed,
+        BadReply,
+        Unsupported,
     ]
 }
 

@@ -10,19 +10,30 @@
 //! its durability, recover, close) runs detached from the interpreter (`Python::detach`,
 //! formerly `allow_threads`), after its arguments were converted and before its result is;
 //! no Python object is touched while detached. `Task.delta` stays attached: it is buffered,
-//! waits for nothing, and detaching would cost more than the append.
+//! waits for nothing, and detaching would cost more than the append. Through a served store
+//! every call that talks to the socket (`Task.delta` included) runs detached.
+//!
+//! A `Store` is one of two backends: the embedded store (optionally shared with other
+//! processes, `share=True`: `factlog::Store::serve`), or a client of a store another process
+//! shares (`remote.rs`), chosen at open by the library's rule (`factlog::served`). Every
+//! method of `Store`, `Task` and `Events` dispatches on it; a call the socket cannot make
+//! raises `Unsupported`, never something else silently.
 
 mod convert;
 mod errors;
+mod events;
+mod remote;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
+use factlog::harness::TaskId;
 use factlog::harness::request_key as key;
-use factlog::harness::{TaskId, codec};
 use factlog::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_TASK};
 use factlog::protocol::{self, Reply, Request, views};
-use factlog::{AppendOptions, Durability, Reader, Seq, StoreOptions};
+use factlog::served::Held;
+use factlog::server::{ServeOptions, Server};
+use factlog::{AppendOptions, Durability, StoreOptions};
 use parking_lot::{Mutex, RwLock};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -31,6 +42,8 @@ use pyo3::types::{PyDict, PyList};
 use serde_json::{Map, Value};
 
 use crate::convert::{object_from_py, object_to_py, value_to_py};
+use crate::events::Events;
+use crate::remote::Remote;
 
 /// An open store: one directory, many tasks (`factlog::Store`).
 #[pyclass(frozen, module = "factlog._native")]
@@ -41,15 +54,37 @@ struct Store {
 
 /// What a [`Store`] holds until it is closed.
 struct Open {
-    store: Option<factlog::Store>,
+    backend: Option<Backend>,
     /// The slots of the task handles given out, emptied by `close`.
     tasks: Vec<Weak<Slot>>,
 }
 
-/// The library's task handle behind a Python `Task` (and its store, for reads), taken away
-/// when the store closes.
+/// Where a [`Store`]'s calls go.
+enum Backend {
+    /// The store, open in this process, and its server while it is shared.
+    Local { server: Option<Server>, store: factlog::Store },
+    /// A client of the store another process serves.
+    Remote(Arc<Remote>),
+}
+
+/// A [`Backend`]'s handle for one call, cloned out of the lock.
+#[derive(Clone)]
+enum Access {
+    Local(factlog::Store),
+    Remote(Arc<Remote>),
+}
+
+/// The library's task handle behind a Python `Task` (and its store, for reads), or the
+/// connection of a client-backed store; taken away when the store closes.
 struct Slot {
-    task: RwLock<Option<(factlog::Task, factlog::Store)>>,
+    task: RwLock<Option<Handle>>,
+}
+
+/// What a [`Slot`] holds.
+#[derive(Clone)]
+enum Handle {
+    Local(factlog::Task, factlog::Store),
+    Remote(Arc<Remote>),
 }
 
 /// A handle on one task of a store (`factlog::Task`).
@@ -57,22 +92,6 @@ struct Slot {
 struct Task {
     slot: Arc<Slot>,
     id: String,
-}
-
-/// An iterator over the events of a store (or of one task of it), as dicts.
-#[pyclass(module = "factlog._native")]
-struct Events {
-    reader: Option<Reader>,
-    /// Only this task's events, when set: the others are skipped by their envelope, their
-    /// bodies never decoded nor converted.
-    task: Option<String>,
-}
-
-impl Events {
-    fn new(store: &factlog::Store, from_seq: u64, task: Option<String>) -> PyResult<Events> {
-        let reader = store.log().read_from(Seq(from_seq.max(1))).map_err(|e| to_py_err(&e))?;
-        Ok(Events { reader: Some(reader), task })
-    }
 }
 
 fn to_py_err(error: &factlog::Error) -> PyErr {
@@ -102,6 +121,83 @@ fn reply_to_py(py: Python<'_>, reply: Reply) -> PyResult<Py<PyAny>> {
     Ok(object_to_py(py, reply.object())?.into_any().unbind())
 }
 
+/// The `Locked` exception of `error` with another message.
+fn locked_err(py: Python<'_>, error: &factlog::Error, message: String) -> PyErr {
+    let mut reply = protocol::error_reply(error, None);
+    reply.insert("message".to_owned(), Value::from(message));
+    errors::from_reply(py, &reply)
+}
+
+/// The `InvalidOptions` exception with `message`.
+fn invalid_options(py: Python<'_>, message: &str) -> PyErr {
+    errors::from_reply(py, &protocol::reply::error_object(None, "INVALID_OPTIONS", message))
+}
+
+/// The options of `factlog.Store` that only the process holding the store can apply.
+#[derive(Clone, Copy, Default)]
+struct HolderOptions {
+    refuse_unmarked_secrets: bool,
+    snapshot_every_events: Option<u64>,
+    snapshot_every_bytes: Option<u64>,
+    snapshot_at_turn_end: bool,
+}
+
+impl HolderOptions {
+    /// The first option given that a client cannot apply: the serving process's own apply.
+    fn refused_by_client(self) -> Option<&'static str> {
+        if self.refuse_unmarked_secrets {
+            Some("refuse_unmarked_secrets")
+        } else if self.snapshot_every_events.is_some() {
+            Some("snapshot_every_events")
+        } else if self.snapshot_every_bytes.is_some() {
+            Some("snapshot_every_bytes")
+        } else if self.snapshot_at_turn_end {
+            Some("snapshot_at_turn_end")
+        } else {
+            None
+        }
+    }
+}
+
+impl Store {
+    fn with_backend(path: PathBuf, backend: Backend) -> Store {
+        Store { inner: Mutex::new(Open { backend: Some(backend), tasks: Vec::new() }), path }
+    }
+
+    /// Connects to the store served from `path`; the `Locked` error of the open, when there
+    /// was one, is named beside a failure to connect (as `factlog emit` does).
+    fn connect_to(
+        py: Python<'_>,
+        path: PathBuf,
+        locked: Option<&factlog::Error>,
+        options: HolderOptions,
+    ) -> PyResult<Store> {
+        if let Some(option) = options.refused_by_client() {
+            return Err(invalid_options(
+                py,
+                &format!(
+                    "{} is served by another process: {option} is an option of the process that \
+                     holds the store (give it there, to factlog.Store(..., share=True) or \
+                     `factlog serve`), not of a client; connect without it",
+                    path.display()
+                ),
+            ));
+        }
+        match (Remote::connect(py, &path), locked) {
+            (Ok(remote), _) => Ok(Store::with_backend(path, Backend::Remote(Arc::new(remote)))),
+            // A socket nobody answers at (its server was killed) behind a holder that does
+            // not share the store: the open's Locked, with the failed connection.
+            (Err(error @ factlog::client::ClientError::Connect { .. }), Some(locked)) => {
+                let message = format!("cannot open {}: {locked}; {error}", path.display());
+                Err(locked_err(py, locked, message))
+            }
+            (Err(error), _) => {
+                Err(remote::to_py_err(py, remote::Failed::Client(error), None, false))
+            }
+        }
+    }
+}
+
 #[pymethods]
 impl Store {
     /// Opens (or creates) the store in `path`; see `factlog.Store` in `__init__.pyi`.
@@ -113,7 +209,11 @@ impl Store {
         snapshot_every_events = None,
         snapshot_every_bytes = None,
         snapshot_at_turn_end = false,
+        share = false,
+        allow_group = None,
+        clients_max = None,
     ))]
+    #[expect(clippy::too_many_arguments, reason = "the keyword arguments of factlog.Store")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -121,7 +221,21 @@ impl Store {
         snapshot_every_events: Option<u64>,
         snapshot_every_bytes: Option<u64>,
         snapshot_at_turn_end: bool,
+        share: bool,
+        allow_group: Option<u32>,
+        clients_max: Option<usize>,
     ) -> PyResult<Store> {
+        if !share && (allow_group.is_some() || clients_max.is_some()) {
+            return Err(PyValueError::new_err(
+                "allow_group and clients_max are options of a shared store: give share=True too",
+            ));
+        }
+        let holder = HolderOptions {
+            refuse_unmarked_secrets,
+            snapshot_every_events,
+            snapshot_every_bytes,
+            snapshot_at_turn_end,
+        };
         let mut options = StoreOptions::new()
             .refuse_unmarked_secrets(refuse_unmarked_secrets)
             .snapshot_at_turn_end(snapshot_at_turn_end);
@@ -132,8 +246,52 @@ impl Store {
             options = options.snapshot_every_bytes(bytes);
         }
         let opened = py.detach(|| factlog::Store::open(&path, options));
-        let store = opened.map_err(|error| errors::from_error(py, &error))?;
-        Ok(Store { inner: Mutex::new(Open { store: Some(store), tasks: Vec::new() }), path })
+        let store = match opened {
+            Ok(store) => store,
+            Err(error) => {
+                return match factlog::served::held_by_another(&path, &error) {
+                    Some(Held::Served { .. }) if !share => {
+                        Store::connect_to(py, path, Some(&error), holder)
+                    }
+                    Some(Held::Served { .. }) => {
+                        let message = format!(
+                            "cannot share {}: {error}; the process holding it shares it \
+                             already: open it without share=True to connect to it",
+                            path.display()
+                        );
+                        Err(locked_err(py, &error, message))
+                    }
+                    Some(Held::NotServed { pid }) => {
+                        let then = "factlog.Store connects to it";
+                        let message = factlog::served::not_served_message(&path, &error, pid, then);
+                        Err(locked_err(py, &error, message))
+                    }
+                    None => Err(errors::from_error(py, &error)),
+                };
+            }
+        };
+        let server = if share {
+            let mut serve = ServeOptions::new().allow_group(allow_group);
+            if let Some(clients) = clients_max {
+                serve = serve.clients_max(clients);
+            }
+            match store.serve(serve) {
+                Ok(server) => Some(server),
+                Err(error) => {
+                    let _ = py.detach(|| store.close());
+                    return Err(errors::from_error(py, &error));
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Store::with_backend(path, Backend::Local { server, store }))
+    }
+
+    /// Connects to the store another process serves from `path`; see `__init__.pyi`.
+    #[staticmethod]
+    fn connect(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
+        Store::connect_to(py, path, None, HolderOptions::default())
     }
 
     /// The store's directory.
@@ -145,16 +303,39 @@ impl Store {
     /// Whether `close` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.lock().store.is_none()
+        self.inner.lock().backend.is_none()
+    }
+
+    /// Whether this handle shares its store with other processes (`share=True`).
+    #[getter]
+    fn sharing(&self) -> bool {
+        matches!(self.inner.lock().backend, Some(Backend::Local { server: Some(_), .. }))
+    }
+
+    /// The pid of the process serving the store when this handle is its client, else None.
+    #[getter]
+    fn served_by(&self) -> Option<u64> {
+        match &self.inner.lock().backend {
+            Some(Backend::Remote(remote)) => Some(remote.server_pid()),
+            _ => None,
+        }
     }
 
     /// A handle on task `id`, taking the task over from an earlier holder first.
     fn task(&self, py: Python<'_>, id: String) -> PyResult<Task> {
-        let store = self.store()?;
-        let task = py.detach(|| store.task(&id)).map_err(|error| errors::from_error(py, &error))?;
-        let slot = Arc::new(Slot { task: RwLock::new(Some((task, store))) });
+        let handle = match self.access()? {
+            Access::Local(store) => {
+                let task = py
+                    .detach(|| store.task(&id))
+                    .map_err(|error| errors::from_error(py, &error))?;
+                Handle::Local(task, store)
+            }
+            // The serving process takes the task over at this connection's first append.
+            Access::Remote(remote) => Handle::Remote(remote),
+        };
+        let slot = Arc::new(Slot { task: RwLock::new(Some(handle)) });
         let mut inner = self.inner.lock();
-        if inner.store.is_none() {
+        if inner.backend.is_none() {
             return Err(errors::closed());
         }
         if inner.tasks.len() >= 64 && inner.tasks.len().is_power_of_two() {
@@ -166,47 +347,80 @@ impl Store {
 
     /// Takes every task over and reports what recovery decided, as `factlog recover --json`.
     fn recover(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let store = self.store()?;
-        let report =
-            py.detach(|| store.recover()).map_err(|error| errors::from_error(py, &error))?;
+        let report = match self.access()? {
+            Access::Local(store) => {
+                py.detach(|| store.recover()).map_err(|error| errors::from_error(py, &error))?
+            }
+            Access::Remote(remote) => remote
+                .call(py, |client| client.recover(false))
+                .map_err(|failed| remote::to_py_err(py, failed, None, false))?,
+        };
         let value = serde_json::to_value(&report)
             .map_err(|error| PyValueError::new_err(format!("cannot format the report: {error}")))?;
         Ok(value_to_py(py, &value)?.unbind())
     }
 
     /// The ids of the tasks that have events, sorted.
-    fn task_ids(&self) -> PyResult<Vec<String>> {
-        Ok(self.store()?.task_ids().into_iter().map(|id| id.0).collect())
+    fn task_ids(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        match self.access()? {
+            Access::Local(store) => Ok(store.task_ids().into_iter().map(|id| id.0).collect()),
+            Access::Remote(_) => Err(remote::unsupported(
+                py,
+                "task_ids: the served store's socket has no request listing its tasks; read \
+                 them from store.events() or ask the serving process",
+            )),
+        }
     }
 
     /// The events from `from_seq` on, as dicts (the shape of `factlog dump --json`); with
     /// `task`, only that task's events.
     #[pyo3(signature = (from_seq = 1, task = None))]
     fn events(&self, from_seq: u64, task: Option<String>) -> PyResult<Events> {
-        Events::new(&self.store()?, from_seq, task)
+        Events::new(&self.access()?, from_seq, task)
     }
 
     /// Makes every event appended so far meet `durability` (default `"synced"`).
     #[pyo3(signature = (durability = "synced"))]
     fn flush(&self, py: Python<'_>, durability: &str) -> PyResult<()> {
         let durability = durability_from_py(Some(durability))?.unwrap_or(Durability::Synced);
-        let store = self.store()?;
-        py.detach(|| store.flush(durability)).map_err(|error| errors::from_error(py, &error))
+        match self.access()? {
+            Access::Local(store) => py
+                .detach(|| store.flush(durability))
+                .map_err(|error| errors::from_error(py, &error)),
+            Access::Remote(_) => Err(remote::unsupported(
+                py,
+                "flush: the served store's socket has no flush request; each append waits for \
+                 its own durability, so append with durability=\"synced\" to wait for the disk",
+            )),
+        }
     }
 
-    /// Syncs and closes the store; its tasks and iterators stop working. Idempotent.
+    /// Stops sharing (when shared), then syncs and closes the store, or ends the connection
+    /// of a client; its tasks and iterators stop working. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let (store, tasks) = {
+        let (backend, tasks) = {
             let mut inner = self.inner.lock();
-            (inner.store.take(), std::mem::take(&mut inner.tasks))
+            (inner.backend.take(), std::mem::take(&mut inner.tasks))
         };
         for slot in tasks.iter().filter_map(Weak::upgrade) {
             slot.task.write().take();
         }
-        match store {
+        match backend {
             None => Ok(()),
-            Some(store) => {
-                py.detach(|| store.close()).map_err(|error| errors::from_error(py, &error))
+            Some(Backend::Remote(remote)) => {
+                // Waits for a call of another thread to get its reply first; the fragments
+                // still buffered are sent and their replies read, so a refusal is raised here.
+                py.detach(|| remote.close()).map_err(|error| {
+                    remote::to_py_err(py, remote::Failed::Client(error), None, false)
+                })
+            }
+            Some(Backend::Local { server, store }) => {
+                let stopped = match server {
+                    Some(server) => py.detach(|| server.stop()),
+                    None => Ok(()),
+                };
+                let closed = py.detach(|| store.close());
+                stopped.and(closed).map_err(|error| errors::from_error(py, &error))
             }
         }
     }
@@ -222,49 +436,60 @@ impl Store {
     }
 
     fn __repr__(&self) -> String {
-        let state = if self.closed() { "closed" } else { "open" };
+        let state = match &self.inner.lock().backend {
+            None => "closed".to_owned(),
+            Some(Backend::Local { server: None, .. }) => "open".to_owned(),
+            Some(Backend::Local { server: Some(_), .. }) => "open, shared".to_owned(),
+            Some(Backend::Remote(remote)) => {
+                format!("client of the store served by process {}", remote.server_pid())
+            }
+        };
         format!("<factlog.Store {:?} ({state})>", self.path.display().to_string())
     }
 }
 
 impl Store {
-    fn store(&self) -> PyResult<factlog::Store> {
-        self.inner.lock().store.clone().ok_or_else(errors::closed)
+    fn access(&self) -> PyResult<Access> {
+        match &self.inner.lock().backend {
+            None => Err(errors::closed()),
+            Some(Backend::Local { store, .. }) => Ok(Access::Local(store.clone())),
+            Some(Backend::Remote(remote)) => Ok(Access::Remote(Arc::clone(remote))),
+        }
     }
 }
 
 impl Task {
-    /// The library's handle, cloned (an `Arc`), or the closed error.
-    fn task(&self) -> PyResult<factlog::Task> {
-        self.handles().map(|(task, _)| task)
+    /// The library's handle or the connection, cloned, or the closed error.
+    fn handle(&self) -> PyResult<Handle> {
+        self.slot.task.read().clone().ok_or_else(errors::closed)
     }
 
-    /// The library's task and store handles, cloned, or the closed error.
-    fn handles(&self) -> PyResult<(factlog::Task, factlog::Store)> {
-        self.slot.task.read().clone().ok_or_else(errors::closed)
+    /// The exception of a failed call of a client-backed task.
+    fn remote_err(&self, py: Python<'_>, failed: remote::Failed, own_id: bool) -> PyErr {
+        remote::to_py_err(py, failed, Some(&self.id), own_id)
     }
 
     /// A request object for `event` on this task, with the keyword arguments as envelope
     /// keys (each refused if the dict gives another value). An `event` that is not a dict
     /// is a `TypeError`; a value inside it without a JSON form is an invalid event.
-    fn request(
+    fn object(
         &self,
         event: &Bound<'_, PyAny>,
         expected_revision: Option<u64>,
         durability: Option<&str>,
-    ) -> PyResult<Result<Request, Reply>> {
+    ) -> PyResult<Result<Map<String, Value>, Reply>> {
         let event = event
             .cast::<PyDict>()
             .map_err(|_| PyTypeError::new_err("an event is a dict of the protocol's JSON shape"))?;
-        Ok(self.request_from_dict(event, expected_revision, durability))
+        Ok(self.object_from_dict(event, expected_revision, durability))
     }
 
-    fn request_from_dict(
+    fn object_from_dict(
         &self,
         event: &Bound<'_, PyDict>,
         expected_revision: Option<u64>,
         durability: Option<&str>,
-    ) -> Result<Request, Reply> {
+    ) -> Result<Map<String, Value>, Reply> {
         let mut object: Map<String, Value> = object_from_py(event.as_any())
             .map_err(|error| refusal(&error.value(event.py()).to_string()))?;
         let mut set = |key: &str, value: Value| {
@@ -277,7 +502,32 @@ impl Task {
         if let Some(durability) = durability {
             set(KEY_DURABILITY, Value::from(durability))?;
         }
-        Request::from_object(object).map_err(protocol::Refusal::into_reply)
+        Ok(object)
+    }
+
+    /// [`Task::object`] checked as a request, as the embedded store runs it.
+    fn request(
+        &self,
+        event: &Bound<'_, PyAny>,
+        expected_revision: Option<u64>,
+        durability: Option<&str>,
+    ) -> PyResult<Result<Request, Reply>> {
+        Ok(self
+            .object(event, expected_revision, durability)?
+            .and_then(|object| Request::from_object(object).map_err(protocol::Refusal::into_reply)))
+    }
+
+    /// Sends `object` to the served store; the reply dict or the exception of its error.
+    fn send(
+        &self,
+        py: Python<'_>,
+        remote: &Remote,
+        object: Map<String, Value>,
+    ) -> PyResult<Py<PyAny>> {
+        let own_id = object.contains_key(protocol::request::KEY_ID);
+        let reply =
+            remote.request(py, object).map_err(|failed| self.remote_err(py, failed, own_id))?;
+        Ok(object_to_py(py, &reply)?.into_any().unbind())
     }
 }
 
@@ -297,29 +547,45 @@ impl Task {
     /// This task's events from `from_seq` on, as dicts (the shape of `factlog dump --json`).
     #[pyo3(signature = (from_seq = 1))]
     fn events(&self, from_seq: u64) -> PyResult<Events> {
-        let guard = self.slot.task.read();
-        let Some((_, store)) = &*guard else { return Err(errors::closed()) };
-        Events::new(store, from_seq, Some(self.id.clone()))
+        let access = match self.handle()? {
+            Handle::Local(_, store) => Access::Local(store),
+            Handle::Remote(remote) => Access::Remote(remote),
+        };
+        Events::new(&access, from_seq, Some(self.id.clone()))
     }
 
     /// The task's current revision: the count of its events.
     #[getter]
-    fn revision(&self) -> PyResult<u64> {
-        match &*self.slot.task.read() {
-            Some((task, _)) => Ok(task.revision()),
-            None => Err(errors::closed()),
+    fn revision(&self, py: Python<'_>) -> PyResult<u64> {
+        match self.handle()? {
+            Handle::Local(task, _) => Ok(task.revision()),
+            Handle::Remote(remote) => remote
+                .call(py, |client| client.revision(&self.id))
+                .map_err(|failed| self.remote_err(py, failed, false)),
         }
     }
 
-    /// Appends one streamed `assistant/delta` fragment, buffered; returns its seq.
-    fn delta(&self, text: PyBackedStr) -> PyResult<u64> {
+    /// Appends one streamed `assistant/delta` fragment, buffered; returns its seq (None
+    /// through a served store).
+    fn delta(&self, py: Python<'_>, text: PyBackedStr) -> PyResult<Option<u64>> {
         let guard = self.slot.task.read();
-        let Some((task, _)) = &*guard else { return Err(errors::closed()) };
-        match task.delta(&text) {
-            Ok(seq) => Ok(seq.0),
-            Err(error) => {
+        match &*guard {
+            None => Err(errors::closed()),
+            Some(Handle::Local(task, _)) => match task.delta(&text) {
+                Ok(seq) => Ok(Some(seq.0)),
+                Err(error) => {
+                    drop(guard);
+                    Err(to_py_err(&error))
+                }
+            },
+            Some(Handle::Remote(remote)) => {
+                let remote = Arc::clone(remote);
                 drop(guard);
-                Err(to_py_err(&error))
+                let text: &str = &text;
+                remote
+                    .call(py, |client| remote::client_delta(client, &self.id, text))
+                    .map(|()| None)
+                    .map_err(|failed| self.remote_err(py, failed, false))
             }
         }
     }
@@ -333,10 +599,19 @@ impl Task {
         expected_revision: Option<u64>,
         durability: Option<String>,
     ) -> PyResult<Py<PyAny>> {
-        let task = self.task()?;
-        let reply = match self.request(event, expected_revision, durability.as_deref())? {
-            Ok(request) => py.detach(|| protocol::execute_on(&task, request, true)),
-            Err(reply) => reply,
+        let reply = match self.handle()? {
+            Handle::Local(task, _) => {
+                match self.request(event, expected_revision, durability.as_deref())? {
+                    Ok(request) => py.detach(|| protocol::execute_on(&task, request, true)),
+                    Err(reply) => reply,
+                }
+            }
+            Handle::Remote(remote) => {
+                match self.object(event, expected_revision, durability.as_deref())? {
+                    Ok(object) => return self.send(py, &remote, object),
+                    Err(reply) => reply,
+                }
+            }
         };
         reply_to_py(py, reply)
     }
@@ -350,88 +625,96 @@ impl Task {
         expected_revision: Option<u64>,
         durability: Option<String>,
     ) -> PyResult<Py<PyAny>> {
-        let task = self.task()?;
+        let handle = self.handle()?;
         // A bad durability is refused as the protocol refuses it: an invalid event.
         let Ok(durability) = durability_from_py(durability.as_deref()) else {
             return reply_to_py(py, refusal(DURABILITY_NAMES));
         };
         let options = AppendOptions { expected_revision, durability };
-        let mut requests = Vec::new();
-        for event in events.try_iter()? {
-            match self.request(&event?, None, None)? {
-                Ok(request) => requests.push(request),
-                Err(reply) => return reply_to_py(py, reply),
+        match handle {
+            Handle::Local(task, _) => {
+                let mut requests = Vec::new();
+                for event in events.try_iter()? {
+                    match self.request(&event?, None, None)? {
+                        Ok(request) => requests.push(request),
+                        Err(reply) => return reply_to_py(py, reply),
+                    }
+                }
+                let reply = py.detach(|| protocol::execute_batch(&task, requests, options));
+                reply_to_py(py, reply)
+            }
+            Handle::Remote(remote) => {
+                let mut members = Vec::new();
+                for event in events.try_iter()? {
+                    match self.object(&event?, None, None)? {
+                        Ok(object) => members.push(Value::Object(object)),
+                        Err(reply) => return reply_to_py(py, reply),
+                    }
+                }
+                let mut batch = Map::new();
+                batch.insert("op".to_owned(), Value::from("batch"));
+                batch.insert(KEY_TASK.to_owned(), Value::from(self.id.as_str()));
+                batch.insert("events".to_owned(), Value::Array(members));
+                if let Some(revision) = options.expected_revision {
+                    batch.insert(KEY_EXPECTED_REVISION.to_owned(), Value::from(revision));
+                }
+                if let Some(durability) = options.durability {
+                    batch.insert(KEY_DURABILITY.to_owned(), Value::from(durability.as_str()));
+                }
+                self.send(py, &remote, batch)
             }
         }
-        let reply = py.detach(|| protocol::execute_batch(&task, requests, options));
-        reply_to_py(py, reply)
     }
 
     /// The task's folded state: the object under `tasks.ID` of `factlog state --task ID --json`.
     fn state(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let state = self.task()?.state();
-        let value = views::task_state_value(&state)
-            .map_err(|error| PyValueError::new_err(format!("cannot format the state: {error}")))?;
+        let value = match self.handle()? {
+            Handle::Local(task, _) => views::task_state_value(&task.state()),
+            Handle::Remote(remote) => {
+                let mut object = Map::new();
+                object.insert("op".to_owned(), Value::from("state"));
+                object.insert(KEY_TASK.to_owned(), Value::from(self.id.as_str()));
+                let mut reply = remote
+                    .request(py, object)
+                    .map_err(|failed| self.remote_err(py, failed, false))?;
+                match reply.shift_remove("state") {
+                    Some(Value::Null) | None => remote::empty_state(),
+                    Some(state) => Ok(state),
+                }
+            }
+        }
+        .map_err(|error| PyValueError::new_err(format!("cannot format the state: {error}")))?;
         Ok(value_to_py(py, &value)?.unbind())
     }
 
     /// The model-visible history of the task (the shape of `factlog history --json`).
     fn history(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let (_, store) = self.handles()?;
-        let entries = py
-            .detach(|| store.history(&self.id))
-            .map_err(|error| errors::from_error(py, &error))?;
+        let values = match self.handle()? {
+            Handle::Local(_, store) => {
+                let entries = py
+                    .detach(|| store.history(&self.id))
+                    .map_err(|error| errors::from_error(py, &error))?;
+                entries
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<Vec<Value>, _>>()
+                    .map_err(|error| {
+                        PyValueError::new_err(format!("cannot format an entry: {error}"))
+                    })?
+            }
+            Handle::Remote(remote) => remote
+                .call(py, |client| client.history(&self.id))
+                .map_err(|failed| self.remote_err(py, failed, false))?,
+        };
         let list = PyList::empty(py);
-        for entry in &entries {
-            let value = serde_json::to_value(entry).map_err(|error| {
-                PyValueError::new_err(format!("cannot format an entry: {error}"))
-            })?;
-            list.append(value_to_py(py, &value)?)?;
+        for value in &values {
+            list.append(value_to_py(py, value)?)?;
         }
         Ok(list.into_any().unbind())
     }
 
     fn __repr__(&self) -> String {
         format!("<factlog.Task {:?}>", self.id)
-    }
-}
-
-#[pymethods]
-impl Events {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
-        let Some(reader) = &mut self.reader else { return Ok(None) };
-        let task = self.task.as_deref();
-        // Skipping other tasks' records reads the disk: the interpreter is free meanwhile.
-        let next = py.detach(|| {
-            loop {
-                let record = match reader.next()? {
-                    Ok(record) => record,
-                    Err(error) => return Some(Err(error)),
-                };
-                let Some(task) = task else { return Some(Ok(record)) };
-                match codec::peek(record.seq, &record.payload) {
-                    Ok(envelope) if envelope.task != task => {}
-                    Ok(_) => return Some(Ok(record)),
-                    Err(error) => return Some(Err(error)),
-                }
-            }
-        });
-        match next {
-            None => {
-                self.reader = None;
-                Ok(None)
-            }
-            Some(record) => {
-                let event = record
-                    .and_then(|record| codec::decode(record.seq, &record.payload))
-                    .map_err(|error| errors::from_error(py, &error))?;
-                Ok(Some(object_to_py(py, &views::event_object(&event, false))?.unbind()))
-            }
-        }
     }
 }
 

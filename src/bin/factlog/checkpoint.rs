@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use factlog::client::Client;
-use factlog::{ErrorKind, Store, StoreOptions};
+use factlog::{Store, StoreOptions};
 use serde_json::json;
 
 use crate::{
@@ -28,8 +28,10 @@ pub fn run(args: &CheckpointArgs) -> Outcome {
         }
         // Held by a process that shares the store: the snapshot is written there.
         Err(error)
-            if matches!(error.kind(), ErrorKind::Locked { .. })
-                && factlog::server::socket_path(&args.dir).exists() =>
+            if matches!(
+                factlog::served::held_by_another(&args.dir, &error),
+                Some(factlog::served::Held::Served { .. })
+            ) =>
         {
             Client::connect(&args.dir).and_then(|mut client| client.checkpoint()).map_err(
                 |client_error| {

@@ -37,6 +37,7 @@ use factlog::protocol::reply::KEY_WARNINGS;
 use factlog::protocol::reply::code_is_damage;
 use factlog::protocol::request::KEY_ID;
 use factlog::protocol::{self, error_reply};
+use factlog::served::Held;
 use factlog::{Durability, Error, ErrorKind, Store, StoreOptions};
 use serde_json::{Map, Value, json};
 
@@ -62,10 +63,21 @@ pub fn run(args: &EmitArgs) -> Outcome {
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
     let store = match Store::open(&args.dir, options) {
         Ok(store) => store,
-        Err(error) if matches!(error.kind(), ErrorKind::Locked { .. }) => {
-            return relay(args, &error);
+        Err(error) => {
+            return match factlog::served::held_by_another(&args.dir, &error) {
+                Some(Held::Served { .. }) => relay(args, &error),
+                Some(Held::NotServed { pid }) => Err(Failure::new(
+                    EXIT_FAILURE,
+                    factlog::served::not_served_message(
+                        &args.dir,
+                        &error,
+                        pid,
+                        "emit connects to it",
+                    ),
+                )),
+                None => Err(open_failure(&args.dir, &error)),
+            };
         }
-        Err(error) => return Err(open_failure(&args.dir, &error)),
     };
     let emitted = emit_lines(&store, args.ack);
     // Closing syncs what was appended: the acknowledged events keep their promise either way,
@@ -80,26 +92,10 @@ pub fn run(args: &EmitArgs) -> Outcome {
     emitted.map(|()| ExitCode::SUCCESS)
 }
 
-/// The store is locked by another process: when it shares the store (`DIR/factlog.sock`,
-/// `format-spec/server.md`), standard input goes to it and its replies to standard output,
-/// the same replies as from a store opened here; otherwise the error says how to share it.
+/// The store is locked by another process that shares it (`DIR/factlog.sock`,
+/// `format-spec/server.md`): standard input goes to it and its replies to standard output,
+/// the same replies as from a store opened here.
 fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
-    let socket = factlog::server::socket_path(&args.dir);
-    if !socket.exists() {
-        return Err(Failure::new(
-            EXIT_FAILURE,
-            format_args!(
-                "cannot open {}: {locked}; {} does not share it: share it from that process \
-                 (Store::serve) or run `factlog serve {}` instead of it, and emit connects to it",
-                args.dir.display(),
-                factlog::server::lock_holder(&args.dir).map_or_else(
-                    || "the process holding it".to_owned(),
-                    |pid| format!("process {pid}, holding it,")
-                ),
-                args.dir.display()
-            ),
-        ));
-    }
     if args.ack == AckArg::DurableOnly || args.refuse_unmarked_secrets {
         return Err(Failure::new(
             EXIT_FAILURE,

@@ -16,7 +16,7 @@ use factlog::client::Client;
 use factlog::fs::RealFs;
 use factlog::harness::snapshot::{self, SnapshotFile};
 use factlog::harness::{PurgeReport, plan_purge};
-use factlog::{ErrorKind, Log, Options, Store, StoreOptions};
+use factlog::{Log, Options, Store, StoreOptions};
 
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
@@ -78,8 +78,10 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<PurgeReport, Failure>
         // Held by a process that shares the store: the purge runs there
         // (format-spec/server.md, "purge").
         Err(error)
-            if matches!(error.kind(), ErrorKind::Locked { .. })
-                && factlog::server::socket_path(&args.dir).exists() =>
+            if matches!(
+                factlog::served::held_by_another(&args.dir, &error),
+                Some(factlog::served::Held::Served { .. })
+            ) =>
         {
             Client::connect(&args.dir).and_then(|mut client| client.purge(false)).map_err(
                 |client_error| {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use factlog::client::Client;
 use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
 use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
-use factlog::{ErrorKind, Store, StoreOptions};
+use factlog::{Store, StoreOptions};
 
 use crate::{
     EXIT_FAILURE, Failure, Outcome, RecoverArgs, library_failure, open_failure, print_out,
@@ -42,8 +42,10 @@ pub fn run(args: &RecoverArgs) -> Outcome {
         // Held by a process that shares the store: recovery runs there
         // (format-spec/server.md, "recover").
         Err(error)
-            if matches!(error.kind(), ErrorKind::Locked { .. })
-                && factlog::server::socket_path(&args.dir).exists() =>
+            if matches!(
+                factlog::served::held_by_another(&args.dir, &error),
+                Some(factlog::served::Held::Served { .. })
+            ) =>
         {
             Client::connect(&args.dir).and_then(|mut client| client.recover(false)).map_err(
                 |client_error| {

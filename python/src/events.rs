@@ -1,0 +1,115 @@
+//! `factlog._native.Events`: an iterator over the events of a store (or of one task of it),
+//! as dicts of the `factlog dump --json` shape: read from the log of the store open in this
+//! process, or page by page (`{"op":"events"}`) from a served store.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use factlog::harness::codec;
+use factlog::protocol::views;
+use factlog::{Reader, Seq};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde_json::{Map, Value};
+
+use crate::convert::object_to_py;
+use crate::remote::{self, Remote};
+use crate::{Access, errors, to_py_err};
+
+/// An iterator over the events of a store (or of one task of it), as dicts.
+#[pyclass(module = "factlog._native")]
+pub(crate) struct Events {
+    source: Option<Source>,
+    /// Only this task's events, when set: the others are skipped by their envelope, their
+    /// bodies never decoded nor converted.
+    task: Option<String>,
+}
+
+/// Where an [`Events`] reads.
+enum Source {
+    /// The log of the store open in this process.
+    Local(Reader),
+    /// Pages of `{"op":"events"}` replies of a served store.
+    Remote { remote: Arc<Remote>, next_seq: u64, page: VecDeque<Map<String, Value>> },
+}
+
+impl Events {
+    pub(crate) fn new(access: &Access, from_seq: u64, task: Option<String>) -> PyResult<Events> {
+        let source = match access {
+            Access::Local(store) => Source::Local(
+                store.log().read_from(Seq(from_seq.max(1))).map_err(|e| to_py_err(&e))?,
+            ),
+            Access::Remote(remote) => Source::Remote {
+                remote: Arc::clone(remote),
+                next_seq: from_seq.max(1),
+                page: VecDeque::new(),
+            },
+        };
+        Ok(Events { source: Some(source), task })
+    }
+}
+
+#[pymethods]
+impl Events {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
+        let task = self.task.as_deref();
+        let next = match &mut self.source {
+            None => return Ok(None),
+            Some(Source::Local(reader)) => next_local(py, reader, task)?,
+            Some(Source::Remote { remote, next_seq, page }) => {
+                if page.is_empty() {
+                    let from = *next_seq;
+                    let (events, next) = remote
+                        .call(py, |client| client.events(from, task))
+                        .map_err(|failed| remote::to_py_err(py, failed, task, false))?;
+                    page.extend(events);
+                    *next_seq = next;
+                }
+                page.pop_front()
+            }
+        };
+        match next {
+            None => {
+                self.source = None;
+                Ok(None)
+            }
+            Some(event) => Ok(Some(object_to_py(py, &event)?.unbind())),
+        }
+    }
+}
+
+/// The next event of a local reader (of `task` only, when given), as a dump-line object.
+fn next_local(
+    py: Python<'_>,
+    reader: &mut Reader,
+    task: Option<&str>,
+) -> PyResult<Option<Map<String, Value>>> {
+    // Skipping other tasks' records reads the disk: the interpreter is free meanwhile.
+    let next = py.detach(|| {
+        loop {
+            let record = match reader.next()? {
+                Ok(record) => record,
+                Err(error) => return Some(Err(error)),
+            };
+            let Some(task) = task else { return Some(Ok(record)) };
+            match codec::peek(record.seq, &record.payload) {
+                Ok(envelope) if envelope.task != task => {}
+                Ok(_) => return Some(Ok(record)),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    });
+    match next {
+        None => Ok(None),
+        Some(record) => {
+            let event = record
+                .and_then(|record| codec::decode(record.seq, &record.payload))
+                .map_err(|error| errors::from_error(py, &error))?;
+            Ok(Some(views::event_object(&event, false)))
+        }
+    }
+}

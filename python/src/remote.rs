@@ -1,0 +1,155 @@
+//! A Python `Store` that is a client of a store served by another process
+//! (`format-spec/server.md`): every call goes through the library's client
+//! (`factlog::client::Client`) over `DIR/factlog.sock`, detached from the interpreter while it
+//! waits for the socket.
+//!
+//! The replies are the server's, which runs the same protocol code on its `Store` as the
+//! embedded binding does: a reply dict or an error of the same class with the same fields.
+//! Client-side failures have classes of their own (`factlog/errors.py`): `Disconnected` (the
+//! server went away; the request in flight may or may not have been written), `NotServed`
+//! (nothing answers at the socket), `BadReply`, and `Unsupported` for the calls the socket has
+//! no request for.
+
+use std::path::Path;
+
+use factlog::client::{Client, ClientError};
+use factlog::harness::TaskState;
+use factlog::protocol::reply::error_object;
+use factlog::protocol::request::KEY_ID;
+use factlog::protocol::views;
+use factlog::{Error, ErrorKind};
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use serde_json::{Map, Value};
+
+use crate::errors;
+
+/// The connection of a client-backed store, shared by its tasks and iterators; `None` once
+/// the store is closed.
+pub struct Remote {
+    client: Mutex<Option<Client>>,
+    server_pid: u64,
+}
+
+/// Why a call on a [`Remote`] failed.
+pub enum Failed {
+    /// The store was closed.
+    Closed,
+    /// The client's error.
+    Client(ClientError),
+}
+
+impl From<ClientError> for Failed {
+    fn from(error: ClientError) -> Failed {
+        Failed::Client(error)
+    }
+}
+
+impl Remote {
+    /// Connects to the store served from `dir` (detached).
+    pub fn connect(py: Python<'_>, dir: &Path) -> Result<Remote, ClientError> {
+        let client = py.detach(|| Client::connect(dir))?;
+        Ok(Remote { server_pid: client.server_pid(), client: Mutex::new(Some(client)) })
+    }
+
+    /// The serving process's id, from its hello.
+    pub fn server_pid(&self) -> u64 {
+        self.server_pid
+    }
+
+    /// Sends the fragments still buffered and reads their replies (`Client::flush`), then
+    /// ends the connection; later calls raise the closed error.
+    pub fn close(&self) -> Result<(), ClientError> {
+        match self.client.lock().take() {
+            Some(mut client) => client.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `call` on the client, detached from the interpreter (the lock is taken detached
+    /// too: another thread's call may hold it while it waits for the socket).
+    pub fn call<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&mut Client) -> Result<T, ClientError> + Send,
+    ) -> Result<T, Failed> {
+        py.detach(|| {
+            let mut guard = self.client.lock();
+            let client = guard.as_mut().ok_or(Failed::Closed)?;
+            call(client).map_err(Failed::Client)
+        })
+    }
+
+    /// Sends one request object (the `id` the client adds is removed from the reply unless
+    /// the caller gave one) and returns the reply object.
+    pub fn request(
+        &self,
+        py: Python<'_>,
+        object: Map<String, Value>,
+    ) -> Result<Map<String, Value>, Failed> {
+        let own_id = object.contains_key(KEY_ID);
+        let mut reply = self.call(py, |client| client.request(object))?;
+        if !own_id {
+            reply.shift_remove(KEY_ID);
+        }
+        Ok(reply)
+    }
+}
+
+/// Appends one streamed fragment through the client, pipelined (`Client::delta`): buffered
+/// and sent with the next request, without waiting for its reply. The one place a delta is
+/// sent.
+pub fn client_delta(client: &mut Client, task: &str, text: &str) -> Result<(), ClientError> {
+    client.delta(task, text)
+}
+
+/// The state dict of a task the server has no event of: what the embedded `Task.state`
+/// gives for it.
+pub fn empty_state() -> Result<Value, serde_json::Error> {
+    views::task_state_value(&TaskState::default())
+}
+
+/// The exception of a failed call. `task` names the task of an append, for the message of a
+/// stale revision (the same message as the embedded store's); `own_id` keeps the `id` of a
+/// refusal's reply (the caller gave it).
+pub fn to_py_err(py: Python<'_>, failed: Failed, task: Option<&str>, own_id: bool) -> PyErr {
+    let error = match failed {
+        Failed::Closed => return errors::closed(),
+        Failed::Client(error) => error,
+    };
+    let reply = match error {
+        ClientError::Refused { mut reply, .. } => {
+            if !own_id {
+                reply.shift_remove(KEY_ID);
+            }
+            reply
+        }
+        ClientError::StaleRevision { expected, actual } => factlog::protocol::error_reply(
+            &Error::from(ErrorKind::StaleRevision {
+                task: task.unwrap_or_default().to_owned(),
+                expected,
+                actual,
+            }),
+            None,
+        ),
+        // A pipelined fragment refused before the request that returned it: the fragment's
+        // class, with the request's own reply as `request_reply`.
+        ClientError::PipelinedRefused { ref code, ref request_reply, .. } => {
+            let mut reply = error_object(None, code, &error.to_string());
+            reply.insert("request_reply".to_owned(), Value::Object((**request_reply).clone()));
+            reply
+        }
+        ClientError::Handshake { code, message } => error_object(None, &code, &message),
+        ClientError::Connect { .. } => error_object(None, "NOT_SERVED", &error.to_string()),
+        ClientError::Disconnected { .. } => error_object(None, "DISCONNECTED", &error.to_string()),
+        ClientError::Protocol { .. } => error_object(None, "BAD_REPLY", &error.to_string()),
+        // A variant added to the client later: its message, under the base class.
+        _ => error_object(None, "ERROR", &error.to_string()),
+    };
+    errors::from_reply(py, &reply)
+}
+
+/// The `Unsupported` exception of a call the socket has no request for.
+pub fn unsupported(py: Python<'_>, what: &str) -> PyErr {
+    errors::from_reply(py, &error_object(None, "UNSUPPORTED", what))
+}
