@@ -66,17 +66,6 @@ pub const FLUSH_DELAY_US_MAX: u64 = 10_000_000;
 /// on the machines we measure), so it adds little latency and lets one sync cover them all.
 pub const GROUP_COMMIT_WAIT_US_MAX: u64 = 100;
 
-/// Longest a `Synced` appender waiting for a running group commit polls the durable sequence
-/// number (yielding the CPU between polls) before it blocks on the condition variable: about
-/// two `fdatasync`s here. Single-threaded appenders lead their own syncs and never poll.
-pub const GROUP_COMMIT_SPIN_US_MAX: u64 = 400;
-
-/// Most followers that poll for a running group commit at once, and never more than the
-/// machine has cores: with many sessions the others block on the condition variable at once
-/// instead of yielding in a loop (at 32 sessions on 2 cores a third of the CPU went to
-/// `sched_yield` and the context switches it caused).
-pub const GROUP_COMMIT_SPINNERS_MAX: usize = 4;
-
 /// The least free space the preallocator leaves on a file system after reserving a segment,
 /// whatever its size: a preallocated segment only saves the append path some block
 /// allocations, and taking the last free space of a disk shared with other programs (and
