@@ -3,8 +3,9 @@
 //! connect to it with [`crate::client::Client`]; otherwise say which process holds it and how
 //! to share it.
 //!
-//! One decision for every door that falls back to a client: `factlog emit`, `recover` and
-//! `checkpoint`, and the Python package's `factlog.Store`. The socket file is the sign of a
+//! One decision for every door that falls back to a client: `factlog emit`, `recover`,
+//! `checkpoint` and `purge`, the Python package's `factlog.Store`, and Rust callers through
+//! [`open_or_connect`]. The socket file is the sign of a
 //! served store: a server creates it when it starts and removes it when it stops; one left by
 //! a server that was killed makes the connection fail with [`crate::client::ClientError::Connect`],
 //! which each caller reports beside the `Locked` error.
@@ -78,9 +79,112 @@ impl fmt::Display for NotServed<'_> {
     }
 }
 
+/// A store opened by this process, or a client of the process that holds and serves it
+/// ([`open_or_connect`]).
+#[derive(Debug)]
+pub enum Opened {
+    /// This process opened the store and holds it.
+    Store(crate::Store),
+    /// Another process holds the store and serves it: this is a connection to it.
+    Client(Box<crate::client::Client>),
+}
+
+/// Why [`open_or_connect`] has neither a store nor a client.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Opening failed for another reason than a holder (the store's own error).
+    Store(Error),
+    /// Another process holds the store and does not share it; the message names it (its pid
+    /// when the system tells) and says how to share the store.
+    NotServed {
+        /// The open's `Locked` error.
+        error: Error,
+        /// The holding process, when known.
+        pid: Option<u32>,
+        /// What happened and what to do.
+        message: String,
+    },
+    /// The holder serves the store, but connecting to its socket failed (a socket left by a
+    /// server that was killed, a refusal).
+    Connect {
+        /// The open's `Locked` error.
+        error: Error,
+        /// Why the connection failed.
+        client: Box<crate::client::ClientError>,
+    },
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Store(error) => write!(f, "{error}"),
+            OpenError::NotServed { message, .. } => f.write_str(message),
+            OpenError::Connect { error, client } => write!(f, "{error}; {client}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// Opens the store in `dir` for writing or, when another process holds it and serves it,
+/// connects to that process: what `factlog emit` and the Python package's `factlog.Store` do,
+/// through the same decision ([`held_by_another`]).
+///
+/// # Errors
+///
+/// [`OpenError::NotServed`] when the holder does not share the store, [`OpenError::Connect`]
+/// when its socket does not answer, [`OpenError::Store`] for any other failure to open.
+pub fn open_or_connect(
+    dir: impl AsRef<Path>,
+    options: crate::StoreOptions,
+) -> Result<Opened, OpenError> {
+    let dir = dir.as_ref();
+    let error = match crate::Store::open(dir, options) {
+        Ok(store) => return Ok(Opened::Store(store)),
+        Err(error) => error,
+    };
+    match held_by_another(dir, &error) {
+        None => Err(OpenError::Store(error)),
+        Some(Held::Served { socket }) => match crate::client::Client::connect_socket(socket) {
+            Ok(client) => Ok(Opened::Client(Box::new(client))),
+            Err(client) => Err(OpenError::Connect { error, client: Box::new(client) }),
+        },
+        Some(Held::NotServed { pid }) => {
+            let message = not_served_message(dir, &error, pid, "open it again to connect");
+            Err(OpenError::NotServed { error, pid, message })
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_or_connect_opens_connects_or_names_the_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = match open_or_connect(dir.path(), crate::StoreOptions::new()) {
+            Ok(Opened::Store(store)) => store,
+            other => panic!("a free store opens: {other:?}"),
+        };
+        match open_or_connect(dir.path(), crate::StoreOptions::new()) {
+            Err(OpenError::NotServed { message, .. }) => {
+                assert!(message.contains("does not share it"), "{message}");
+                assert!(message.contains("factlog serve"), "{message}");
+            }
+            other => panic!("held and not served: {other:?}"),
+        }
+        let server = store.serve(crate::server::ServeOptions::new()).expect("serve");
+        match open_or_connect(dir.path(), crate::StoreOptions::new()) {
+            Ok(Opened::Client(mut client)) => {
+                assert_eq!(client.revision("t1").expect("revision"), 0);
+            }
+            other => panic!("held and served: {other:?}"),
+        }
+        drop(server);
+        store.close().expect("close");
+    }
 
     #[test]
     fn only_a_locked_store_falls_back_and_the_socket_decides() {
