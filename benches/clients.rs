@@ -101,16 +101,6 @@ struct Run {
     timings: Timings,
 }
 
-fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(name: &str, default: T) -> T {
-    match std::env::var(name) {
-        Ok(text) => match text.trim().parse::<T>() {
-            Ok(value) if value >= T::from(1) => value,
-            _ => panic!("{name}={text:?}: give a whole number of at least 1"),
-        },
-        Err(_) => default,
-    }
-}
-
 fn main() {
     if let Ok(role) = std::env::var(ROLE) {
         client_process(&role);
@@ -130,12 +120,12 @@ fn main() {
                 .collect(),
             Err(_) => CLIENTS_DEFAULT.to_vec(),
         };
-        let turns = env_number("FACTLOG_TURNS", TURNS_DEFAULT);
-        let tokens = env_number("FACTLOG_TOKENS", Shape::DEFAULT.tokens);
+        let turns = many::env_number("FACTLOG_TURNS", TURNS_DEFAULT);
+        let tokens = many::env_number("FACTLOG_TOKENS", Shape::DEFAULT.tokens);
         (
             counts,
             Shape { turns, tokens, ..Shape::DEFAULT },
-            env_number("FACTLOG_RUNS", RUNS_DEFAULT),
+            many::env_number("FACTLOG_RUNS", RUNS_DEFAULT),
         )
     };
     println!(

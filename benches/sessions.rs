@@ -107,17 +107,6 @@ struct Config {
     policies: Vec<Policy>,
 }
 
-/// A positive number from the environment variable `name`, or `default`.
-fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(name: &str, default: T) -> T {
-    match std::env::var(name) {
-        Ok(text) => match text.trim().parse::<T>() {
-            Ok(value) if value >= T::from(1) => value,
-            _ => panic!("{name}={text:?}: give a whole number of at least 1"),
-        },
-        Err(_) => default,
-    }
-}
-
 /// The configuration from the arguments (`--test`) and the environment.
 fn config() -> Config {
     if std::env::args().any(|arg| arg == "--test") {
@@ -139,8 +128,8 @@ fn config() -> Config {
         }
         Err(_) => SESSIONS_DEFAULT.to_vec(),
     };
-    let turns = env_number("FACTLOG_TURNS", TURNS_DEFAULT);
-    let runs = env_number("FACTLOG_RUNS", RUNS_DEFAULT);
+    let turns = many::env_number("FACTLOG_TURNS", TURNS_DEFAULT);
+    let runs = many::env_number("FACTLOG_RUNS", RUNS_DEFAULT);
     let policies = match std::env::var("FACTLOG_POLICIES") {
         Ok(list) => {
             let named: Vec<&str> = list.split(',').map(str::trim).collect();

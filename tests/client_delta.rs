@@ -104,17 +104,17 @@ fn a_dropped_client_sends_its_buffered_fragments() {
     store.close().expect("close");
 }
 
-/// A server that refuses the first fragment it gets and writes everything else: the
-/// client returns the refusal from the request it sent after the fragments, says that the
-/// request still ran, and the connection stays in step for the next request.
-#[test]
-fn a_refused_fragment_is_returned_by_the_next_request_which_still_ran() {
+/// A fake server on a socket of its own: it answers the hello, then gives each request line
+/// (parsed) to `answer`, which returns the reply line or `None` to close the connection.
+/// Returns the socket's path (in `temp`) and the server's thread.
+fn fake_server(
+    temp: &tempfile::TempDir,
+    mut answer: impl FnMut(&serde_json::Value) -> Option<String> + Send + 'static,
+) -> (std::path::PathBuf, std::thread::JoinHandle<()>) {
     use std::io::{BufRead, BufReader, Write};
-    use std::os::unix::net::UnixListener;
 
-    let temp = tempfile::tempdir().expect("tempdir");
     let socket = temp.path().join("fake.sock");
-    let listener = UnixListener::bind(&socket).expect("bind");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
     let server = std::thread::spawn(move || {
         let (stream, _) = listener.accept().expect("accept");
         let mut reader = BufReader::new(stream.try_clone().expect("clone"));
@@ -123,33 +123,44 @@ fn a_refused_fragment_is_returned_by_the_next_request_which_still_ran() {
         reader.read_line(&mut line).expect("hello");
         writer
             .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1}\n")
-            .unwrap();
-        let mut refused_one = false;
-        let mut seq = 0;
+            .expect("hello reply");
         loop {
             line.clear();
             if reader.read_line(&mut line).expect("read") == 0 {
                 return;
             }
-            let request: serde_json::Value = serde_json::from_str(&line).expect("json");
-            seq += 1;
-            let reply = if request["type"] == "assistant/delta" {
-                if refused_one {
-                    format!(
-                        "{{\"seq\":{seq},\"task\":\"t\",\"revision\":{seq},\"durability\":\"buffered\"}}"
-                    )
-                } else {
-                    refused_one = true;
-                    "{\"error\":\"LIMIT_EXCEEDED\",\"message\":\"too many tasks\"}".to_owned()
-                }
-            } else {
-                format!(
-                    "{{\"id\":{},\"seq\":{seq},\"task\":\"t\",\"revision\":{seq},\"durability\":\"synced\"}}",
-                    request["id"]
-                )
-            };
+            let request = serde_json::from_str(&line).expect("json");
+            let Some(reply) = answer(&request) else { return };
             writer.write_all(reply.as_bytes()).and_then(|()| writer.write_all(b"\n")).unwrap();
         }
+    });
+    (socket, server)
+}
+
+/// A server that refuses the first fragment it gets and writes everything else: the
+/// client returns the refusal from the request it sent after the fragments, as
+/// `PipelinedRefused` with that request's own reply, and the connection stays in step.
+#[test]
+fn a_refused_fragment_is_returned_by_the_next_request_which_still_ran() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (mut refused_one, mut seq) = (false, 0);
+    let (socket, server) = fake_server(&temp, move |request| {
+        seq += 1;
+        Some(if request["type"] == "assistant/delta" {
+            if refused_one {
+                format!(
+                    "{{\"seq\":{seq},\"task\":\"t\",\"revision\":{seq},\"durability\":\"buffered\"}}"
+                )
+            } else {
+                refused_one = true;
+                "{\"error\":\"LIMIT_EXCEEDED\",\"message\":\"too many tasks\"}".to_owned()
+            }
+        } else {
+            format!(
+                "{{\"id\":{},\"seq\":{seq},\"task\":\"t\",\"revision\":{seq},\"durability\":\"synced\"}}",
+                request["id"]
+            )
+        })
     });
     let mut client = Client::connect_socket(&socket).expect("connect");
     for text in ["a", "b", "c"] {
@@ -204,27 +215,12 @@ fn pipelined_appends_are_buffered_events_checked_in_order() {
 /// returns, not the end of the connection it causes.
 #[test]
 fn a_refusal_that_ends_the_stream_is_returned_not_hidden_by_the_end() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::os::unix::net::UnixListener;
-
     let temp = tempfile::tempdir().expect("tempdir");
-    let socket = temp.path().join("fake.sock");
-    let listener = UnixListener::bind(&socket).expect("bind");
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("accept");
-        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-        let mut writer = stream;
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("hello");
-        writer
-            .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1}\n")
-            .unwrap();
-        line.clear();
-        reader.read_line(&mut line).expect("the first fragment");
-        writer
-            .write_all(b"{\"error\":\"DISK_FULL\",\"message\":\"the disk is full\"}\n")
-            .expect("the refusal");
-        // The store failed: the server closes without reading or answering the rest.
+    let mut answered = false;
+    let (socket, server) = fake_server(&temp, move |_| {
+        // The store failed: the server answers the first fragment and closes.
+        (!std::mem::replace(&mut answered, true))
+            .then(|| "{\"error\":\"DISK_FULL\",\"message\":\"the disk is full\"}".to_owned())
     });
     let mut client = Client::connect_socket(&socket).expect("connect");
     client.delta("t", "a").expect("buffered");

@@ -167,3 +167,14 @@ pub fn sqlite_session(conn: &rusqlite::Connection, w: &Workload) -> Timings {
     assert!(!open, "the session ends with a commit");
     timings
 }
+
+/// A positive number from the environment variable `name`, or `default`.
+pub fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(text) => match text.trim().parse::<T>() {
+            Ok(value) if value >= T::from(1) => value,
+            _ => panic!("{name}={text:?}: give a whole number of at least 1"),
+        },
+        Err(_) => default,
+    }
+}
