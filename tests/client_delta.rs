@@ -231,3 +231,29 @@ fn a_refusal_that_ends_the_stream_is_returned_not_hidden_by_the_end() {
     let error = client.revision("t").expect_err("gone");
     assert!(matches!(error, factlog::client::ClientError::Disconnected { .. }), "{error}");
 }
+
+/// A server that is alive but never answers: with a read timeout the call returns
+/// `TimedOut` instead of waiting forever, and the client is abandoned (its later calls fail
+/// at once, nothing more is sent).
+#[test]
+fn a_read_timeout_ends_the_wait_and_abandons_the_client() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let (socket, server) = fake_server(&temp, move |request| {
+        let _ = seen_tx.send(request.clone());
+        // Never answer: hold the connection open (the test process ends first).
+        std::thread::sleep(Duration::from_secs(3600));
+        None
+    });
+    let mut client = Client::connect_socket(&socket).expect("connect");
+    client.set_read_timeout(Some(Duration::from_millis(100))).expect("timeout");
+    let error = client.revision("t").expect_err("no answer");
+    assert!(matches!(error, factlog::client::ClientError::TimedOut { .. }), "{error}");
+    assert!(error.to_string().contains("abandoned"), "{error}");
+    let error = client.delta("t", "x").and_then(|()| client.flush()).expect_err("abandoned");
+    assert!(matches!(error, factlog::client::ClientError::Disconnected { .. }), "{error}");
+    assert_eq!(seen_rx.recv().expect("the request")["op"], "revision");
+    assert!(seen_rx.try_recv().is_err(), "nothing more was sent");
+    drop(client);
+    drop(server); // the fake server's thread sleeps on; the process ends with the test
+}

@@ -9,7 +9,8 @@
 //! ([`Client::delta`]) and buffered events ([`Client::append_pipelined`]) are pipelined:
 //! buffered and sent without waiting, their replies read in bulk. A server that goes away is
 //! a [`ClientError::Disconnected`] at once, never a hang (a server that is alive but stopped,
-//! say by `SIGSTOP`, is waited for, as an embedded store waits for a stalled disk); the
+//! say by `SIGSTOP`, is waited for, as an embedded store waits for a stalled disk, unless
+//! [`Client::set_read_timeout`] says how long); the
 //! request it was running may or may not have been written: re-read the task. [`Client::task`]
 //! gives a [`RemoteTask`], a handle with the methods of an embedded [`crate::Task`].
 //!
@@ -111,6 +112,16 @@ pub enum ClientError {
         /// What was seen.
         detail: String,
     },
+    /// No reply came within the timeout set with [`Client::set_read_timeout`] (a server that
+    /// is alive but stopped, or a stalled disk). The request may or may not have been written,
+    /// and its reply may still come: this client is abandoned (every later call fails with
+    /// [`ClientError::Disconnected`]); connect again and re-read the task.
+    TimedOut {
+        /// The socket.
+        path: PathBuf,
+        /// The timeout that passed.
+        waited: std::time::Duration,
+    },
     /// A reply that this client cannot read.
     Protocol {
         /// What is wrong with it.
@@ -166,6 +177,13 @@ impl fmt::Display for ClientError {
                  not have been written; reconnect once it is served again and re-read the task",
                 path.display()
             ),
+            ClientError::TimedOut { path, waited } => write!(
+                f,
+                "the served store at {} did not answer within {waited:?}: the request may or may \
+                 not have been written; this connection is abandoned: connect again and re-read \
+                 the task",
+                path.display()
+            ),
             ClientError::Protocol { what } => {
                 write!(f, "unreadable reply from the served store: {what}")
             }
@@ -195,6 +213,10 @@ pub struct Client {
     /// A fragment refused, read with the replies before a request's: returned by that
     /// request once its own reply is read.
     delta_error: Option<ClientError>,
+    /// How long a read waits for a reply ([`Client::set_read_timeout`]); `None`: no limit.
+    read_timeout: Option<std::time::Duration>,
+    /// Set when a read timed out: the replies are out of step, every later call fails.
+    abandoned: bool,
 }
 
 impl Client {
@@ -231,6 +253,8 @@ impl Client {
             deltas: Vec::new(),
             pending: 0,
             delta_error: None,
+            read_timeout: None,
+            abandoned: false,
         };
         let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
         let Value::Object(hello) = hello else { unreachable!("a JSON object") };
@@ -250,6 +274,23 @@ impl Client {
         }
         client.server_pid = reply.get("pid").and_then(Value::as_u64).unwrap_or(0);
         Ok(client)
+    }
+
+    /// Sets how long a call waits for a reply (`None`, the default: as long as it takes, as
+    /// an embedded store waits for its disk). A read that times out returns
+    /// [`ClientError::TimedOut`] and abandons this client, since the late reply would be
+    /// taken for the next request's.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Disconnected`] when the socket refuses the option (it is closed).
+    pub fn set_read_timeout(
+        &mut self,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), ClientError> {
+        self.reader.get_ref().set_read_timeout(timeout).map_err(|error| self.gone(&error))?;
+        self.read_timeout = timeout;
+        Ok(())
     }
 
     /// The process id of the server, from its hello.
@@ -383,6 +424,7 @@ impl Client {
 
     /// Writes the buffered delta lines (and whatever else was put after them) in one write.
     fn write_deltas(&mut self) -> Result<(), ClientError> {
+        self.check_abandoned()?;
         let sent = send_all(&self.writer, &self.deltas);
         self.deltas.clear();
         sent.map_err(|error| {
@@ -724,6 +766,7 @@ impl Client {
     /// replies are read here: a fragment refused is kept in `delta_error` for
     /// [`Client::request`] to return once the request's own reply is read.
     fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
+        self.check_abandoned()?;
         let mut line = serde_json::to_vec(object)
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
         line.push(b'\n');
@@ -740,11 +783,22 @@ impl Client {
 
     /// Reads one reply line, newline included, into `self.line`.
     fn read_line(&mut self) -> Result<(), ClientError> {
+        self.check_abandoned()?;
         self.line.clear();
-        let read = (&mut self.reader)
+        let read = match (&mut self.reader)
             .take(SERVER_LINE_BYTES_MAX as u64)
             .read_until(b'\n', &mut self.line)
-            .map_err(|error| self.gone(&error))?;
+        {
+            Ok(read) => read,
+            Err(error)
+                if matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+            {
+                self.abandoned = true;
+                let waited = self.read_timeout.unwrap_or_default();
+                return Err(ClientError::TimedOut { path: self.path.clone(), waited });
+            }
+            Err(error) => return Err(self.gone(&error)),
+        };
         if read == 0 || self.line.last() != Some(&b'\n') {
             return Err(ClientError::Disconnected {
                 path: self.path.clone(),
@@ -763,6 +817,18 @@ impl Client {
             }
             Err(error) => Err(ClientError::Protocol { what: error.to_string() }),
         }
+    }
+
+    /// Fails once a read timed out: the replies are out of step with the requests.
+    fn check_abandoned(&self) -> Result<(), ClientError> {
+        if self.abandoned {
+            return Err(ClientError::Disconnected {
+                path: self.path.clone(),
+                detail: "this connection was abandoned after a read timed out; connect again"
+                    .to_owned(),
+            });
+        }
+        Ok(())
     }
 
     fn gone(&self, error: &io::Error) -> ClientError {
