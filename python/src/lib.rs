@@ -608,7 +608,13 @@ impl Task {
             }
             Handle::Remote(remote) => {
                 match self.object(event, expected_revision, durability.as_deref())? {
-                    Ok(object) => return self.send(py, &remote, object),
+                    // Checked as the embedded store checks it before it is sent: an object the
+                    // socket would read as another request (an `op` without `type`) is refused
+                    // here, as an invalid event, never run.
+                    Ok(object) => match Request::from_object(object.clone()) {
+                        Ok(_) => return self.send(py, &remote, object),
+                        Err(refusal) => refusal.into_reply(),
+                    },
                     Err(reply) => reply,
                 }
             }

@@ -188,6 +188,9 @@ def error_cases(store):
     yield outcome(lambda: high.append({"type": "task/contract", "goal": "pay", "risk": "high"}))
     yield outcome(lambda: high.append({"type": "tool/call", "call_id": "p1", "tool": "pay",
                                        "effect": "unsafe", "approval_id": "a-unknown"}))
+    # An object the socket would read as another request is refused as an event, never run.
+    for op in ("purge", "checkpoint", "recover", "revision"):
+        yield outcome(lambda: task.append({"op": op}))
     yield outcome(lambda: task.delta("fine"))
     yield outcome(lambda: task.delta("y" * 70_000))  # over the delta text limit
     yield ("revision", task.revision)
