@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::{CorruptionReason, Error, Result};
+use crate::error::{CorruptionReason, Error, ErrorKind, Result};
 use crate::frame::{self, Decoded, KIND_BATCH};
 use crate::fs::Fs;
 use crate::gaps::Gaps;
@@ -116,10 +116,21 @@ impl Reader {
         let meta = &self.segments[self.index];
         // The old window goes first, so that two are never mapped at once.
         self.map = Bytes::new();
-        let map = self
-            .fs
-            .map_range(&meta.path, offset as u64, len as u64)
-            .map_err(|e| Error::io("map", &meta.path, e))?;
+        let map = match self.fs.map_range(&meta.path, offset as u64, len as u64) {
+            Ok(map) => map,
+            // The segment was removed since this reader listed it: a purge reclaimed its
+            // records (a snapshot covers them), which is not damage. The next segment listed
+            // is the earliest the log may still hold.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let first_available = self
+                    .segments
+                    .get(self.index + 1)
+                    .map_or(self.last + 1, |next| next.header.first_seq.0);
+                let requested = self.next_seq.max(self.from);
+                return Err(ErrorKind::Reclaimed { requested, first_available }.into());
+            }
+            Err(e) => return Err(Error::io("map", &meta.path, e)),
+        };
         self.at_file_end = map.len() < len;
         self.base = offset;
         self.map = map;

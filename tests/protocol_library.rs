@@ -53,7 +53,7 @@ fn a_line_and_an_object_get_the_same_reply() {
 
 #[test]
 fn codes_go_on_or_end_the_stream_as_the_spec_says() {
-    let goes_on = &ERROR_CODES[..8];
+    let goes_on = &ERROR_CODES[..9];
     assert_eq!(
         goes_on,
         [
@@ -64,7 +64,8 @@ fn codes_go_on_or_end_the_stream_as_the_spec_says() {
             "NEEDS_RECOVERY",
             "CALL_ID_REUSED",
             "UNMARKED_SECRET",
-            "LIMIT_EXCEEDED"
+            "LIMIT_EXCEEDED",
+            "RECLAIMED"
         ]
     );
     let spec = include_str!("../format-spec/protocol.md");

@@ -141,3 +141,46 @@ fn the_client_purge_dry_run_lists_what_its_purge_removes() {
     server.stop().expect("stop");
     store.close().expect("close");
 }
+
+/// A purge while others read: a reader made before it meets the removed segments as
+/// `Reclaimed` (not damage), and through the socket an `events` page asked below what the
+/// store still holds is refused `RECLAIMED` (naming where to read from) while the
+/// connection, its client's tasks and the store go on.
+#[test]
+fn reads_of_purged_records_are_reclaimed_not_fatal() {
+    let (_temp, dir) = store_dir();
+    fill(&dir);
+    let store = Store::open(&dir, options()).expect("open");
+    let early = store.events(factlog::Seq(1)).expect("a reader made before the purge");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect(&dir).expect("connect");
+    client.delta("held", "a fragment: this connection holds a task").expect("delta");
+    client.flush().expect("flush");
+    let report = client.purge(false).expect("purge");
+    let first = store.log().first_seq().expect("first seq").0;
+    assert!(first > 1, "the purge removed segments: {report:?}");
+
+    let error = early.filter_map(Result::err).next().expect("the early reader fails");
+    assert!(
+        matches!(error.kind(), factlog::ErrorKind::Reclaimed { .. }),
+        "a removed segment is reclaimed, not damage: {error}"
+    );
+
+    let refused = client.events(1, None).expect_err("below the first seq");
+    assert_eq!(refused.code(), Some("RECLAIMED"), "{refused}");
+    let factlog::client::ClientError::Refused { reply, .. } = &refused else {
+        panic!("a refusal: {refused:?}");
+    };
+    assert_eq!(reply["first_available"], first);
+    assert_valid("emit-reply.json", &Value::Object(reply.clone()));
+    // The connection goes on, and its task is still held by it (no hand-over happened).
+    let (page, _) = client.events(first, None).expect("from the first seq");
+    assert!(!page.is_empty());
+    client.delta("held", "still held").expect("delta");
+    client.flush().expect("flush");
+    let state = client.state("held").expect("state").expect("the task");
+    assert_eq!(state.revision, 2, "no repair was written: the task was not handed over");
+    drop(client);
+    drop(server);
+    store.close().expect("close");
+}

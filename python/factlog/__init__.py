@@ -57,6 +57,7 @@ from .errors import (
     PermissionDenied,
     Poisoned,
     ReadOnly,
+    Reclaimed,
     ServerBusy,
     StaleRevision,
     TornTail,

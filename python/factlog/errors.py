@@ -28,6 +28,7 @@ __all__ = [
     "CallIdReused",
     "UnmarkedSecret",
     "LimitExceeded",
+    "Reclaimed",
     "Io",
     "DiskFull",
     "Poisoned",
@@ -184,6 +185,24 @@ class LimitExceeded(FactlogError):
     ends_stream = False
 
 
+class Reclaimed(FactlogError):
+    """A read asked for records that ``purge`` removed (before or while it read them; a
+    snapshot covers them): read again from ``first_available``."""
+
+    code = "RECLAIMED"
+    ends_stream = False
+
+    @property
+    def requested(self) -> int:
+        """The first sequence number asked for."""
+        return int(self.reply["requested"])
+
+    @property
+    def first_available(self) -> int:
+        """The first sequence number the store still holds."""
+        return int(self.reply["first_available"])
+
+
 class Io(FactlogError):
     """A read, write or sync of the store failed."""
 
@@ -329,6 +348,7 @@ _BY_CODE: Dict[str, type] = {
         CallIdReused,
         UnmarkedSecret,
         LimitExceeded,
+        Reclaimed,
         Io,
         DiskFull,
         Poisoned,

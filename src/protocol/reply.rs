@@ -190,6 +190,10 @@ pub fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
             reply.insert("path".to_owned(), json!(path));
             reply.insert("shape".to_owned(), json!(shape));
         }
+        ErrorKind::Reclaimed { requested, first_available } => {
+            reply.insert("requested".to_owned(), json!(requested));
+            reply.insert("first_available".to_owned(), json!(first_available));
+        }
         ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => {
             reply.insert("task".to_owned(), json!(task));
             reply.insert("call_id".to_owned(), json!(call_id));
@@ -204,7 +208,7 @@ pub fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
 }
 
 /// Every code [`error_code`] can return, in the order of the spec's table.
-pub const ERROR_CODES: [&str; 22] = [
+pub const ERROR_CODES: [&str; 23] = [
     "INVALID_EVENT",
     "STALE_REVISION",
     "NEEDS_CONFIRMATION",
@@ -213,6 +217,7 @@ pub const ERROR_CODES: [&str; 22] = [
     "CALL_ID_REUSED",
     "UNMARKED_SECRET",
     "LIMIT_EXCEEDED",
+    "RECLAIMED",
     "IO",
     "DISK_FULL",
     "POISONED",
@@ -265,6 +270,8 @@ pub fn error_code(kind: &ErrorKind) -> (&'static str, bool) {
         ErrorKind::CallIdReused { .. } => ("CALL_ID_REUSED", false),
         ErrorKind::UnmarkedSecret { .. } => ("UNMARKED_SECRET", false),
         ErrorKind::LimitExceeded { .. } => ("LIMIT_EXCEEDED", false),
+        // Only a read asks for reclaimed records; the store itself is whole.
+        ErrorKind::Reclaimed { .. } => ("RECLAIMED", false),
         ErrorKind::Io { .. } => ("IO", true),
         ErrorKind::DiskFull { .. } => ("DISK_FULL", true),
         ErrorKind::Poisoned { .. } => ("POISONED", true),

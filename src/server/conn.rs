@@ -341,9 +341,9 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     /// absent), of one task or all, as `dump --json` prints them, and the seq to ask from next.
     fn events(&mut self, id: Option<Value>, object: Map<String, Value>) -> Reply {
         let from = match object.get("from_seq") {
-            None | Some(Value::Null) => 1,
+            None | Some(Value::Null) => None,
             Some(value) => match value.as_u64() {
-                Some(seq) => seq.max(1),
+                Some(seq) => Some(seq.max(1)),
                 None => return refuse(id, "\"from_seq\" must be a positive integer"),
             },
         };
@@ -362,9 +362,22 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             Some(_) => return refuse(id, "\"task\" must be a non-empty string or null"),
         };
         let last = self.store.log().last_seq().map_or(0, |seq| seq.0);
+        let first = match self.store.log().first_seq() {
+            Ok(first) => first.0,
+            Err(error) => return Reply::from_error(&error, id),
+        };
+        // Records a purge removed are refused, never skipped: the reader asked for them.
+        let mut next = match from {
+            None => first,
+            Some(from) if from < first => {
+                let error =
+                    Error::from(ErrorKind::Reclaimed { requested: from, first_available: first });
+                return Reply::from_error(&error, id);
+            }
+            Some(from) => from,
+        };
         let mut events = Vec::new();
         let mut bytes = 0;
-        let mut next = from.max(self.store.log().first_seq().map_or(1, |seq| seq.0));
         if next <= last {
             let reader = match self.store.events(crate::Seq(next)) {
                 Ok(reader) => reader,
