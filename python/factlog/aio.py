@@ -2,8 +2,11 @@
 
 Each runs the blocking call in a worker thread (``loop.run_in_executor``, the loop's default
 executor): the native call releases the GIL while it waits for its durability, so the event
-loop keeps running. ``task.delta`` has no variant: it never waits (through a served store it
-waits for its reply for now, like ``task.revision``).
+loop keeps running. On an embedded store ``AsyncTask.delta`` and ``AsyncTask.revision`` never
+wait and stay synchronous. Through a served store they can wait for the connection (another
+coroutine's synced append holds it, a full buffer of fragments is sent and answered, the
+revision is asked of the server): there use ``await task.delta_async(text)`` and
+``await task.fetch_revision()``, which never block the event loop.
 
 ``open`` connects to a store another process serves, as ``factlog.Store`` does; ``connect``
 only connects. The client's calls wait for the socket in the worker thread.
@@ -21,7 +24,16 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from . import _native
 
-__all__ = ["AsyncStore", "AsyncTask", "open", "connect", "append", "append_batch", "recover"]
+__all__ = [
+    "AsyncStore",
+    "AsyncTask",
+    "open",
+    "connect",
+    "append",
+    "append_batch",
+    "recover",
+    "revision",
+]
 
 T = TypeVar("T")
 
@@ -55,6 +67,12 @@ async def append_batch(
     )
 
 
+async def revision(task: _native.Task) -> int:
+    """``task.revision`` without blocking the event loop (through a served store it is asked
+    of the server)."""
+    return await _run(lambda: task.revision)
+
+
 async def recover(store: _native.Store) -> Dict[str, Any]:
     """``store.recover()`` without blocking the event loop."""
     return await _run(store.recover)
@@ -62,7 +80,8 @@ async def recover(store: _native.Store) -> Dict[str, Any]:
 
 class AsyncTask:
     """A task handle whose waiting calls are awaitable; ``delta`` and ``revision`` are the
-    synchronous ones (they never wait)."""
+    synchronous ones (they never wait on an embedded store; through a served store use
+    ``delta_async`` and ``fetch_revision``)."""
 
     def __init__(self, task: _native.Task) -> None:
         self.sync = task
@@ -79,9 +98,19 @@ class AsyncTask:
         return self.sync.revision
 
     def delta(self, text: str) -> Optional[int]:
-        """Appends a streamed fragment, buffered (never waits); returns its seq (``None``
-        through a served store)."""
+        """Appends a streamed fragment, buffered; returns its seq (``None`` through a served
+        store, where it may wait for the connection: see ``delta_async``)."""
         return self.sync.delta(text)
+
+    async def delta_async(self, text: str) -> Optional[int]:
+        """``delta`` in a worker thread: never blocks the event loop, also through a served
+        store (at the cost of a thread hand-off per fragment)."""
+        return await _run(self.sync.delta, text)
+
+    async def fetch_revision(self) -> int:
+        """The task's current revision without blocking the event loop (through a served
+        store it is asked of the server)."""
+        return await revision(self.sync)
 
     async def append(
         self,

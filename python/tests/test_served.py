@@ -385,17 +385,20 @@ def test_asyncio_through_a_served_store(path):
             batch = await task.append_batch([message("a"), message("b")],
                                             expected_revision=first["revision"])
             state = await task.state()
+            assert await task.delta_async("a fragment") is None
+            assert await task.fetch_revision() == 4
+            assert await factlog.aio.revision(task.sync) == 4
             return batch["revision"], state["revision"], len(await task.history())
 
     with factlog.Store(path, share=True) as store:
-        assert asyncio.run(main(path)) == (3, 3, 3)
-        assert store.task("t1").revision == 3
+        assert asyncio.run(main(path)) == (3, 3, 4)  # the fragment is a history entry
+        assert store.task("t1").revision == 4
 
         async def connected(store_path):
             async with await factlog.aio.connect(store_path) as client:
                 return (await client.task("t1")).revision
 
-        assert asyncio.run(connected(path)) == 3
+        assert asyncio.run(connected(path)) == 4
 
 
 def test_threads_of_one_client_share_its_connection(path):
