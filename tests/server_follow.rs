@@ -89,12 +89,12 @@ fn follow_times_out_with_an_empty_page() {
     for timeout_ms in [0, 20] {
         let reply =
             conn.call(&json!({"id": 2, "op": "follow", "from_seq": 3, "timeout_ms": timeout_ms}));
-        assert_eq!(reply, json!({"id": 2, "events": [], "next_seq": 3}));
+        assert_eq!(reply, json!({"id": 2, "events": [], "next_seq": 3, "last_seq": 2}));
     }
     // Following one task past the other's events: the empty page moves past them.
     let reply =
         conn.call(&json!({"id": 3, "op": "follow", "from_seq": 1, "task": "u2", "timeout_ms": 20}));
-    assert_eq!(reply, json!({"id": 3, "events": [], "next_seq": 3}));
+    assert_eq!(reply, json!({"id": 3, "events": [], "next_seq": 3, "last_seq": 2}));
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn sigterm_ends_a_waiting_follow_and_the_server_exits_0() {
     assert!(started.elapsed() < Duration::from_millis(WAIT_MS), "stopped before the timeout");
     // The follow got its empty page (or, stopped before it was read, no reply), then the end.
     if let Some(reply) = conn.read() {
-        assert_eq!(reply, json!({"id": 9, "events": [], "next_seq": 1}));
+        assert_eq!(reply, json!({"id": 9, "events": [], "next_seq": 1, "last_seq": 0}));
     }
     assert!(conn.read().is_none(), "the connection ends");
 }

@@ -103,7 +103,9 @@ class Store:
         With ``task``, only that task's events: the others are skipped by their envelope
         (their bodies are never decoded), with the GIL released while skipping. Either way the
         log is read from ``from_seq``: keep the seq to resume from rather than rescanning.
-        Through a served store the events come in pages of up to 1000 (one request each)."""
+        The iterator ends at the last event the log held when it began (events appended
+        while it runs are not in it). Through a served store the events come in pages of up
+        to 1000 (one request each), bounded the same way."""
     def flush(self, durability: str = "synced") -> None:
         """Makes every event appended so far meet ``durability``. ``Unsupported`` through a
         served store (each append there waits for its own durability)."""

@@ -29,8 +29,14 @@ pub(crate) struct Events {
 enum Source {
     /// The log of the store open in this process.
     Local(Reader),
-    /// Pages of `{"op":"events"}` replies of a served store.
-    Remote { remote: Arc<Remote>, next_seq: u64, page: VecDeque<Map<String, Value>> },
+    /// Pages of `{"op":"events"}` replies of a served store, up to `until`: the last seq the
+    /// log held at the first page (what a local reader made then would give).
+    Remote {
+        remote: Arc<Remote>,
+        next_seq: u64,
+        until: Option<u64>,
+        page: VecDeque<Map<String, Value>>,
+    },
 }
 
 impl Events {
@@ -42,6 +48,7 @@ impl Events {
             Access::Remote(remote) => Source::Remote {
                 remote: Arc::clone(remote),
                 next_seq: from_seq.max(1),
+                until: None,
                 page: VecDeque::new(),
             },
         };
@@ -60,14 +67,18 @@ impl Events {
         let next = match &mut self.source {
             None => return Ok(None),
             Some(Source::Local(reader)) => next_local(py, reader, task)?,
-            Some(Source::Remote { remote, next_seq, page }) => {
-                if page.is_empty() {
+            Some(Source::Remote { remote, next_seq, until, page }) => {
+                if page.is_empty() && until.is_none_or(|until| *next_seq <= until) {
                     let from = *next_seq;
-                    let (events, next) = remote
-                        .call(py, |client| client.events(from, task))
+                    let fetched = remote
+                        .call(py, |client| client.events_page(from, task))
                         .map_err(|failed| remote::to_py_err(py, failed, task, false))?;
-                    page.extend(events);
-                    *next_seq = next;
+                    let until = *until.get_or_insert(fetched.last_seq);
+                    let within = |event: &Map<String, Value>| {
+                        event.get("seq").and_then(Value::as_u64).is_some_and(|seq| seq <= until)
+                    };
+                    page.extend(fetched.events.into_iter().filter(within));
+                    *next_seq = fetched.next_seq;
                 }
                 page.pop_front()
             }

@@ -444,6 +444,25 @@ def test_pipelined_deltas_arrive_in_order_and_close_sends_the_rest(path):
             factlog.connect(path).task("t1").delta("x" * (64 * 1024 + 1))
 
 
+def test_events_through_a_socket_end_where_the_log_ended(path):
+    """As the embedded iterator, a served store's ends at the last event the log held when
+    it began, also while events are appended during the iteration (across pages)."""
+    with factlog.Store(path, share=True) as store:
+        own = store.task("t1")
+        for i in range(1500):
+            own.append(message(str(i)))
+        with factlog.connect(path) as client:
+            task = client.task("t1")
+            seen = 0
+            for _ in client.events():
+                seen += 1
+                if seen % 100 == 0:
+                    task.append(message("appended while iterating"))
+                assert seen <= 1500
+            assert seen == 1500
+            assert sum(1 for _ in store.events()) == 1515
+
+
 def test_the_gil_is_released_while_a_client_waits(path):
     with factlog.Store(path, share=True):
         with factlog.connect(path) as client:

@@ -555,12 +555,27 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// As [`Client::request`].
+    /// As [`Client::request`]; `RECLAIMED` when `from_seq` is below what the store holds.
     pub fn events(
         &mut self,
         from_seq: u64,
         task: Option<&str>,
     ) -> Result<(Vec<Map<String, Value>>, u64), ClientError> {
+        self.events_page(from_seq, task).map(|page| (page.events, page.next_seq))
+    }
+
+    /// [`Client::events`], with where the log ended when the page was read
+    /// ([`EventsPage::last_seq`]): a reader that wants the events that existed when it
+    /// began, as [`crate::Store::events`] gives them, stops there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::events`].
+    pub fn events_page(
+        &mut self,
+        from_seq: u64,
+        task: Option<&str>,
+    ) -> Result<EventsPage, ClientError> {
         let mut object = Map::new();
         object.insert(KEY_OP.to_owned(), json!("events"));
         object.insert("from_seq".to_owned(), json!(from_seq));
@@ -568,12 +583,13 @@ impl Client {
             object.insert(KEY_TASK.to_owned(), json!(task));
         }
         let reply = self.request(object)?;
-        let next = reply.get("next_seq").and_then(Value::as_u64);
-        match (reply.get("events"), next) {
-            (Some(Value::Array(events)), Some(next)) => {
-                let events = events.iter().filter_map(|e| e.as_object().cloned()).collect();
-                Ok((events, next))
-            }
+        let number = |key: &str| reply.get(key).and_then(Value::as_u64);
+        match (reply.get("events"), number("next_seq"), number("last_seq")) {
+            (Some(Value::Array(events)), Some(next_seq), Some(last_seq)) => Ok(EventsPage {
+                events: events.iter().filter_map(|e| e.as_object().cloned()).collect(),
+                next_seq,
+                last_seq,
+            }),
             _ => Err(ClientError::Protocol { what: "an events reply without its keys".to_owned() }),
         }
     }
@@ -887,6 +903,17 @@ fn refused(reply: Map<String, Value>) -> ClientError {
             reply,
         },
     }
+}
+
+/// One page of an `events` reply ([`Client::events_page`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventsPage {
+    /// The events, as `factlog dump --json` prints them.
+    pub events: Vec<Map<String, Value>>,
+    /// The seq to ask from for the next page.
+    pub next_seq: u64,
+    /// The last seq the log held when the page was read (0 for an empty log).
+    pub last_seq: u64,
 }
 
 /// What [`Client::relay`] did.

@@ -403,6 +403,9 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         let mut reply = with_id(id);
         reply.insert("events".to_owned(), Value::Array(events));
         reply.insert("next_seq".to_owned(), json!(next));
+        // Where the log ended when this page was read: a reader that wants what existed when
+        // it began (as `Store::events` gives) stops there.
+        reply.insert("last_seq".to_owned(), json!(last));
         answer(reply)
     }
 
