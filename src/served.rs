@@ -127,20 +127,20 @@ impl fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
-/// Opens the store in `dir` for writing or, when another process holds it and serves it,
-/// connects to that process: what `factlog emit` and the Python package's `factlog.Store` do,
-/// through the same decision ([`held_by_another`]).
+/// Opens the store in `dir` for writing (default options) or, when another process holds
+/// it and serves it, connects to that process: what `factlog emit` and the Python package's
+/// `factlog.Store` do, through the same decision ([`held_by_another`]). The options of a
+/// store (secrets, snapshots, the clock) are the holder's: a caller that needs its own opens
+/// with [`crate::Store::open`] and asks [`held_by_another`] about the error, so that it never
+/// connects to a store that would not apply them.
 ///
 /// # Errors
 ///
 /// [`OpenError::NotServed`] when the holder does not share the store, [`OpenError::Connect`]
 /// when its socket does not answer, [`OpenError::Store`] for any other failure to open.
-pub fn open_or_connect(
-    dir: impl AsRef<Path>,
-    options: crate::StoreOptions,
-) -> Result<Opened, OpenError> {
+pub fn open_or_connect(dir: impl AsRef<Path>) -> Result<Opened, OpenError> {
     let dir = dir.as_ref();
-    let error = match crate::Store::open(dir, options) {
+    let error = match crate::Store::open(dir, crate::StoreOptions::new()) {
         Ok(store) => return Ok(Opened::Store(store)),
         Err(error) => error,
     };
@@ -164,11 +164,11 @@ mod tests {
     #[test]
     fn open_or_connect_opens_connects_or_names_the_holder() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = match open_or_connect(dir.path(), crate::StoreOptions::new()) {
+        let store = match open_or_connect(dir.path()) {
             Ok(Opened::Store(store)) => store,
             other => panic!("a free store opens: {other:?}"),
         };
-        match open_or_connect(dir.path(), crate::StoreOptions::new()) {
+        match open_or_connect(dir.path()) {
             Err(OpenError::NotServed { message, .. }) => {
                 assert!(message.contains("does not share it"), "{message}");
                 assert!(message.contains("factlog serve"), "{message}");
@@ -176,7 +176,7 @@ mod tests {
             other => panic!("held and not served: {other:?}"),
         }
         let server = store.serve(crate::server::ServeOptions::new()).expect("serve");
-        match open_or_connect(dir.path(), crate::StoreOptions::new()) {
+        match open_or_connect(dir.path()) {
             Ok(Opened::Client(mut client)) => {
                 assert_eq!(client.revision("t1").expect("revision"), 0);
             }

@@ -55,6 +55,7 @@ from .errors import (
     NotALog,
     NotServed,
     PermissionDenied,
+    PipelinedRefused,
     Poisoned,
     ReadOnly,
     Reclaimed,

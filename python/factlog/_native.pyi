@@ -134,8 +134,9 @@ class Task:
 
         Through a served store it returns ``None``: fragments are pipelined (buffered and
         sent with the next request or at ``close()``, without waiting for their replies), so
-        the store's refusal of one is raised by a later call of the same connection, with
-        ``request_reply`` in its ``reply`` when that call's own request still ran."""
+        the store's refusal of one is raised by a later call of the same connection: by
+        ``close()``, or as :class:`factlog.PipelinedRefused` (whose ``request_reply`` is the
+        reply to that call's own request, which still ran)."""
     def append(
         self,
         event: Dict[str, Any],

@@ -47,6 +47,7 @@ __all__ = [
     "ServerBusy",
     "HelloRequired",
     "Disconnected",
+    "PipelinedRefused",
     "NotServed",
     "BadReply",
     "Unsupported",
@@ -315,6 +316,27 @@ class Disconnected(FactlogError):
     code = "DISCONNECTED"
 
 
+class PipelinedRefused(FactlogError):
+    """Through a served store: a fragment (``task.delta``) sent without waiting was refused,
+    and this call, sent after it, is the one that read the refusal. The fragment was not
+    written; this call's own request **was** run: its reply is ``request_reply`` (a written
+    reply, or an error reply), so do not repeat it. ``refused`` is the fragment's error reply
+    (``refused["error"]`` its code)."""
+
+    code = "PIPELINED_REFUSED"
+    ends_stream = False
+
+    @property
+    def refused(self) -> Dict[str, Any]:
+        """The refused fragment's error reply."""
+        return dict(self.reply["refused"])
+
+    @property
+    def request_reply(self) -> Dict[str, Any]:
+        """The reply to the request of the call that raised this."""
+        return dict(self.reply["request_reply"])
+
+
 class NotServed(FactlogError):
     """No served store answers at ``DIR/factlog.sock`` (``factlog.Store.connect``): share
     the store from the process that holds it (``share=True``) or run ``factlog serve DIR``."""
@@ -366,6 +388,7 @@ _BY_CODE: Dict[str, type] = {
         ServerBusy,
         HelloRequired,
         Disconnected,
+        PipelinedRefused,
         NotServed,
         BadReply,
         Unsupported,

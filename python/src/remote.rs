@@ -132,12 +132,14 @@ pub fn to_py_err(py: Python<'_>, failed: Failed, task: Option<&str>, own_id: boo
             }),
             None,
         ),
-        // A pipelined fragment refused before the request that returned it: the fragment's
-        // class, with the request's own reply as `request_reply`.
-        ClientError::PipelinedRefused { ref code, ref request_reply, .. } => {
-            let mut reply = error_object(None, code, &error.to_string());
-            reply.insert("request_reply".to_owned(), Value::Object((**request_reply).clone()));
-            reply
+        // A pipelined fragment refused before the request that returned it: a class of its
+        // own (the request itself ran: a caller must not take it for that request's refusal),
+        // with the fragment's reply as `refused` and the request's as `request_reply`.
+        ClientError::PipelinedRefused { ref reply, ref request_reply, .. } => {
+            let mut object = error_object(None, "PIPELINED_REFUSED", &error.to_string());
+            object.insert("refused".to_owned(), Value::Object((**reply).clone()));
+            object.insert("request_reply".to_owned(), Value::Object((**request_reply).clone()));
+            object
         }
         ClientError::Handshake { code, message } => error_object(None, &code, &message),
         ClientError::Connect { .. } => error_object(None, "NOT_SERVED", &error.to_string()),

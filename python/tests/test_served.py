@@ -508,3 +508,16 @@ def test_the_readme_sharing_example_runs(tmp_path):
                          text=True, timeout=HANG_GUARD_SECONDS)
     assert run.returncode == 0, run.stderr
     assert run.stdout == "STALE_REVISION 0 1\n1 1\n"
+
+
+def test_a_pipelined_refusal_is_its_own_class_and_keeps_both_replies():
+    """The mapping of the client's `PipelinedRefused`: not the fragment's class (the call's own
+    request ran), with the fragment's reply and the request's."""
+    refused = {"error": "LIMIT_EXCEEDED", "message": "too many tasks"}
+    written = {"seq": 7, "task": "t1", "revision": 3, "durability": "synced"}
+    error = factlog.errors._from_reply({"error": "PIPELINED_REFUSED", "message": "m",
+                                        "refused": refused, "request_reply": written})
+    assert type(error) is factlog.PipelinedRefused
+    assert not isinstance(error, factlog.LimitExceeded)
+    assert error.refused == refused and error.request_reply == written
+    assert error.code == "PIPELINED_REFUSED" and not error.ends_stream

@@ -101,6 +101,8 @@ pub enum ClientError {
         code: String,
         /// The server's message for the fragment.
         message: String,
+        /// The fragment's whole error reply (the fields of its code).
+        reply: Box<Map<String, Value>>,
         /// The reply to the request that returned this error.
         request_reply: Box<Map<String, Value>>,
     },
@@ -156,7 +158,7 @@ impl fmt::Display for ClientError {
                 write!(f, "the server refused the connection ({code}): {message}")
             }
             ClientError::Refused { code, message, .. } => write!(f, "{code}: {message}"),
-            ClientError::PipelinedRefused { code, message, request_reply } => {
+            ClientError::PipelinedRefused { code, message, request_reply, .. } => {
                 let answered =
                     request_reply.get("error").and_then(Value::as_str).unwrap_or("written");
                 write!(
@@ -868,9 +870,12 @@ impl Drop for Client {
 /// and message, and the request's own reply.
 fn after_request(error: ClientError, reply: Map<String, Value>) -> ClientError {
     match error {
-        ClientError::Refused { code, message, .. } => {
-            ClientError::PipelinedRefused { code, message, request_reply: Box::new(reply) }
-        }
+        ClientError::Refused { code, message, reply: refusal } => ClientError::PipelinedRefused {
+            code,
+            message,
+            reply: Box::new(refusal),
+            request_reply: Box::new(reply),
+        },
         other => other,
     }
 }
