@@ -54,5 +54,12 @@ fn emit_on_a_store_held_by_a_process_that_does_not_share_it_says_how_to_share() 
     let holder = format!("process {}, holding it", std::process::id());
     assert!(run.stderr.contains(&holder), "{}", run.stderr);
     assert!(run.stderr.contains("factlog serve"), "{}", run.stderr);
+    // recover, checkpoint and purge, which go through a served store's socket, say the same.
+    for command in ["recover", "checkpoint", "purge"] {
+        let run = factlog(&[command, dir.to_str().unwrap()], b"");
+        run.assert_one_line_error(1);
+        assert!(run.stderr.contains(&holder), "{command}: {}", run.stderr);
+        assert!(run.stderr.contains("factlog serve"), "{command}: {}", run.stderr);
+    }
     store.close().expect("close");
 }

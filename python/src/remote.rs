@@ -141,6 +141,10 @@ pub fn to_py_err(py: Python<'_>, failed: Failed, task: Option<&str>, own_id: boo
             object.insert("request_reply".to_owned(), Value::Object((**request_reply).clone()));
             object
         }
+        // A server of another protocol version is not damage of this store.
+        ClientError::Handshake { code, message } if code == "UNSUPPORTED_VERSION" => {
+            error_object(None, "BAD_REPLY", &message)
+        }
         ClientError::Handshake { code, message } => error_object(None, &code, &message),
         ClientError::Connect { .. } => error_object(None, "NOT_SERVED", &error.to_string()),
         ClientError::Disconnected { .. } => error_object(None, "DISCONNECTED", &error.to_string()),

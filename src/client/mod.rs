@@ -335,6 +335,8 @@ impl Client {
             return Err(after_request(error, reply));
         }
         if reply.get(KEY_ID) != object.get(KEY_ID) {
+            // The replies are out of step with the requests: nothing later can be trusted.
+            self.abandoned = true;
             return Err(ClientError::Protocol {
                 what: "a reply whose id is not the request's".to_owned(),
             });

@@ -71,7 +71,13 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
     let log = if read_only {
         Log::open_read_only(dir, options.log.clone())?
     } else {
-        Log::open(dir, options.log.clone())?
+        let log = Log::open(dir, options.log.clone())?;
+        // This process holds the store now, so no server serves it: a socket file left by
+        // a server that was killed would make other processes take the store for served
+        // (`served::held_by_another`) and fail to connect instead of being told who holds
+        // it. `Store::serve` creates a new one.
+        let _ = std::fs::remove_file(crate::server::socket_path(dir));
+        log
     };
     let fs = Arc::clone(&options.log.fs);
     let through = log.last_seq().map_or(0, |s| s.0);

@@ -12,8 +12,8 @@ use factlog::{Store, StoreOptions};
 use serde_json::json;
 
 use crate::{
-    CheckpointArgs, EXIT_FAILURE, Failure, Outcome, library_failure, open_failure, print_out,
-    require_store,
+    CheckpointArgs, EXIT_FAILURE, Failure, Outcome, library_failure, open_or_share_failure,
+    print_out, require_store,
 };
 
 pub fn run(args: &CheckpointArgs) -> Outcome {
@@ -42,7 +42,7 @@ pub fn run(args: &CheckpointArgs) -> Outcome {
                 },
             )?
         }
-        Err(error) => return Err(open_failure(&args.dir, &error)),
+        Err(error) => return Err(open_or_share_failure(&args.dir, &error)),
     };
     let path = path.display().to_string();
     let text = if args.json {

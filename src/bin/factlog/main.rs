@@ -1223,6 +1223,24 @@ fn open_failure(dir: &Path, error: &factlog::Error) -> Failure {
     library_failure(format_args!("cannot open {}", dir.display()), error)
 }
 
+/// Why a command that goes through a served store's socket (`recover`, `checkpoint`,
+/// `purge`) cannot open `dir`: when a process that does not share the store holds it, that
+/// process and how to share the store, as `emit` says it; otherwise [`open_failure`].
+fn open_or_share_failure(dir: &Path, error: &factlog::Error) -> Failure {
+    match factlog::served::held_by_another(dir, error) {
+        Some(factlog::served::Held::NotServed { pid }) => Failure::new(
+            EXIT_FAILURE,
+            factlog::served::not_served_message(
+                dir,
+                error,
+                pid,
+                "run this command again: it goes through the socket",
+            ),
+        ),
+        _ => open_failure(dir, error),
+    }
+}
+
 /// Opens the store in `dir` read-only, or says why it cannot be.
 fn open_read_only(dir: &Path) -> Result<factlog::Store, Failure> {
     require_store(dir)?;

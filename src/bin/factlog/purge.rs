@@ -21,7 +21,8 @@ use factlog::{Log, Options, Store, StoreOptions};
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::{
-    EXIT_FAILURE, Failure, Outcome, Output, PurgeArgs, library_failure, open_failure, require_store,
+    EXIT_FAILURE, Failure, Outcome, Output, PurgeArgs, library_failure, open_failure,
+    open_or_share_failure, require_store,
 };
 
 /// A snapshot file with the outcome of decoding it.
@@ -92,7 +93,7 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<PurgeReport, Failure>
                 },
             )
         }
-        Err(error) => Err(open_failure(&args.dir, &error)),
+        Err(error) => Err(open_or_share_failure(&args.dir, &error)),
     }
 }
 

@@ -20,7 +20,7 @@ use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
 use factlog::{Store, StoreOptions};
 
 use crate::{
-    EXIT_FAILURE, Failure, Outcome, RecoverArgs, library_failure, open_failure, print_out,
+    EXIT_FAILURE, Failure, Outcome, RecoverArgs, library_failure, open_or_share_failure, print_out,
     require_store,
 };
 
@@ -56,7 +56,7 @@ pub fn run(args: &RecoverArgs) -> Outcome {
                 },
             )?
         }
-        Err(error) => return Err(open_failure(&args.dir, &error)),
+        Err(error) => return Err(open_or_share_failure(&args.dir, &error)),
     };
     if args.json {
         let text = serde_json::to_string(&report).map_err(|error| {
