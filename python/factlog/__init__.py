@@ -27,7 +27,7 @@ exceptions; compare-and-set holds across processes.
 from __future__ import annotations
 
 import os
-from typing import Union
+from typing import Optional, Union
 
 from . import aio, errors
 from ._native import ERROR_CODES, PROTOCOL_VERSION, Events, Store, Task, request_key
@@ -60,6 +60,7 @@ from .errors import (
     ReadOnly,
     Reclaimed,
     ServerBusy,
+    TimedOut,
     StaleRevision,
     TornTail,
     UnmarkedSecret,
@@ -67,11 +68,12 @@ from .errors import (
     UnsupportedVersion,
 )
 
-def connect(path: "Union[str, os.PathLike[str]]") -> Store:
+def connect(path: "Union[str, os.PathLike[str]]", *, timeout: Optional[float] = None) -> Store:
     """Connects to the store another process serves from ``path`` (``Store.connect``): a
     ``Store`` with the same API whose calls go through ``DIR/factlog.sock``. Raises
-    :class:`NotServed` when nothing is served there."""
-    return Store.connect(path)
+    :class:`NotServed` when nothing is served there. With ``timeout`` (seconds) a reply that
+    does not come in time raises :class:`TimedOut` and abandons the handle."""
+    return Store.connect(path, timeout=timeout)
 
 
 __all__ = [

@@ -66,11 +66,16 @@ class Store:
         process already serves raises ``Locked``.
         """
     @staticmethod
-    def connect(path: Union[str, os.PathLike[str]]) -> Store:
+    def connect(
+        path: Union[str, os.PathLike[str]], *, timeout: Optional[float] = None
+    ) -> Store:
         """Connects to the store another process serves from ``path`` (its socket
         ``DIR/factlog.sock``), without trying to open it: a client handle. Raises
         ``NotServed`` when nothing answers there, ``PermissionDenied`` / ``ServerBusy`` when
-        the server refuses this process."""
+        the server refuses this process. With ``timeout`` (seconds), a call whose reply (the
+        hello's included) does not come in time raises ``TimedOut`` and the handle is
+        abandoned (its later calls raise ``Disconnected``): a server that is alive but stopped
+        is not waited for forever."""
     @property
     def path(self) -> pathlib.Path:
         """The store's directory."""

@@ -48,6 +48,7 @@ __all__ = [
     "HelloRequired",
     "Disconnected",
     "PipelinedRefused",
+    "TimedOut",
     "NotServed",
     "BadReply",
     "Unsupported",
@@ -337,6 +338,16 @@ class PipelinedRefused(FactlogError):
         return dict(self.reply["request_reply"])
 
 
+class TimedOut(FactlogError):
+    """Through a served store connected with a ``timeout``: no reply came in time (a server
+    that is alive but stopped, a stalled disk). The request may or may not have been written;
+    the handle is abandoned (its later calls raise :class:`Disconnected`): connect again and
+    re-read the task."""
+
+    code = "TIMED_OUT"
+    ends_stream = True
+
+
 class NotServed(FactlogError):
     """No served store answers at ``DIR/factlog.sock`` (``factlog.Store.connect``): share
     the store from the process that holds it (``share=True``) or run ``factlog serve DIR``."""
@@ -389,6 +400,7 @@ _BY_CODE: Dict[str, type] = {
         HelloRequired,
         Disconnected,
         PipelinedRefused,
+        TimedOut,
         NotServed,
         BadReply,
         Unsupported,

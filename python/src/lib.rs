@@ -171,6 +171,7 @@ impl Store {
         path: PathBuf,
         locked: Option<&factlog::Error>,
         options: HolderOptions,
+        timeout: Option<std::time::Duration>,
     ) -> PyResult<Store> {
         if let Some(option) = options.refused_by_client() {
             return Err(invalid_options(
@@ -183,7 +184,7 @@ impl Store {
                 ),
             ));
         }
-        match (Remote::connect(py, &path), locked) {
+        match (Remote::connect(py, &path, timeout), locked) {
             (Ok(remote), _) => Ok(Store::with_backend(path, Backend::Remote(Arc::new(remote)))),
             // A socket nobody answers at (its server was killed) behind a holder that does
             // not share the store: the open's Locked, with the failed connection.
@@ -251,7 +252,7 @@ impl Store {
             Err(error) => {
                 return match factlog::served::held_by_another(&path, &error) {
                     Some(Held::Served { .. }) if !share => {
-                        Store::connect_to(py, path, Some(&error), holder)
+                        Store::connect_to(py, path, Some(&error), holder, None)
                     }
                     Some(Held::Served { .. }) => {
                         let message = format!(
@@ -290,8 +291,18 @@ impl Store {
 
     /// Connects to the store another process serves from `path`; see `__init__.pyi`.
     #[staticmethod]
-    fn connect(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
-        Store::connect_to(py, path, None, HolderOptions::default())
+    #[pyo3(signature = (path, *, timeout = None))]
+    fn connect(py: Python<'_>, path: PathBuf, timeout: Option<f64>) -> PyResult<Store> {
+        let timeout = match timeout {
+            None => None,
+            Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+                Some(std::time::Duration::from_secs_f64(seconds))
+            }
+            Some(_) => {
+                return Err(PyValueError::new_err("timeout must be a positive number of seconds"));
+            }
+        };
+        Store::connect_to(py, path, None, HolderOptions::default(), timeout)
     }
 
     /// The store's directory.

@@ -46,9 +46,14 @@ impl From<ClientError> for Failed {
 }
 
 impl Remote {
-    /// Connects to the store served from `dir` (detached).
-    pub fn connect(py: Python<'_>, dir: &Path) -> Result<Remote, ClientError> {
-        let client = py.detach(|| Client::connect(dir))?;
+    /// Connects to the store served from `dir` (detached); with `timeout`, no read of a
+    /// reply (the hello's included) waits longer (`Client::set_read_timeout`).
+    pub fn connect(
+        py: Python<'_>,
+        dir: &Path,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Remote, ClientError> {
+        let client = py.detach(|| Client::connect_timeout(dir, timeout))?;
         Ok(Remote { server_pid: client.server_pid(), client: Mutex::new(Some(client)) })
     }
 
@@ -149,6 +154,7 @@ pub fn to_py_err(py: Python<'_>, failed: Failed, task: Option<&str>, own_id: boo
         ClientError::Connect { .. } => error_object(None, "NOT_SERVED", &error.to_string()),
         ClientError::Disconnected { .. } => error_object(None, "DISCONNECTED", &error.to_string()),
         ClientError::Protocol { .. } => error_object(None, "BAD_REPLY", &error.to_string()),
+        ClientError::TimedOut { .. } => error_object(None, "TIMED_OUT", &error.to_string()),
         // A variant added to the client later: its message, under the base class.
         _ => error_object(None, "ERROR", &error.to_string()),
     };

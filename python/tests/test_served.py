@@ -523,3 +523,24 @@ def test_a_pipelined_refusal_is_its_own_class_and_keeps_both_replies():
     assert not isinstance(error, factlog.LimitExceeded)
     assert error.refused == refused and error.request_reply == written
     assert error.code == "PIPELINED_REFUSED" and not error.ends_stream
+
+
+def test_a_timeout_ends_the_wait_for_a_server_that_does_not_answer(tmp_path):
+    """A socket that accepts and never answers (a server alive but stopped): with a timeout
+    the hello raises TimedOut instead of waiting forever."""
+    import socket as socketlib
+
+    store_dir = tmp_path / "store"
+    store_dir.mkdir(mode=0o700)
+    listener = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    listener.bind(str(store_dir / "factlog.sock"))
+    listener.listen(1)
+    try:
+        started = time.monotonic()
+        with pytest.raises(factlog.TimedOut, match="did not answer"):
+            factlog.connect(str(store_dir), timeout=0.2)
+        assert time.monotonic() - started < HANG_GUARD_SECONDS
+        with pytest.raises(ValueError):
+            factlog.connect(str(store_dir), timeout=0)
+    finally:
+        listener.close()

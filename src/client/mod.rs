@@ -239,8 +239,31 @@ impl Client {
     ///
     /// As [`Client::connect`].
     pub fn connect_socket(path: impl Into<PathBuf>) -> Result<Client, ClientError> {
+        Client::connect_socket_timeout(path, None)
+    }
+
+    /// [`Client::connect`] with a read timeout ([`Client::set_read_timeout`]) that also
+    /// bounds the wait for the server's hello.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect`]; [`ClientError::TimedOut`] when the hello does not come in time.
+    pub fn connect_timeout(
+        dir: impl AsRef<Path>,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Client, ClientError> {
+        Client::connect_socket_timeout(socket_path(dir.as_ref()), timeout)
+    }
+
+    fn connect_socket_timeout(
+        path: impl Into<PathBuf>,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Client, ClientError> {
         let path = path.into();
         let stream = UnixStream::connect(&path)
+            .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
+        stream
+            .set_read_timeout(timeout)
             .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
         let writer = stream
             .try_clone()
@@ -255,7 +278,7 @@ impl Client {
             deltas: Vec::new(),
             pending: 0,
             delta_error: None,
-            read_timeout: None,
+            read_timeout: timeout,
             abandoned: false,
         };
         let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
