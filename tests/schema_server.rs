@@ -45,6 +45,8 @@ fn the_lines_of_a_real_server_are_valid() {
             "timeout_ms": 1}),
         json!({"id": 17, "op": "purge", "dry_run": true}),
         json!({"id": 18, "op": "purge"}),
+        json!({"id": 19, "op": "tasks"}),
+        json!({"id": 20, "op": "tasks", "after": "t1"}),
     ];
     for request in &requests {
         assert_valid(SCHEMA, request);

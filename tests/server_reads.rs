@@ -78,3 +78,24 @@ fn events_history_revision_and_state_agree_with_the_store() {
     drop(server);
     store.close().expect("close");
 }
+
+/// `tasks` pages (1,000 ids a page) join up to exactly `Store::task_ids`.
+#[test]
+fn task_ids_through_the_socket_equal_the_stores_across_pages() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    for i in 0..1200 {
+        let task = store.task(&format!("task-{i:05}")).expect("task");
+        task.append(factlog::harness::Body::TurnStart(Default::default())).expect("append");
+    }
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect(&dir).expect("connect");
+    let expected: Vec<String> = store.task_ids().into_iter().map(|id| id.0).collect();
+    assert_eq!(client.task_ids().expect("task ids"), expected);
+    let first = client.request(object(json!({"op": "tasks"}))).expect("a page");
+    assert_eq!(first["tasks"].as_array().map(Vec::len), Some(1000));
+    assert_eq!(first["next"], "task-00999");
+    drop(client);
+    drop(server);
+    store.close().expect("close");
+}

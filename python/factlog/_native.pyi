@@ -100,8 +100,8 @@ class Store:
         ``factlog recover --json``. Through a served store, recovery runs in the serving
         process and leaves the tasks its clients hold alone."""
     def task_ids(self) -> List[str]:
-        """The ids of the tasks that have events, sorted. ``Unsupported`` through a served
-        store."""
+        """The ids of the tasks that have events, sorted (through a served store, asked of
+        the server page by page)."""
     def events(self, from_seq: int = 1, task: Optional[str] = None) -> Events:
         """The events from ``from_seq`` on, each a dict of the ``factlog dump --json`` shape
         (``seq``, ``task``, ``revision``, ``timestamp_us``, ``time``, ``type``, body fields).

@@ -364,7 +364,7 @@ class BadReply(FactlogError):
 
 class Unsupported(FactlogError):
     """A call that a client of a served store cannot make (the socket has no request for
-    it), such as ``task_ids`` or ``flush``; nothing was done."""
+    it), such as ``flush``; nothing was done."""
 
     code = "UNSUPPORTED"
     ends_stream = False

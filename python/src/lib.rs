@@ -375,11 +375,9 @@ impl Store {
     fn task_ids(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         match self.access()? {
             Access::Local(store) => Ok(store.task_ids().into_iter().map(|id| id.0).collect()),
-            Access::Remote(_) => Err(remote::unsupported(
-                py,
-                "task_ids: the served store's socket has no request listing its tasks; read \
-                 them from store.events() or ask the serving process",
-            )),
+            Access::Remote(remote) => remote
+                .call(py, |client| client.task_ids())
+                .map_err(|failed| remote::to_py_err(py, failed, None, false)),
         }
     }
 

@@ -252,8 +252,9 @@ def test_what_the_socket_cannot_do_raises_and_options_are_checked(path, tmp_path
         factlog.Store(path, clients_max=2)
     with factlog.Store(path, share=True, clients_max=1) as store:
         client = factlog.Store(path)
-        with pytest.raises(factlog.Unsupported, match="task_ids"):
-            client.task_ids()
+        store.task("b").append({"type": "turn/start"})
+        client.task("a").append({"type": "turn/start"})
+        assert client.task_ids() == store.task_ids() == ["a", "b"]  # through the socket
         with pytest.raises(factlog.Unsupported, match="flush"):
             client.flush()
         assert not factlog.Unsupported("x").ends_stream

@@ -621,6 +621,33 @@ impl Client {
         }
     }
 
+    /// The ids of the served store's tasks that have events, sorted ([`crate::Store::task_ids`]),
+    /// read page by page.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn task_ids(&mut self) -> Result<Vec<String>, ClientError> {
+        let mut ids = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut object = Map::new();
+            object.insert(KEY_OP.to_owned(), json!("tasks"));
+            object.insert("after".to_owned(), json!(after));
+            let reply = self.request(object)?;
+            let Some(Value::Array(page)) = reply.get("tasks") else {
+                return Err(ClientError::Protocol {
+                    what: "a tasks reply without \"tasks\"".to_owned(),
+                });
+            };
+            ids.extend(page.iter().filter_map(Value::as_str).map(str::to_owned));
+            match reply.get("next").and_then(Value::as_str) {
+                Some(next) if after.as_deref() != Some(next) => after = Some(next.to_owned()),
+                _ => return Ok(ids),
+            }
+        }
+    }
+
     /// Runs [`crate::Store::recover`] in the serving process (with `dry_run`,
     /// [`crate::Store::plan_recovery`]): the tasks no holder holds yet are taken over; the
     /// tasks its clients or the serving process hold are reported, not touched.

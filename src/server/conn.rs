@@ -296,6 +296,9 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if op == "follow" {
             return self.follow(id, object);
         }
+        if op == "tasks" {
+            return self.tasks(id, &object);
+        }
         if op == "purge" {
             return self.purge(id, object.get("dry_run"));
         }
@@ -330,8 +333,8 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 id,
                 &format!(
                     "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"history\", \
-                     \"events\", \"follow\", \"recover\", \"checkpoint\", \"purge\", \
-                     \"batch\"; an append has \"type\" instead)"
+                     \"events\", \"follow\", \"tasks\", \"recover\", \"checkpoint\", \
+                     \"purge\", \"batch\"; an append has \"type\" instead)"
                 ),
             ),
         }
@@ -406,6 +409,29 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         // Where the log ended when this page was read: a reader that wants what existed when
         // it began (as `Store::events` gives) stops there.
         reply.insert("last_seq".to_owned(), json!(last));
+        answer(reply)
+    }
+
+    /// `{"op":"tasks","after"}`: one page of the ids of the tasks that have events, sorted,
+    /// those after `after` (all when absent), at most `SERVER_EVENTS_PER_REPLY_MAX`, and the
+    /// id to ask after next (`null` after the last page).
+    fn tasks(&mut self, id: Option<Value>, object: &Map<String, Value>) -> Reply {
+        let after = match object.get("after") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(after)) => Some(after.as_str()),
+            Some(_) => return refuse(id, "\"after\" must be a task id or null"),
+        };
+        let ids = self.store.task_ids();
+        let start = after.map_or(0, |after| ids.partition_point(|task| task.as_str() <= after));
+        let page: Vec<&str> = ids[start..]
+            .iter()
+            .take(SERVER_EVENTS_PER_REPLY_MAX)
+            .map(|task| task.as_str())
+            .collect();
+        let next = (start + page.len() < ids.len()).then(|| page.last().copied()).flatten();
+        let mut reply = with_id(id);
+        reply.insert("tasks".to_owned(), json!(page));
+        reply.insert("next".to_owned(), json!(next));
         answer(reply)
     }
 
