@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -27,7 +26,6 @@ HANG_GUARD_SECONDS = 120
 """How long a wait on another process may take before the test calls it a hang."""
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-README = os.path.join(REPO, "README.md")
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -466,47 +464,21 @@ def test_events_through_a_socket_end_where_the_log_ended(path):
             assert sum(1 for _ in store.events()) == 1515
 
 
-def test_the_gil_is_released_while_a_client_waits(path):
+def test_the_gil_is_released_while_a_client_waits(path, appends_another_thread_ran_during):
     with factlog.Store(path, share=True):
         with factlog.connect(path) as client:
             task = client.task("t1")
-            counter = [0]
-            stop = threading.Event()
 
-            def spin() -> None:
-                while not stop.is_set():
-                    counter[0] += 1
-                    time.sleep(0)  # hands the GIL back only if someone waits for it
+            def append(i: int) -> None:
+                task.append(message(str(i)), durability="synced")
 
-            interval = sys.getswitchinterval()
-            sys.setswitchinterval(1000.0)  # no forced switch: only voluntary releases
-            spinner = threading.Thread(target=spin)
-            progressed = 0
-            try:
-                spinner.start()
-                for i in range(20):
-                    before = counter[0]
-                    task.append(message(str(i)), durability="synced")
-                    progressed += counter[0] > before
-            finally:
-                stop.set()
-                sys.setswitchinterval(interval)
-                spinner.join()
-            assert progressed >= 10, f"the other thread ran during {progressed} appends"
+            progressed, appends = appends_another_thread_ran_during(append, 10)
+            assert progressed >= 10, f"the other thread ran during {progressed} of {appends}"
 
 
-def sharing_example() -> str:
-    with open(README, encoding="utf-8") as f:
-        text = f.read()
-    section = text.split("\n## Sharing a store between processes\n", 1)[1].split("\n## ", 1)[0]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "the README's sharing section has no python block"
-    return match.group(1)
-
-
-def test_the_readme_sharing_example_runs(tmp_path):
+def test_the_readme_sharing_example_runs(tmp_path, readme_python_block):
     script = tmp_path / "example.py"
-    script.write_text(sharing_example(), encoding="utf-8")
+    script.write_text(readme_python_block("Sharing a store between processes"), encoding="utf-8")
     run = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), capture_output=True,
                          text=True, timeout=HANG_GUARD_SECONDS)
     assert run.returncode == 0, run.stderr
