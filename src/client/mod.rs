@@ -45,9 +45,7 @@ use crate::harness::PurgeReport;
 use crate::harness::codec;
 use crate::harness::recovery::RecoveryReport;
 use crate::harness::{Body, CallId, TaskState};
-use crate::limits::{
-    CLIENT_DELTA_BUFFER_BYTES, DELTA_TEXT_BYTES_MAX, SERVER_LINE_BYTES_MAX, TASK_ID_BYTES_MAX,
-};
+use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
 use crate::protocol::delta_line;
 use crate::protocol::reply::error_object;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
@@ -388,8 +386,11 @@ impl Client {
     /// carries that request's own reply. [`ClientError::Disconnected`] when the server went
     /// away.
     pub fn delta(&mut self, task: &str, text: &str) -> Result<(), ClientError> {
-        if text.len() > DELTA_TEXT_BYTES_MAX || task.is_empty() || task.len() > TASK_ID_BYTES_MAX {
-            return Err(self.local_refusal(task, text));
+        // The store's own checks of a fragment, so that one it would refuse is not sent.
+        let checked = crate::harness::ids::check_task_id(task)
+            .and_then(|()| crate::harness::check_delta_text(text));
+        if let Err(error) = checked {
+            return Err(local_refusal(&error));
         }
         delta_line::write_line(&mut self.deltas, task, text);
         self.pending += 1;
@@ -421,7 +422,7 @@ impl Client {
                          with Client::append, which waits for its durability"
                     .to_owned(),
             });
-            return Err(refused(crate::protocol::Reply::from_error(&error, None).object().clone()));
+            return Err(local_refusal(&error));
         }
         let object = event_object(task, body)?;
         serde_json::to_writer(&mut self.deltas, &object)
@@ -487,21 +488,6 @@ impl Client {
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-
-    /// The refusal the store would give a delta that cannot be sent: its error reply, made
-    /// by the same library checks.
-    fn local_refusal(&self, task: &str, text: &str) -> ClientError {
-        let error = match crate::harness::ids::check_task_id(task) {
-            Err(error) => error,
-            Ok(()) => crate::error::Error::from(crate::ErrorKind::LimitExceeded {
-                what: "assistant/delta text bytes",
-                value: text.len() as u64,
-                limit: DELTA_TEXT_BYTES_MAX as u64,
-            }),
-        };
-        let reply = crate::protocol::Reply::from_error(&error, None);
-        refused(reply.object().clone())
     }
 
     /// Appends one event to `task`, as [`crate::Task::append_with`] does in the serving
@@ -945,6 +931,12 @@ fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The refusal the store would give a request that is not sent: its error reply, made by
+/// the library's own checks.
+fn local_refusal(error: &crate::error::Error) -> ClientError {
+    refused(crate::protocol::error_reply(error, None))
 }
 
 /// The error of an error reply.

@@ -34,5 +34,6 @@ pub use ids::{ApprovalId, CallId, RequestKey, TaskId};
 pub use purge::{PurgeReport, plan_purge};
 pub use recovery::{Outcome, Plan, RecoveryReport as HarnessRecoveryReport, Resume};
 pub use state::{State, TaskState};
+pub(crate) use store::check_delta_text;
 pub use store::{AppendOptions, Appended, Store, StoreOptions, Task};
 pub use store_open::{DeepVerify, OpenReport, TaskRead};

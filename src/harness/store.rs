@@ -554,14 +554,7 @@ impl Task {
     /// [`Task::delta`], also returning the task's revision after the fragment: exact even
     /// while other threads append to the task (it is assigned under the log's lock).
     pub fn delta_revision(&self, text: &str) -> Result<(Seq, u64)> {
-        if text.len() > DELTA_TEXT_BYTES_MAX {
-            return Err(ErrorKind::LimitExceeded {
-                what: "assistant/delta text bytes",
-                value: text.len() as u64,
-                limit: DELTA_TEXT_BYTES_MAX as u64,
-            }
-            .into());
-        }
+        check_delta_text(text)?;
         let task = self.cell.id.as_str();
         let len = codec::record_bytes(task, text.len());
         let now = self.store.now_us();
@@ -768,6 +761,20 @@ impl Store {
             }
         }
     }
+}
+
+/// Checks the text of an `assistant/delta` fragment against its bound: what
+/// [`Task::delta`] refuses, and what a client of a served store refuses before sending.
+pub(crate) fn check_delta_text(text: &str) -> Result<()> {
+    if text.len() > DELTA_TEXT_BYTES_MAX {
+        return Err(ErrorKind::LimitExceeded {
+            what: "assistant/delta text bytes",
+            value: text.len() as u64,
+            limit: DELTA_TEXT_BYTES_MAX as u64,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// Adds `n` to a counter whose every writer holds the log's writer lock.

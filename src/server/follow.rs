@@ -118,23 +118,31 @@ mod tests {
         object
     }
 
+    /// Runs a follow with the longest timeout on a thread of its own, calls `while_waiting`
+    /// once the follow has built its first page (it is about to wait), and returns its reply.
+    fn follow_while(store: &Store, holds: &Stopping, while_waiting: impl FnOnce()) -> Reply {
+        let (paged, about_to_wait) = mpsc::channel();
+        std::thread::scope(|scope| {
+            let follower = scope.spawn(|| {
+                follow(store, holds, None, request(SERVER_FOLLOW_TIMEOUT_MS_MAX), |_, object| {
+                    let _ = paged.send(());
+                    page(store, &object)
+                })
+            });
+            about_to_wait.recv().expect("the first page");
+            while_waiting();
+            follower.join().expect("the follower")
+        })
+    }
+
     #[test]
     fn a_stop_ends_a_waiting_follow_with_its_empty_page() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
         let holds = Stopping(AtomicBool::new(false));
-        let (paged, about_to_wait) = mpsc::channel();
-        let reply = std::thread::scope(|scope| {
-            let follower = scope.spawn(|| {
-                follow(&store, &holds, None, request(SERVER_FOLLOW_TIMEOUT_MS_MAX), |_, object| {
-                    let _ = paged.send(());
-                    page(&store, &object)
-                })
-            });
-            about_to_wait.recv().expect("the first page");
+        let reply = follow_while(&store, &holds, || {
             holds.0.store(true, Ordering::SeqCst);
             store.log().wake_waiters();
-            follower.join().expect("the follower")
         });
         assert_eq!(reply.object()["events"], json!([]));
         assert_eq!(reply.object()["next_seq"], 1);
@@ -145,18 +153,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
         let holds = Stopping(AtomicBool::new(false));
-        let (paged, about_to_wait) = mpsc::channel();
-        let reply = std::thread::scope(|scope| {
-            let follower = scope.spawn(|| {
-                follow(&store, &holds, None, request(SERVER_FOLLOW_TIMEOUT_MS_MAX), |_, object| {
-                    let _ = paged.send(());
-                    page(&store, &object)
-                })
-            });
-            about_to_wait.recv().expect("the first page");
+        let reply = follow_while(&store, &holds, || {
             let line = br#"{"task":"t","type":"user/message","text":"hi"}"#;
             assert!(!crate::protocol::handle_line(&store, line).is_error());
-            follower.join().expect("the follower")
         });
         assert_eq!(reply.object()["events"], json!([1]));
         assert_eq!(reply.object()["next_seq"], 2);
