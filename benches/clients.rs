@@ -22,8 +22,10 @@
 //! they all start at once (a line on their standard input) and the wall time ends when the
 //! last has reported. Every N and form is measured once a run, the N in an order rotated from
 //! run to run and the forms rotated within each N. Reported per N and form: median wall time
-//! and aggregate events/s (min-max over runs), `fdatasync`s per critical event (not counted
-//! for SQLite), p50/p99/max latency of the synced appends pooled over sessions and runs, and
+//! and aggregate events/s (min-max over runs), the processor time and the context switches
+//! per event of all the form's processes while the sessions ran (`getrusage`; medians; for
+//! `threads` the one process, otherwise the serving or setup process and every client),
+//! `fdatasync`s per critical event (not counted for SQLite), p50/p99/max latency of the synced appends pooled over sessions and runs, and
 //! the ratios `processes / threads` (wall time) and `sqlite / processes` (wall time), medians
 //! of the per-run ratios.
 //!
@@ -46,7 +48,7 @@ use factlog::{AppendOptions, Options, Store, StoreOptions};
 
 use counting_fs::CountingFs;
 use events::{Workload, median};
-use many::Timings;
+use many::{Timings, Usage};
 use workload::{Action, Shape};
 
 mod common;
@@ -155,8 +157,17 @@ fn main() {
         let critical = shape.critical_events() as f64 * n as f64;
         println!("\nN = {n} ({} events, {} critical)", events, critical);
         println!(
-            "{:<10} {:>10} {:>12} {:>22} {:>10} {:>9} {:>9} {:>9}",
-            "form", "wall ms", "events/s", "(min-max)", "sync/crit", "p50 us", "p99 us", "max us"
+            "{:<10} {:>10} {:>8} {:>9} {:>12} {:>22} {:>10} {:>9} {:>9} {:>9}",
+            "form",
+            "wall ms",
+            "cpu ms",
+            "sw/event",
+            "events/s",
+            "(min-max)",
+            "sync/crit",
+            "p50 us",
+            "p99 us",
+            "max us"
         );
         for (form, runs) in FORMS.iter().zip(&results[c]) {
             if runs.is_empty() {
@@ -175,10 +186,15 @@ fn main() {
                 runs.iter().flat_map(|r| r.timings.synced_ns.iter().copied()).collect();
             synced.sort_unstable();
             let max = runs.iter().map(|r| r.timings.max_any_ns).max().unwrap_or(0);
+            let cpus: Vec<f64> = runs.iter().map(|r| r.timings.usage.cpu_ns as f64 / 1e6).collect();
+            let switches: Vec<f64> =
+                runs.iter().map(|r| r.timings.usage.switches as f64 / events).collect();
             println!(
-                "{:<10} {:>10.1} {:>12.0} {:>22} {:>10} {:>9.0} {:>9.0} {:>9.0}",
+                "{:<10} {:>10.1} {:>8.1} {:>9.3} {:>12.0} {:>22} {:>10} {:>9.0} {:>9.0} {:>9.0}",
                 form.name(),
                 median(walls.clone()) * 1e3,
+                median(cpus),
+                median(switches),
                 median(rates),
                 format!("({lo:.0}-{hi:.0})"),
                 syncs,
@@ -288,6 +304,7 @@ fn clients(form: Form, path: &Path, n: usize, shape: Shape) -> (Duration, Timing
         assert_eq!(line.trim(), "ready", "a client process did not start");
     }
     let start = Instant::now();
+    let before = Usage::now();
     for client in &mut started {
         client.stdin.write_all(b"go\n").expect("release a client");
         client.stdin.flush().expect("release a client");
@@ -300,6 +317,7 @@ fn clients(form: Form, path: &Path, n: usize, shape: Shape) -> (Duration, Timing
         lines.push(line);
     }
     let elapsed = start.elapsed();
+    all.usage = Usage::now().since(before);
     for (client, line) in started.iter_mut().zip(lines) {
         all.merge(parse_report(&line));
         assert!(client.child.wait().expect("wait").success(), "a client process failed");
@@ -307,16 +325,18 @@ fn clients(form: Form, path: &Path, n: usize, shape: Shape) -> (Duration, Timing
     (elapsed, all)
 }
 
-/// `done MAX_NS SYNCED_NS,SYNCED_NS,...`
+/// `done MAX_NS CPU_NS SWITCHES SYNCED_NS,SYNCED_NS,...`
 fn parse_report(line: &str) -> Timings {
     let mut words = line.split_whitespace();
     assert_eq!(words.next(), Some("done"), "a client's report: {line:?}");
     let max_any_ns = words.next().and_then(|w| w.parse().ok()).expect("max ns");
+    let cpu_ns = words.next().and_then(|w| w.parse().ok()).expect("cpu ns");
+    let switches = words.next().and_then(|w| w.parse().ok()).expect("switches");
     let synced_ns = words
         .next()
         .map(|list| list.split(',').map(|w| w.parse().expect("ns")).collect())
         .unwrap_or_default();
-    Timings { synced_ns, max_any_ns }
+    Timings { synced_ns, max_any_ns, usage: Usage { cpu_ns, switches } }
 }
 
 /// The client process: connects, says `ready`, waits for `go`, runs its session, reports.
@@ -331,12 +351,14 @@ fn client_process(role: &str) {
     let task = task_name(index);
     let mut stdout = std::io::stdout().lock();
     let mut go = String::new();
+    let before;
     let timings = match form {
         "processes" => {
             let session = workload::session(shape, index as u64 + 1);
             let mut client = Client::connect(path).expect("connect to the served store");
             writeln!(stdout, "ready").and_then(|()| stdout.flush()).expect("ready");
             std::io::stdin().read_line(&mut go).expect("go");
+            before = Usage::now();
             served_session(&mut client, &task, session)
         }
         "sqlite" => {
@@ -344,12 +366,15 @@ fn client_process(role: &str) {
             let conn = many::sqlite_connect(Path::new(path));
             writeln!(stdout, "ready").and_then(|()| stdout.flush()).expect("ready");
             std::io::stdin().read_line(&mut go).expect("go");
+            before = Usage::now();
             many::sqlite_session(&conn, &w)
         }
         other => panic!("unknown form {other:?}"),
     };
+    let usage = Usage::now().since(before);
     let synced: Vec<String> = timings.synced_ns.iter().map(u64::to_string).collect();
-    writeln!(stdout, "done {} {}", timings.max_any_ns, synced.join(",")).expect("report");
+    let (max, cpu, switches) = (timings.max_any_ns, usage.cpu_ns, usage.switches);
+    writeln!(stdout, "done {max} {cpu} {switches} {}", synced.join(",")).expect("report");
 }
 
 /// Whether `body`'s type is `Buffered` by default (what `Client::append_pipelined` takes).

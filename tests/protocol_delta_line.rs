@@ -45,6 +45,15 @@ fn lines() -> Vec<String> {
         r#"{"task":"t1","type":"assistant/delta"}"#.to_owned(),
         format!(r#"{{"task":"t1","type":"assistant/delta","text":"{long}"}}"#),
         format!(r#"{{"task":"{}","type":"assistant/delta","text":"long task"}}"#, "t".repeat(129)),
+        // The spelling clients send, read without a parser, and near misses of it.
+        "{\"task\":\"t1\",\"type\":\"assistant/delta\",\"text\":\"raw \u{1} control\"}".to_owned(),
+        "{\"task\":\"t1\",\"type\":\"assistant/delta\",\"text\":\"raw \t tab\"}".to_owned(),
+        r#"{"task":"t1","type":"assistant/delta","text":"trailing space"} "#.to_owned(),
+        r#"{"task":"t1","type":"assistant/delta","text":"two braces"}}"#.to_owned(),
+        r#"{"task":"t1","type":"assistant/delta","text":"unterminated}"#.to_owned(),
+        r#"{"task":"t1" ,"type":"assistant/delta","text":"spaced"}"#.to_owned(),
+        r#"{"task":"t1","type":"assistant/delta","text":"quote " inside"}"#.to_owned(),
+        r#"{"task":"t1","type":"assistant\/delta","text":"escaped type"}"#.to_owned(),
         r#"{"task":"t2","type":"assistant/delta","text":"another task"}"#.to_owned(),
         r#"{"task":"t1","type":"assistant/delta","text":"back"}"#.to_owned(),
     ];

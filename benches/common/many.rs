@@ -22,6 +22,9 @@ pub struct Timings {
     pub synced_ns: Vec<u64>,
     /// The longest any single append took, in nanoseconds.
     pub max_any_ns: u64,
+    /// What the sessions' processes used while they ran: the whole process for threads,
+    /// summed over the processes otherwise.
+    pub usage: Usage,
 }
 
 impl Timings {
@@ -38,6 +41,41 @@ impl Timings {
     pub fn merge(&mut self, other: Timings) {
         self.synced_ns.extend(other.synced_ns);
         self.max_any_ns = self.max_any_ns.max(other.max_any_ns);
+        self.usage.cpu_ns += other.usage.cpu_ns;
+        self.usage.switches += other.usage.switches;
+    }
+}
+
+/// What a process used: processor time and context switches.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Usage {
+    /// Processor time, user and system, in nanoseconds.
+    pub cpu_ns: u64,
+    /// Context switches, voluntary (a wait) and involuntary (preempted).
+    pub switches: u64,
+}
+
+impl Usage {
+    /// What this process (all its threads, exited ones included) has used so far.
+    #[expect(unsafe_code, reason = "getrusage is the one call that counts exited threads too")]
+    pub fn now() -> Usage {
+        // SAFETY: `getrusage` only fills the zeroed struct it is given.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+            usage
+        };
+        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+        Usage {
+            cpu_ns: ns(usage.ru_utime) + ns(usage.ru_stime),
+            switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
+        }
+    }
+
+    /// What was used since `before`.
+    #[must_use]
+    pub fn since(self, before: Usage) -> Usage {
+        Usage { cpu_ns: self.cpu_ns - before.cpu_ns, switches: self.switches - before.switches }
     }
 }
 
@@ -57,10 +95,11 @@ pub fn parallel(sessions: usize, work: impl Fn(usize) -> Timings + Sync) -> (Dur
             .collect();
         barrier.wait();
         let start = Instant::now();
+        let before = Usage::now();
         let timings: Vec<Timings> =
             handles.into_iter().map(|h| h.join().expect("a session thread")).collect();
         let elapsed = start.elapsed();
-        let mut all = Timings::default();
+        let mut all = Timings { usage: Usage::now().since(before), ..Timings::default() };
         for t in timings {
             all.merge(t);
         }

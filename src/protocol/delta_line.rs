@@ -65,8 +65,64 @@ impl<'de> Deserialize<'de> for Id {
 /// the general path answers it, refusals included).
 #[must_use]
 pub fn parse(line: &[u8]) -> Option<DeltaLine<'_>> {
+    if let Some(parsed) = parse_plain(line) {
+        return Some(parsed);
+    }
+    // A line that does not spell the type out is not parsed twice: if it is a bare delta at
+    // all (its type written with escapes), the general path gives the same answer.
+    memchr::memmem::find(line, DELTA_TYPE.as_bytes())?;
     let parsed: DeltaLine<'_> = serde_json::from_slice(line).ok()?;
     (parsed.event_type == DELTA_TYPE && !parsed.task.is_empty()).then_some(parsed)
+}
+
+/// The line exactly as [`write_line`] writes it, for a task and a fragment that hold nothing
+/// JSON escapes (what a client of this crate sends), read without a JSON parser; `None` for
+/// any other spelling, which [`parse`] then reads in full.
+fn parse_plain(line: &[u8]) -> Option<DeltaLine<'_>> {
+    let rest = line.strip_prefix(b"{\"task\":\"")?;
+    let (task, rest) = plain_string(rest)?;
+    let rest = rest.strip_prefix(b",\"type\":\"assistant/delta\",\"text\":\"")?;
+    let (text, rest) = plain_string(rest)?;
+    (rest == b"}" && !task.is_empty()).then_some(DeltaLine {
+        id: Id(None),
+        task: Cow::Borrowed(task),
+        event_type: Cow::Borrowed(DELTA_TYPE),
+        text: Cow::Borrowed(text),
+    })
+}
+
+/// The contents of a JSON string up to its closing quote and the bytes after that quote,
+/// when the contents are UTF-8 with no backslash and no control character (so they are the
+/// string's value as written); `None` otherwise.
+fn plain_string(bytes: &[u8]) -> Option<(&str, &[u8])> {
+    let end = bytes.iter().position(|&b| needs_escape(b))?;
+    if bytes[end] != b'"' {
+        return None;
+    }
+    let value = std::str::from_utf8(&bytes[..end]).ok()?;
+    Some((value, &bytes[end + 1..]))
+}
+
+/// Whether JSON escapes `byte` inside a string (as `serde_json` writes them: the quote, the
+/// backslash and the control characters, nothing else).
+fn needs_escape(byte: u8) -> bool {
+    byte == b'"' || byte == b'\\' || byte < 0x20
+}
+
+/// Writes `value` in decimal, without the formatting machinery.
+fn write_decimal(out: &mut impl Write, value: u64) -> std::io::Result<()> {
+    let mut digits = [0_u8; 20];
+    let mut start = digits.len();
+    let mut rest = value;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.write_all(&digits[start..])
 }
 
 /// Writes the reply of a written delta, newline included, exactly as the general path
@@ -84,11 +140,23 @@ pub fn write_reply(
 ) -> std::io::Result<()> {
     out.write_all(b"{")?;
     if let Some(id) = id.0 {
-        write!(out, "\"id\":{id},")?;
+        out.write_all(b"\"id\":")?;
+        write_decimal(out, id)?;
+        out.write_all(b",")?;
     }
-    write!(out, "\"seq\":{seq},\"task\":")?;
-    serde_json::to_writer(&mut *out, task)?;
-    writeln!(out, ",\"revision\":{revision},\"durability\":\"buffered\"}}")
+    out.write_all(b"\"seq\":")?;
+    write_decimal(out, seq)?;
+    out.write_all(b",\"task\":")?;
+    if task.bytes().any(needs_escape) {
+        serde_json::to_writer(&mut *out, task)?;
+    } else {
+        out.write_all(b"\"")?;
+        out.write_all(task.as_bytes())?;
+        out.write_all(b"\"")?;
+    }
+    out.write_all(b",\"revision\":")?;
+    write_decimal(out, revision)?;
+    out.write_all(b",\"durability\":\"buffered\"}\n")
 }
 
 /// Appends the request line of one fragment of `task` (no `id`, newline included) to `out`:

@@ -206,15 +206,18 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     fn delta(&mut self) -> Delta {
         let Some(line) = delta_line::parse(&self.line) else { return Delta::General };
         let id = line.id.0.map(Value::from);
-        if let Some(refused) = touch(&mut self.touched, self.holds, &line.task, id.clone()) {
-            return Delta::Refused(refused);
-        }
         // A handle whose task was handed over since (it is no longer held) is not used: the
         // store takes the task over again first, as for any new handle.
         let cached = self
             .last_task
             .as_ref()
             .filter(|task| task.id().as_str() == line.task && task.is_held());
+        // The cached handle's task was touched when it was cached (and `touched` only grows).
+        if cached.is_none()
+            && let Some(refused) = touch(&mut self.touched, self.holds, &line.task, id.clone())
+        {
+            return Delta::Refused(refused);
+        }
         let fresh;
         let task = match cached {
             Some(task) => task,
