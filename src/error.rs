@@ -156,6 +156,65 @@ pub enum ErrorKind {
         /// The first sequence number the log still holds.
         first_available: u64,
     },
+    /// A replica location (`factlog replicate --to`, `factlog restore`) this build cannot use.
+    UnsupportedUrl {
+        /// The location as given.
+        url: String,
+        /// Why, and what would work.
+        reason: String,
+    },
+    /// A request to a replica's object store failed; what was shipped before stays valid.
+    Remote {
+        /// The replica's location.
+        location: String,
+        /// The request, e.g. `"put"`, `"get"`, `"list"`.
+        op: &'static str,
+        /// The object's name (empty for a listing of the whole replica).
+        object: String,
+        /// What the object store said.
+        reason: String,
+    },
+    /// The location holds no replica (`factlog-replica.json` is missing).
+    NotAReplica {
+        /// The location.
+        location: String,
+    },
+    /// An object of a replica is damaged or is not what its name says; nothing was restored.
+    ReplicaDamaged {
+        /// The object's name.
+        object: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A replica misses objects between others; nothing was restored.
+    ReplicaGap {
+        /// What is missing, and where.
+        missing: String,
+    },
+    /// A store and its replica hold different bytes where both have some: the store was
+    /// rebuilt or restored elsewhere, or lost unsynced writes the replica has.
+    ReplicaDiverged {
+        /// The segment (its first seq).
+        segment: u64,
+        /// The offset in the segment file where they differ.
+        offset: u64,
+        /// What differs.
+        reason: String,
+    },
+    /// Another run holds the replica's lease.
+    LeaseHeld {
+        /// The replica's location.
+        location: String,
+        /// The holder: its epoch, device, pid, store and since when.
+        holder: String,
+    },
+    /// This run's lease was taken over by another (`--takeover`); it shipped nothing after.
+    LeaseLost {
+        /// The replica's location.
+        location: String,
+        /// The epoch this run held.
+        epoch: u64,
+    },
     /// A compare-and-set append was based on a revision of the task that is no longer
     /// current; nothing was written.
     StaleRevision {
@@ -643,6 +702,48 @@ impl fmt::Display for Error {
                 "{} holds no factlog segments (and a new log is only created in an empty or \
                  missing directory): check the path",
                 dir.display()
+            ),
+            ErrorKind::UnsupportedUrl { url, reason } => {
+                write!(f, "cannot use {url:?} as a replica location: {reason}")
+            }
+            ErrorKind::Remote { location, op, object, reason } => write!(
+                f,
+                "the object store of replica {location} failed a {op} of {object:?}: {reason}; \
+                 what was shipped before is intact: check the location, credentials and \
+                 network, and the replicator retries by itself"
+            ),
+            ErrorKind::NotAReplica { location } => write!(
+                f,
+                "{location} holds no factlog replica (no factlog-replica.json): check the \
+                 location, or replicate a store there first"
+            ),
+            ErrorKind::ReplicaDamaged { object, reason } => write!(
+                f,
+                "replica object {object:?} is damaged: {reason}; nothing was restored: restore \
+                 with --seq below the damage, or from another replica"
+            ),
+            ErrorKind::ReplicaGap { missing } => write!(
+                f,
+                "the replica is missing {missing}; nothing was restored: restore with --seq \
+                 below the gap, or from another replica"
+            ),
+            ErrorKind::ReplicaDiverged { segment, offset, reason } => write!(
+                f,
+                "the store and its replica differ in segment {segment} at offset {offset}: \
+                 {reason}; nothing was shipped: the store was rebuilt or restored since, so \
+                 replicate it to a new location"
+            ),
+            ErrorKind::LeaseHeld { location, holder } => write!(
+                f,
+                "replica {location} is being written by another run ({holder}): one store \
+                 replicates to a replica at a time; if that run is gone for good, start this \
+                 one with --takeover, which ends its lease and is recorded"
+            ),
+            ErrorKind::LeaseLost { location, epoch } => write!(
+                f,
+                "this run's lease (epoch {epoch}) on replica {location} was taken over by \
+                 another run; it stopped shipping: run it again only once the other has \
+                 stopped, with --takeover"
             ),
             ErrorKind::Reclaimed { requested, first_available } => write!(
                 f,

@@ -105,6 +105,7 @@ mod prealloc;
 pub mod protocol;
 mod reader;
 pub mod recovery;
+pub mod replica;
 pub mod rewrite;
 pub mod salvage;
 pub mod segment;

@@ -1,0 +1,250 @@
+//! The seam every request to a replica's object store goes through (`format-spec/replication.md`,
+//! "Locations and the seam"): [`Remote`], its `file://` implementation [`DirRemote`], and
+//! [`open`], which turns a location URL into one.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{ErrorKind, Result};
+
+/// An object store as a replica sees it. Objects are immutable once created; names are
+/// relative, `/`-separated, without empty, `.` or `..` components.
+pub trait Remote: Send + Sync {
+    /// Creates `name` holding `bytes` if no object has that name: `Ok(true)` when this call
+    /// created it, `Ok(false)` when an object of that name exists (it is left as it is). The
+    /// one conditional request of the format: two writers racing for a name cannot both win.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Remote`] when the store fails the request.
+    fn put_new(&self, name: &str, bytes: &[u8]) -> Result<bool>;
+
+    /// The bytes of `name`, or `None` when there is no such object.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Remote`] when the store fails the request.
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>>;
+
+    /// The names of the objects under `prefix` (empty, or ending with `/`), sorted.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Remote`] when the store fails the request.
+    fn list(&self, prefix: &str) -> Result<Vec<String>>;
+
+    /// Deletes `name`; deleting a missing object is not an error.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Remote`] when the store fails the request.
+    fn delete(&self, name: &str) -> Result<()>;
+
+    /// The location, as messages name it (the URL it was opened from).
+    fn location(&self) -> &str;
+}
+
+/// The remote a location URL names: `file:///absolute/dir` (created if missing) in this
+/// version.
+///
+/// # Errors
+///
+/// [`ErrorKind::UnsupportedUrl`] for another scheme or a relative path;
+/// [`ErrorKind::Remote`] when the directory cannot be created.
+pub fn open(url: &str) -> Result<Box<dyn Remote>> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(unsupported(url, "give a URL such as file:///srv/replicas/agent-1"));
+    };
+    match scheme {
+        "file" => {
+            if !rest.starts_with('/') {
+                return Err(unsupported(
+                    url,
+                    "a file:// location needs an absolute path (file:///dir, three slashes)",
+                ));
+            }
+            Ok(Box::new(DirRemote::create(url, Path::new(rest))?))
+        }
+        "s3" | "gs" | "az" => Err(unsupported(
+            url,
+            "object-store locations are not in this build yet; use file:///DIR (a local or \
+             mounted directory)",
+        )),
+        other => Err(unsupported(url, &format!("unknown scheme {other:?}; use file:///DIR"))),
+    }
+}
+
+fn unsupported(url: &str, reason: &str) -> crate::Error {
+    ErrorKind::UnsupportedUrl { url: url.to_owned(), reason: reason.to_owned() }.into()
+}
+
+/// A replica in a directory (`file://`): an object is a file under it. A create writes a
+/// hidden temporary file, syncs it and links it to its name, so readers never see part of
+/// an object and two creators of one name cannot both succeed.
+#[derive(Debug)]
+pub struct DirRemote {
+    url: String,
+    root: PathBuf,
+    temporaries: AtomicU64,
+}
+
+/// The prefix of a [`DirRemote`]'s temporary files, which listings skip.
+const TEMPORARY_PREFIX: &str = ".tmp-";
+
+impl DirRemote {
+    /// The replica in `root` (created with its parents if missing), named `url` in messages.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Remote`] when `root` cannot be created.
+    pub fn create(url: &str, root: &Path) -> Result<DirRemote> {
+        let remote =
+            DirRemote { url: url.to_owned(), root: root.to_path_buf(), temporaries: 0.into() };
+        fs::create_dir_all(root).map_err(|e| remote.failed("create", "", &e))?;
+        Ok(remote)
+    }
+
+    fn failed(&self, op: &'static str, object: &str, error: &io::Error) -> crate::Error {
+        ErrorKind::Remote {
+            location: self.url.clone(),
+            op,
+            object: object.to_owned(),
+            reason: error.to_string(),
+        }
+        .into()
+    }
+
+    fn path(&self, op: &'static str, name: &str) -> Result<PathBuf> {
+        let valid = !name.is_empty()
+            && name.split('/').all(|c| {
+                !c.is_empty() && c != "." && c != ".." && !c.starts_with(TEMPORARY_PREFIX)
+            });
+        if !valid {
+            let error = io::Error::new(io::ErrorKind::InvalidInput, "not a valid object name");
+            return Err(self.failed(op, name, &error));
+        }
+        Ok(self.root.join(name))
+    }
+
+    fn write_new(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
+        let parent = path.parent().unwrap_or(&self.root);
+        fs::create_dir_all(parent)?;
+        let number = self.temporaries.fetch_add(1, Ordering::Relaxed);
+        let temporary = parent.join(format!("{TEMPORARY_PREFIX}{}-{number}", std::process::id()));
+        let written = (|| {
+            let mut file = File::create_new(&temporary)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            match fs::hard_link(&temporary, path) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            }
+        })();
+        let _ = fs::remove_file(&temporary);
+        let created = written?;
+        if created {
+            File::open(parent)?.sync_all()?;
+        }
+        Ok(created)
+    }
+}
+
+impl Remote for DirRemote {
+    fn put_new(&self, name: &str, bytes: &[u8]) -> Result<bool> {
+        let path = self.path("put", name)?;
+        self.write_new(&path, bytes).map_err(|e| self.failed("put", name, &e))
+    }
+
+    fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let path = self.path("get", name)?;
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.failed("get", name, &e)),
+        }
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        let start = self.root.join(prefix.trim_end_matches('/'));
+        list_files(&start, prefix, &mut names).map_err(|e| self.failed("list", prefix, &e))?;
+        names.sort();
+        Ok(names)
+    }
+
+    fn delete(&self, name: &str) -> Result<()> {
+        let path = self.path("delete", name)?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.failed("delete", name, &e)),
+        }
+    }
+
+    fn location(&self) -> &str {
+        &self.url
+    }
+}
+
+/// Adds the files under `dir` (named `prefix` + their relative path) to `names`, skipping
+/// temporary files; a missing `dir` holds nothing.
+fn list_files(dir: &Path, prefix: &str, names: &mut Vec<String>) -> io::Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        if name.starts_with(TEMPORARY_PREFIX) {
+            continue;
+        }
+        let relative = if prefix.is_empty() || prefix.ends_with('/') {
+            format!("{prefix}{name}")
+        } else {
+            format!("{prefix}/{name}")
+        };
+        if entry.file_type()?.is_dir() {
+            list_files(&entry.path(), &format!("{relative}/"), names)?;
+        } else {
+            names.push(relative);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_created_once_listed_sorted_and_deleted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let remote = DirRemote::create("file:///test", dir.path()).expect("create");
+        assert!(remote.put_new("a/2.part", b"two").expect("put"));
+        assert!(remote.put_new("a/1.part", b"one").expect("put"));
+        assert!(!remote.put_new("a/1.part", b"other").expect("put again"));
+        assert!(remote.put_new("top.json", b"{}").expect("put"));
+        assert_eq!(remote.get("a/1.part").expect("get").as_deref(), Some(&b"one"[..]));
+        assert_eq!(remote.get("a/3.part").expect("get"), None);
+        assert_eq!(remote.list("a/").expect("list"), ["a/1.part", "a/2.part"]);
+        assert_eq!(remote.list("").expect("list"), ["a/1.part", "a/2.part", "top.json"]);
+        assert_eq!(remote.list("missing/").expect("list"), Vec::<String>::new());
+        remote.delete("a/1.part").expect("delete");
+        remote.delete("a/1.part").expect("delete again");
+        assert_eq!(remote.list("a/").expect("list"), ["a/2.part"]);
+        assert!(remote.get("../escape").is_err());
+    }
+
+    #[test]
+    fn urls_other_than_absolute_file_urls_are_refused() {
+        for url in ["s3://bucket/p", "relative/dir", "file://relative", "ftp://x/y"] {
+            let error = open(url).err().expect("refused");
+            assert!(matches!(error.kind(), ErrorKind::UnsupportedUrl { .. }), "{url}: {error}");
+        }
+    }
+}
