@@ -570,15 +570,21 @@ impl Error {
     }
 
     /// Whether the data itself is the problem: damage ([`Error::is_corruption`]), an event
-    /// this build cannot read as its current schema ([`ErrorKind::CannotUpcast`]) or a
-    /// migration the data refuses ([`ErrorKind::MigrationRefused`]). The command line exits 3
+    /// this build cannot read as its current schema ([`ErrorKind::CannotUpcast`]), a
+    /// migration the data refuses ([`ErrorKind::MigrationRefused`]), or a replica that is
+    /// damaged, has a gap or differs from its store ([`ErrorKind::ReplicaDamaged`],
+    /// [`ErrorKind::ReplicaGap`], [`ErrorKind::ReplicaDiverged`]). The command line exits 3
     /// for these, 1 for every other failure.
     #[must_use]
     pub fn is_damaged_or_refused_data(&self) -> bool {
         self.is_corruption()
             || matches!(
                 *self.kind,
-                ErrorKind::CannotUpcast { .. } | ErrorKind::MigrationRefused { .. }
+                ErrorKind::CannotUpcast { .. }
+                    | ErrorKind::MigrationRefused { .. }
+                    | ErrorKind::ReplicaDamaged { .. }
+                    | ErrorKind::ReplicaGap { .. }
+                    | ErrorKind::ReplicaDiverged { .. }
             )
     }
 }

@@ -205,6 +205,23 @@ pub const RECOVERY_SCAN_OPEN_CALLS_MAX: usize = 64;
 /// field names, the longest outcome and plan names and the JSON punctuation, rounded up.
 pub const RESTORED_CALL_OVERHEAD_BYTES: usize = 64;
 
+/// Largest body of a replica part (`format-spec/replication.md`, "Shipping"), unless the part
+/// is one frame: what a replicator holds in memory at most besides one snapshot file.
+pub const REPLICA_PART_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// How long a replicator waits before it retries after a failed round, at first; the wait
+/// doubles with every failure up to [`REPLICA_BACKOFF_MAX`].
+pub const REPLICA_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The longest wait of a replicator between failed rounds.
+pub const REPLICA_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often a replicator runs a round when nothing says the store grew (`--interval-ms`).
+pub const REPLICA_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often `factlog replicate` looks whether the store's files grew.
+pub const REPLICA_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Bytes of the snapshot file header (`format-spec/snapshot.md`).
 pub const SNAPSHOT_HEADER_BYTES: usize = 64;
 

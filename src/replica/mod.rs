@@ -4,12 +4,15 @@
 //! - [`remote`]: the seam every object-store request goes through, and its `file://` form;
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
 //! - [`lease`]: one replicating run per replica;
+//! - [`ship`]: the replicator, which ships what the store's files hold;
 
 pub mod lease;
 pub mod part;
 pub mod remote;
+pub mod ship;
 
 pub use remote::{DirRemote, Remote};
+pub use ship::{Replicator, ShipOptions, ShipStatus};
 
 use crate::error::{ErrorKind, Result};
 

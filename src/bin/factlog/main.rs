@@ -27,9 +27,11 @@ mod migrate;
 mod progress;
 mod purge;
 mod recover;
+mod replicate;
 mod request_key;
 mod salvage;
 mod serve;
+mod signals;
 mod state;
 mod tail;
 mod tasks;
@@ -420,6 +422,24 @@ enum Command {
     ))]
     Serve(ServeArgs),
 
+    /// Ship a store to a replica (file:///DIR) beside whatever process writes it.
+    ///
+    /// Reads the store's files only (the writer never waits for it) and ships their complete
+    /// frames and snapshot files as self-checking objects (format-spec/replication.md), at
+    /// once when the store grows (it looks every 100 ms) and at least every --interval-ms.
+    /// One run per replica at a time: a lease object, given back on a clean stop; --takeover
+    /// ends the lease of a run known to be gone, and is recorded. Runs until SIGTERM or
+    /// SIGINT (then ships what is left), or one round with --once.
+    #[command(after_help = help_tail(
+        &[
+            (0, "stopped (or --once done) with everything found shipped and the lease given back"),
+            (1, "the replica cannot be reached or its lease is held by another run"),
+            (3, "the replica is damaged or differs from the store (it was rebuilt or restored)"),
+        ],
+        "  factlog replicate /tmp/factlog-store --to file:///mnt/backup/agent-1 --once",
+    ))]
+    Replicate(ReplicateArgs),
+
     /// Restore every task after a restart: classify open tool calls, expire approvals.
     ///
     /// Runs the library's recovery (writing its repair events, synced) and prints, per task,
@@ -786,6 +806,28 @@ struct EmitArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct ReplicateArgs {
+    /// Store directory.
+    dir: PathBuf,
+    /// The replica's location: file:///DIR (an absolute path).
+    #[arg(long)]
+    to: String,
+    /// Take the replica's lease even if another run holds it: only for a run known to be
+    /// gone for good. Recorded in the new lease.
+    #[arg(long)]
+    takeover: bool,
+    /// Ship once and stop (give the lease back) instead of running until a signal.
+    #[arg(long)]
+    once: bool,
+    /// Run a round at least this often even when the store seems unchanged.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Print the final status as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// Store directory (created if missing; must not be writable by group or others).
     dir: PathBuf,
@@ -1066,6 +1108,7 @@ fn main() -> ExitCode {
         Command::Purge(args) => purge::run(&args),
         Command::Emit(args) => emit::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Replicate(args) => replicate::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::State(args) => state::run(&args),
         Command::History(args) => history::run(&args),

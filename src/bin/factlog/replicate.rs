@@ -1,0 +1,94 @@
+//! `factlog replicate DIR --to URL`: ships the store in `DIR` to a replica
+//! (`format-spec/replication.md`) beside whatever process writes it, until SIGTERM or SIGINT
+//! (or after one round with `--once`), then gives the replica's lease back. The shipping is
+//! the library's (`factlog::replica::Replicator`); this module parses, reports and waits.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use factlog::fs::RealFs;
+use factlog::limits::REPLICA_POLL;
+use factlog::replica::{self, Replicator, ShipOptions, ShipStatus};
+
+use crate::{
+    EXIT_FAILURE, Failure, Outcome, ReplicateArgs, library_failure, require_store, signals,
+};
+
+pub fn run(args: &ReplicateArgs) -> Outcome {
+    require_store(&args.dir)?;
+    let signals = if args.once {
+        None
+    } else {
+        // Before any thread exists, so that every thread inherits the mask.
+        Some(signals::block_termination().map_err(|error| {
+            Failure::new(EXIT_FAILURE, format_args!("blocking signals: {error}"))
+        })?)
+    };
+    let remote = replica::remote::open(&args.to).map_err(|e| library_failure("replica", &e))?;
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let options = ShipOptions::new().takeover(args.takeover);
+    let replicator = Replicator::start(Arc::new(RealFs), &args.dir, remote, options, now_us)
+        .map_err(|e| library_failure(format_args!("cannot replicate to {}", args.to), &e))?;
+    if replicator.status().takeover {
+        eprintln!(
+            "factlog replicate: took the lease of {} over (epoch {}); recorded in the replica",
+            args.to,
+            replicator.status().epoch
+        );
+    }
+    let status = match signals {
+        None => replicator.finish(),
+        Some(signals) => {
+            let stop = AtomicBool::new(false);
+            let interval = Duration::from_millis(args.interval_ms);
+            std::thread::scope(|scope| {
+                let shipping = scope.spawn(|| {
+                    replicator.run(&stop, interval, REPLICA_POLL, |status| {
+                        if let Some(error) = &status.last_error {
+                            eprintln!("factlog replicate: {error} (retrying)");
+                        }
+                    })
+                });
+                let signal = signals.wait();
+                eprintln!("factlog replicate: {signal}: shipping what is left and stopping");
+                stop.store(true, Ordering::Release);
+                shipping.join().expect("the shipping thread does not panic")
+            })
+        }
+    }
+    .map_err(|e| library_failure(format_args!("replicating to {}", args.to), &e))?;
+    print_status(&status, args.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_status(status: &ShipStatus, json: bool) {
+    if json {
+        let object = serde_json::json!({
+            "epoch": status.epoch,
+            "takeover": status.takeover,
+            "shipped_seq": status.shipped_seq,
+            "local_seq": status.local_seq,
+            "lag": status.lag(),
+            "parts": status.parts,
+            "bytes": status.bytes,
+            "snapshots": status.snapshots,
+        });
+        println!("{object}");
+    } else {
+        println!(
+            "replicated through seq {} (store at {}, lag {}): {} parts, {} snapshots, {} bytes \
+             shipped by this run (lease epoch {})",
+            status.shipped_seq,
+            status.local_seq,
+            status.lag(),
+            status.parts,
+            status.snapshots,
+            status.bytes,
+            status.epoch
+        );
+    }
+}

@@ -1,0 +1,466 @@
+//! The replicator (`format-spec/replication.md`, "Shipping"): ships the complete frames of a
+//! store's segment files, and its snapshot files, to a replica, reading the files only, so the
+//! writer never waits for it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::lease::{self, Lease};
+use super::{Remote, SEGMENTS_PREFIX, SNAPSHOTS_PREFIX, part, part_name, snapshot_name};
+use crate::error::{Error, ErrorKind, Result};
+use crate::frame::{self, Decoded};
+use crate::fs::{Fs, OpenMode};
+use crate::harness::snapshot;
+use crate::limits::{
+    REPLICA_BACKOFF_MAX, REPLICA_BACKOFF_MIN, REPLICA_PART_BYTES_MAX, SEGMENT_HEADER_BYTES,
+};
+use crate::segment::decode_header;
+use crate::segments;
+
+/// How a replicator starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShipOptions {
+    takeover: bool,
+}
+
+impl ShipOptions {
+    /// The defaults: the lease is taken only if the last run released it.
+    #[must_use]
+    pub fn new() -> ShipOptions {
+        ShipOptions::default()
+    }
+
+    /// Takes the lease even if another run holds it (`--takeover`): for a run known to be
+    /// gone. The new lease records the one it ended.
+    #[must_use]
+    pub fn takeover(mut self, on: bool) -> ShipOptions {
+        self.takeover = on;
+        self
+    }
+}
+
+/// Where a replicator stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShipStatus {
+    /// The lease's epoch.
+    pub epoch: u64,
+    /// Whether the lease was taken over from a run that had not released it.
+    pub takeover: bool,
+    /// The last seq the replica holds (0 for none).
+    pub shipped_seq: u64,
+    /// The last seq found in the store's files at the last round (0 for none).
+    pub local_seq: u64,
+    /// Parts shipped by this run.
+    pub parts: u64,
+    /// Body bytes shipped by this run (parts and snapshots).
+    pub bytes: u64,
+    /// Snapshot files shipped by this run.
+    pub snapshots: u64,
+    /// The error of the last round, if it failed (the next round retries).
+    pub last_error: Option<String>,
+}
+
+impl ShipStatus {
+    /// Records the replica has not caught up with yet: `local_seq - shipped_seq`.
+    #[must_use]
+    pub fn lag(&self) -> u64 {
+        self.local_seq.saturating_sub(self.shipped_seq)
+    }
+}
+
+/// What the replica holds of one segment.
+#[derive(Debug, Clone, Copy)]
+struct Shipped {
+    /// The end of its parts in the segment file (0: none).
+    end: u64,
+    /// The seq after the last record in its parts.
+    next_seq: u64,
+    /// The segment's salt.
+    salt: u64,
+    /// A segment that is not the newest and was shipped whole: it gets no more parts.
+    sealed: bool,
+}
+
+/// A part to ship: bytes `[start, end)` of one segment.
+struct Pending {
+    start: u64,
+    end: u64,
+    next_seq: u64,
+}
+
+/// Ships one store's files to one replica, holding the replica's lease.
+pub struct Replicator {
+    remote: Box<dyn Remote>,
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    lease: Lease,
+    segments: BTreeMap<u64, Shipped>,
+    snapshots: BTreeSet<String>,
+    status: ShipStatus,
+}
+
+impl std::fmt::Debug for Replicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replicator")
+            .field("location", &self.remote.location())
+            .field("dir", &self.dir)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Replicator {
+    /// Starts replicating the store in `dir` to `remote`: creates or checks the replica's
+    /// identity, takes the lease, and checks that what the replica holds is what the store's
+    /// files hold. Ships nothing yet ([`Replicator::round`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::LeaseHeld`], [`ErrorKind::ReplicaDiverged`], [`ErrorKind::ReplicaGap`]
+    /// (the replica's own parts do not follow each other), those of
+    /// [`super::check_identity`], [`ErrorKind::Remote`] and local I/O errors.
+    pub fn start(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        remote: Box<dyn Remote>,
+        options: ShipOptions,
+        now_us: u64,
+    ) -> Result<Replicator> {
+        super::ensure_identity(remote.as_ref())?;
+        let lease = lease::take(remote.as_ref(), dir, options.takeover, now_us)?;
+        let mut replicator = Replicator {
+            remote,
+            fs,
+            dir: dir.to_path_buf(),
+            lease,
+            segments: BTreeMap::new(),
+            snapshots: BTreeSet::new(),
+            status: ShipStatus {
+                epoch: lease.epoch,
+                takeover: lease.takeover,
+                ..ShipStatus::default()
+            },
+        };
+        if let Err(error) = replicator.load_replica() {
+            // The lease is given back: nothing was shipped by this run.
+            let _ = lease::release(replicator.remote.as_ref(), lease);
+            return Err(error);
+        }
+        Ok(replicator)
+    }
+
+    /// Where this replicator stands.
+    #[must_use]
+    pub fn status(&self) -> &ShipStatus {
+        &self.status
+    }
+
+    /// The replica's location.
+    #[must_use]
+    pub fn location(&self) -> &str {
+        self.remote.location()
+    }
+
+    /// Reads what the replica holds and checks it against the store's files.
+    fn load_replica(&mut self) -> Result<()> {
+        let mut parts: BTreeMap<u64, Vec<(u64, u64, String)>> = BTreeMap::new();
+        for name in self.remote.list(SEGMENTS_PREFIX)? {
+            if let Some((first_seq, start, end)) = super::parse_part_name(&name) {
+                parts.entry(first_seq).or_default().push((start, end, name));
+            }
+        }
+        let local = segments::list(self.fs.as_ref(), &self.dir)?;
+        let oldest_local = local.segments.first().map(|m| m.header.first_seq.0);
+        for (first_seq, mut ranges) in parts {
+            ranges.sort();
+            let mut end = 0;
+            for (start, part_end, name) in &ranges {
+                if *start != end {
+                    return Err(ErrorKind::ReplicaGap {
+                        missing: format!(
+                            "bytes [{end}, {start}) of segment {first_seq} (before {name}); \
+                             replicate this store to a new location"
+                        ),
+                    }
+                    .into());
+                }
+                end = *part_end;
+            }
+            let (last_start, last_end, last_name) = ranges.last().expect("a listed segment");
+            let meta = local.segments.iter().find(|m| m.header.first_seq.0 == first_seq);
+            let Some(meta) = meta else {
+                if oldest_local.is_some_and(|oldest| first_seq < oldest) {
+                    // Purged here after a snapshot covered it; the replica keeps it.
+                    self.segments
+                        .insert(first_seq, Shipped { end, next_seq: 0, salt: 0, sealed: true });
+                    continue;
+                }
+                return Err(diverged(first_seq, 0, "the replica has this segment, the store not"));
+            };
+            let object = self.remote.get(last_name)?.ok_or_else(|| {
+                Error::from(ErrorKind::ReplicaGap {
+                    missing: format!("{last_name}, listed but gone; replicate to a new location"),
+                })
+            })?;
+            let (header, body) = part::decode(last_name, &object, *last_start, *last_end)?;
+            if header.salt != meta.header.salt {
+                return Err(diverged(first_seq, 0, "the segment was written anew (another salt)"));
+            }
+            let bytes = self.fs.map(&meta.path).map_err(|e| Error::io("map", &meta.path, e))?;
+            let local_bytes = bytes.get(*last_start as usize..end as usize);
+            if local_bytes != Some(body) {
+                return Err(diverged(
+                    first_seq,
+                    *last_start,
+                    "the replica's bytes are not the store's (or the store's file is shorter)",
+                ));
+            }
+            let next_seq = next_seq_at(&bytes, meta.header.first_seq.0, meta.header.salt, end)
+                .ok_or_else(|| diverged(first_seq, end, "the replica ends inside a frame"))?;
+            self.segments
+                .insert(first_seq, Shipped { end, next_seq, salt: header.salt, sealed: false });
+            self.status.shipped_seq = self.status.shipped_seq.max(next_seq.saturating_sub(1));
+        }
+        if let (Some((&newest, _)), Some(newest_local)) =
+            (self.segments.last_key_value(), local.segments.last())
+            && newest > newest_local.header.first_seq.0
+        {
+            return Err(diverged(newest, 0, "the replica has this segment, the store not"));
+        }
+        self.snapshots = self.remote.list(SNAPSHOTS_PREFIX)?.into_iter().collect();
+        Ok(())
+    }
+
+    /// Ships what the store's files hold and the replica does not: the complete frames after
+    /// the replica's end of each segment, then the snapshot files it lacks. Checks the lease
+    /// before the first request that writes. On an error the replica keeps every object
+    /// shipped before it, and the next round goes on from there.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::LeaseLost`], [`ErrorKind::ReplicaDiverged`], [`ErrorKind::Remote`] and
+    /// local I/O errors.
+    pub fn round(&mut self) -> Result<&ShipStatus> {
+        let result = self.round_inner();
+        self.status.last_error = result.as_ref().err().map(ToString::to_string);
+        result.map(|()| &self.status)
+    }
+
+    fn round_inner(&mut self) -> Result<()> {
+        let local = segments::list(self.fs.as_ref(), &self.dir)?;
+        let mut lease_checked = false;
+        let newest = local.segments.len().saturating_sub(1);
+        for (i, meta) in local.segments.iter().enumerate() {
+            let first_seq = meta.header.first_seq.0;
+            let state = *self.segments.entry(first_seq).or_insert(Shipped {
+                end: 0,
+                next_seq: first_seq,
+                salt: meta.header.salt,
+                sealed: false,
+            });
+            if state.sealed {
+                continue;
+            }
+            if state.salt != meta.header.salt {
+                return Err(diverged(first_seq, 0, "the segment was written anew (another salt)"));
+            }
+            let bytes = self.fs.map(&meta.path).map_err(|e| Error::io("map", &meta.path, e))?;
+            let (pending, next_seq) = parts_after(&bytes, meta.header.salt, state);
+            if i == newest {
+                self.status.local_seq = next_seq.saturating_sub(1);
+            }
+            for part in pending {
+                if !lease_checked {
+                    lease::check(self.remote.as_ref(), self.lease)?;
+                    lease_checked = true;
+                }
+                let body = &bytes[part.start as usize..part.end as usize];
+                let name = part_name(first_seq, part.start, part.end);
+                let object = part::encode(part.start, state.salt, body);
+                self.put_new_or_same(&name, &object, first_seq, part.start)?;
+                let shipped = self.segments.get_mut(&first_seq).expect("inserted above");
+                shipped.end = part.end;
+                shipped.next_seq = part.next_seq;
+                self.status.parts += 1;
+                self.status.bytes += body.len() as u64;
+                self.status.shipped_seq = self.status.shipped_seq.max(part.next_seq - 1);
+            }
+            if i < newest {
+                self.segments.get_mut(&first_seq).expect("inserted above").sealed = true;
+            }
+        }
+        for file in snapshot::list(self.fs.as_ref(), &self.dir)? {
+            let Some(file_name) = file.path.file_name().and_then(|n| n.to_str()) else { continue };
+            let name = snapshot_name(file_name);
+            if self.snapshots.contains(&name) {
+                continue;
+            }
+            let Some(bytes) = read_whole(self.fs.as_ref(), &file.path)? else { continue };
+            if !lease_checked {
+                lease::check(self.remote.as_ref(), self.lease)?;
+                lease_checked = true;
+            }
+            self.put_new_or_same(&name, &bytes, file.covered_seq.0, 0)?;
+            self.status.snapshots += 1;
+            self.status.bytes += bytes.len() as u64;
+            self.snapshots.insert(name);
+        }
+        Ok(())
+    }
+
+    /// Creates `name`; if it exists (a request that succeeded although its answer was lost),
+    /// it must hold the same bytes.
+    fn put_new_or_same(&self, name: &str, object: &[u8], segment: u64, offset: u64) -> Result<()> {
+        if self.remote.put_new(name, object)? {
+            return Ok(());
+        }
+        match self.remote.get(name)? {
+            Some(existing) if existing == object => Ok(()),
+            _ => Err(diverged(segment, offset, &format!("{name} exists with other bytes"))),
+        }
+    }
+
+    /// Runs rounds until `stop` is set: one at once, then one whenever `due` says the store
+    /// may have grown and at least every `interval`; after a failed round the next waits a
+    /// backoff (from 100 ms, doubling up to 10 s). `report` is called after every round. Ends
+    /// with a last round and gives the lease back.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::LeaseLost`] and [`ErrorKind::ReplicaDiverged`], which no retry can mend;
+    /// the error of the last round, if it failed; [`ErrorKind::Remote`] from the release.
+    pub fn run(
+        mut self,
+        stop: &AtomicBool,
+        interval: Duration,
+        poll: Duration,
+        mut report: impl FnMut(&ShipStatus),
+    ) -> Result<ShipStatus> {
+        let mut backoff = REPLICA_BACKOFF_MIN;
+        let mut next_round = Instant::now();
+        let mut last_round = Instant::now();
+        let mut fingerprint = None;
+        while !stop.load(Ordering::Acquire) {
+            let now = Instant::now();
+            let current = self.fingerprint();
+            let grown = current != fingerprint;
+            if now >= next_round && (grown || now >= last_round + interval) {
+                last_round = now;
+                match self.round() {
+                    Ok(_) => {
+                        backoff = REPLICA_BACKOFF_MIN;
+                        fingerprint = current;
+                        next_round = now;
+                    }
+                    Err(error) if fatal(&error) => return Err(error),
+                    Err(_) => {
+                        next_round = now + backoff;
+                        backoff = (backoff * 2).min(REPLICA_BACKOFF_MAX);
+                    }
+                }
+                report(&self.status);
+            }
+            std::thread::sleep(poll);
+        }
+        self.finish()
+    }
+
+    /// A last round, then the lease given back: the next run takes the replica without
+    /// `--takeover`. The lease is kept when the round fails, so that a later run sees that
+    /// this one did not end cleanly.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Replicator::round`] and [`ErrorKind::Remote`].
+    pub fn finish(mut self) -> Result<ShipStatus> {
+        self.round()?;
+        lease::release(self.remote.as_ref(), self.lease)?;
+        Ok(self.status)
+    }
+
+    /// What tells whether the store's files may hold more to ship: the newest segment's name
+    /// and length, and the number of segments and snapshots.
+    fn fingerprint(&self) -> Option<(usize, u64, u64, usize)> {
+        let local = segments::list(self.fs.as_ref(), &self.dir).ok()?;
+        let newest = local.segments.last()?;
+        let file = self.fs.open(&newest.path, OpenMode::Read).ok()?;
+        let snapshots = snapshot::list(self.fs.as_ref(), &self.dir).ok()?.len();
+        Some((local.segments.len(), newest.header.first_seq.0, file.len().ok()?, snapshots))
+    }
+}
+
+/// Whether a round's error is one no retry mends.
+fn fatal(error: &Error) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::LeaseLost { .. }
+            | ErrorKind::ReplicaDiverged { .. }
+            | ErrorKind::UnsupportedVersion { .. }
+            | ErrorKind::Corruption { .. }
+    )
+}
+
+fn diverged(segment: u64, offset: u64, reason: &str) -> Error {
+    ErrorKind::ReplicaDiverged { segment, offset, reason: reason.to_owned() }.into()
+}
+
+/// The whole file at `path`, or `None` if it is gone (a snapshot pruned meanwhile).
+fn read_whole(fs: &dyn Fs, path: &Path) -> Result<Option<Vec<u8>>> {
+    let file = match fs.open(path, OpenMode::Read) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("open", path, e)),
+    };
+    let len = file.len().map_err(|e| Error::io("stat", path, e))?;
+    let mut bytes = vec![0; usize::try_from(len).unwrap_or(usize::MAX)];
+    file.read_exact_at(&mut bytes, 0).map_err(|e| Error::io("read", path, e))?;
+    Ok(Some(bytes))
+}
+
+/// The seq after the frames of a segment's `bytes` that end exactly at `end`, or `None` when
+/// no frame ends there.
+fn next_seq_at(bytes: &[u8], first_seq: u64, salt: u64, end: u64) -> Option<u64> {
+    if end == SEGMENT_HEADER_BYTES as u64 {
+        return Some(first_seq);
+    }
+    let header = decode_header(bytes.get(..SEGMENT_HEADER_BYTES)?, Path::new("")).ok()?;
+    debug_assert_eq!(header.salt, salt);
+    let mut found = None;
+    crate::segment::scan(bytes, &header, None, |offset, frame| {
+        if (offset + frame.frame_bytes) as u64 == end {
+            found = Some(frame.end_seq());
+        }
+    });
+    found
+}
+
+/// The parts to ship of a segment whose replica holds `state`: its complete frames after
+/// `state.end`, split so that no part's body passes [`REPLICA_PART_BYTES_MAX`] unless it is
+/// one frame; and the seq after the last frame found.
+fn parts_after(bytes: &[u8], salt: u64, state: Shipped) -> (Vec<Pending>, u64) {
+    let salt_crc = frame::salt_crc(salt);
+    let mut parts = Vec::new();
+    let mut start = state.end;
+    let mut offset = state.end.max(SEGMENT_HEADER_BYTES as u64);
+    let mut next_seq = state.next_seq;
+    let max = REPLICA_PART_BYTES_MAX as u64;
+    while let Decoded::Frame(f) = frame::decode(bytes, offset as usize, salt_crc) {
+        if f.seq != next_seq {
+            break;
+        }
+        let frame_end = offset + f.frame_bytes as u64;
+        if frame_end - start > max && offset > start.max(SEGMENT_HEADER_BYTES as u64) {
+            parts.push(Pending { start, end: offset, next_seq });
+            start = offset;
+        }
+        offset = frame_end;
+        next_seq = f.end_seq();
+    }
+    if offset > start.max(SEGMENT_HEADER_BYTES as u64) {
+        parts.push(Pending { start, end: offset, next_seq });
+    }
+    (parts, next_seq)
+}
