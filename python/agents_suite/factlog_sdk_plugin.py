@@ -12,8 +12,9 @@ by stand-ins built on :class:`factlog.agents.FactlogSession` with the same const
 
 With ``FACTLOG_SDK_SERVED=1`` in the environment every stand-in is built on a **client** of a
 store served by another process: a holder process (``python/tests/served_holder.py``, started
-once for the run) opens each store with ``share=True``; a ``SimpleListSession`` stand-in
-connects with ``factlog.connect(path)``, and each ``SQLiteSession`` stand-in opens its own
+once for the run) opens each store with ``share=True`` and closes it after the test; a
+``SimpleListSession`` stand-in (and a ``":memory:"`` one) connects to a fresh served store with
+``factlog.connect(path)``, and each ``SQLiteSession`` stand-in of a ``db_path`` opens its own
 ``factlog.Store(path)``, which finds the store served and connects (so two sessions of one
 ``db_path`` are two connections, as two processes would be). A stand-in that does not end up
 on a client fails its test.
