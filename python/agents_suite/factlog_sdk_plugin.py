@@ -10,6 +10,15 @@ by stand-ins built on :class:`factlog.agents.FactlogSession` with the same const
   when the last of them closes), or a fresh store for ``":memory:"``;
 - ``SimpleListSession(session_id="test", history=None)``: a fresh store holding ``history``.
 
+With ``FACTLOG_SDK_SERVED=1`` in the environment every stand-in is built on a **client** of a
+store served by another process: a holder process (``python/tests/served_holder.py``, started
+once for the run) opens each store with ``share=True`` and closes it after the test; a
+``SimpleListSession`` stand-in (and a ``":memory:"`` one) connects to a fresh served store with
+``factlog.connect(path)``, and each ``SQLiteSession`` stand-in of a ``db_path`` opens its own
+``factlog.Store(path)``, which finds the store served and connects (so two sessions of one
+``db_path`` are two connections, as two processes would be). A stand-in that does not end up
+on a client fails its test.
+
 Tests that look into SQLite itself (its connections, locks, rows written behind the
 session's back, rollbacks) are deselected by name in :data:`DESELECTED`, each with its reason;
 the plugin fails the run if a name there matches no collected test (a stale list). In the two
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import threading
 from typing import Any, Dict, List, Optional, Tuple
@@ -30,6 +40,12 @@ import pytest
 
 import factlog
 from factlog.agents import FactlogSession
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from served_holder import StoreHolder  # noqa: E402
+
+SERVED = os.environ.get("FACTLOG_SDK_SERVED", "") not in ("", "0")
+"""Whether the stand-ins are clients of stores served by another process."""
 
 _SQLITE = "the test reads SQLite's own state"
 DESELECTED: Dict[str, str] = {
@@ -82,19 +98,43 @@ SESSION_NAMED_ONLY = {"tests/test_agent_runner.py", "tests/test_agent_runner_str
 
 class _Stores:
     """The factlog stores of one test: one per SQLite ``db_path`` (shared by its sessions,
-    closed when the last one closes), and a fresh one per in-memory session."""
+    closed when the last one closes), and a fresh one per in-memory session. With a
+    ``holder`` (served mode) each store is opened and shared by the holder process instead,
+    and every session gets a client connection of its own."""
 
-    def __init__(self, scratch: str) -> None:
+    def __init__(self, scratch: str, holder: Optional[StoreHolder] = None) -> None:
         self.scratch = scratch
+        self.holder = holder
         self.lock = threading.Lock()
         self.by_path: Dict[str, Tuple[factlog.Store, int]] = {}
         self.others: List[factlog.Store] = []
+        self.shared: List[str] = []  # the paths the holder serves for this test
         self.sessions_built = 0
+
+    def _serve(self, path: str) -> None:
+        """Has the holder share ``path`` (once per test); the caller holds ``self.lock``."""
+        assert self.holder is not None
+        if path not in self.shared:
+            self.holder.share(path)
+            self.shared.append(path)
+
+    def _client(self, store: factlog.Store) -> factlog.Store:
+        assert self.holder is not None
+        if store.served_by != self.holder.pid:
+            store.close()
+            raise AssertionError(f"{store!r} is not a client of the holder process")
+        return store
 
     def fresh(self) -> factlog.Store:
         with self.lock:
             self.sessions_built += 1
-            store = factlog.Store(tempfile.mkdtemp(dir=self.scratch))
+            path = tempfile.mkdtemp(dir=self.scratch)
+            if self.holder is not None:
+                path = os.path.join(path, "store")
+                self._serve(path)
+                store = self._client(factlog.connect(path))
+            else:
+                store = factlog.Store(path)
             self.others.append(store)
             return store
 
@@ -104,6 +144,12 @@ class _Stores:
         key = os.path.realpath(os.fspath(db_path)) + ".factlog"
         with self.lock:
             self.sessions_built += 1
+            if self.holder is not None:
+                # A connection per session: factlog.Store finds the store served.
+                self._serve(key)
+                store = self._client(factlog.Store(key))
+                self.others.append(store)
+                return store, None
             store, count = self.by_path.get(key, (None, 0))
             if store is None:
                 store = factlog.Store(key)
@@ -130,6 +176,10 @@ class _Stores:
                 store.close()
             self.by_path.clear()
             self.others.clear()
+            if self.holder is not None:
+                for path in self.shared:
+                    self.holder.release(path)
+            self.shared.clear()
 
 
 # The stores of the running test (a test may build sessions in threads of its own).
@@ -189,7 +239,8 @@ class FactlogListSession(FactlogSession):
 @pytest.fixture(autouse=True)
 def _factlog_session_stand_ins(request, monkeypatch, tmp_path_factory):
     """Puts the stand-ins in place of the session classes in the test's module."""
-    stores = _Stores(str(tmp_path_factory.mktemp("factlog-sessions")))
+    scratch = str(tmp_path_factory.mktemp("factlog-sessions"))
+    stores = _Stores(scratch, request.config._factlog_holder)
     _current["stores"] = stores
     module = request.module
     if hasattr(module, "SQLiteSession"):
@@ -206,9 +257,16 @@ def _factlog_session_stand_ins(request, monkeypatch, tmp_path_factory):
 
 
 def pytest_configure(config):
+    config._factlog_holder = StoreHolder() if SERVED else None
     config._factlog_exercised = set()
     config._factlog_deselected = []
     config._factlog_unrelated = []
+
+
+def pytest_unconfigure(config):
+    holder = getattr(config, "_factlog_holder", None)
+    if holder is not None:
+        holder.close()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -244,7 +302,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reporter = terminalreporter
     passed = [r.nodeid for r in reporter.stats.get("passed", []) if r.when == "call"]
     exercised = [nodeid for nodeid in passed if nodeid in config._factlog_exercised]
-    reporter.section("factlog: the SDK's session tests on FactlogSession")
+    where = (
+        "clients of stores served by another process"
+        if config._factlog_holder is not None
+        else "stores open in this process"
+    )
+    reporter.section(f"factlog: the SDK's session tests on FactlogSession ({where})")
     reporter.write_line(
         f"passed: {len(passed)} ({len(exercised)} of them built a FactlogSession); "
         f"skipped: {len(reporter.stats.get('skipped', []))}; "

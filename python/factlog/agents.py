@@ -318,7 +318,11 @@ class FactlogSession:
 
     async def pop_item(self) -> Optional[Dict[str, Any]]:
         """Removes the latest item and returns it; ``None`` when the session has none. The
-        removal is a ``record/removed`` event; the item stays in the log."""
+        removal is a ``record/removed`` event; the item stays in the log. It is a
+        compare-and-set on the task's revision, so that the item it removes is the latest
+        when the removal is written: while other writers (other handles, or other processes
+        through a served store) keep adding to the same session, it refolds and retries until
+        no add comes between its read and its removal."""
         return await _finish_despite_cancel(self._pop_item_sync)
 
     async def clear_session(self) -> None:

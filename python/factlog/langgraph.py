@@ -31,11 +31,12 @@ Reading and memory
 ------------------
 The saver keeps, per thread it has used, an index built from one fold of the thread's
 events and kept current by its own appends (refolded from where it stopped when the task's
-revision moved behind it, e.g. another saver on the same store): for each live checkpoint its
-seq, parent id and decoded metadata; for each pending write its seq, task id, index, channel
-and task path. It keeps the serialized bytes only of the newest checkpoint of each namespace
-and of that checkpoint's pending writes; older checkpoints and their writes are read back
-from the log when asked for. At most ``threads_cached`` threads (default 256) are indexed at
+revision moved behind it: another saver on the same store appended, in this process or,
+through a served store, in another): for each live checkpoint its seq, parent id and decoded
+metadata; for each pending write its seq, task id, index, channel and task path. It keeps
+the serialized bytes only of the newest checkpoint of each namespace and of that
+checkpoint's pending writes; older checkpoints and their writes are read back from the log
+when asked for. At most ``threads_cached`` threads (default 256) are indexed at
 once, least recently used first out; an evicted thread is refolded on its next use. So the
 memory is bounded by those threads' live checkpoints (about the size of their metadata each)
 plus one checkpoint per namespace, not by the store. The first use of a thread in a process
@@ -115,7 +116,6 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     ) from error
 
 from . import _native
-from .errors import StaleRevision
 
 __all__ = [
     "FactlogSaver",
@@ -143,10 +143,6 @@ _TASK_ID_BYTES_MAX = 128
 _DURABILITY_TIERS = ("synced", "flushed", "buffered")
 _MODE_TIERS = {"sync": "synced", "async": "flushed", "exit": "synced"}
 _DURABILITY_CONFIG_KEY = "__pregel_durability"
-# Appends whose compare-and-set lost to another appender on the same task refold and retry
-# this many times before giving up (another saver on the same store would have to append
-# to the same thread between every refold and retry).
-_APPEND_ATTEMPTS_MAX = 16
 # The store's limits on a record/removed event's seqs and on the events of one batch.
 _REMOVED_SEQS_MAX = 4096
 _BATCH_EVENTS_MAX = 1024
@@ -466,30 +462,23 @@ class FactlogSaver(BaseCheckpointSaver):
     ) -> None:
         """Appends ``events`` to the thread's task as one atomic batch and folds them (a
         single event may come with its ``typed`` serialized parts); the caller holds
-        ``thread.lock``. A compare-and-set on the revision keeps the index in
-        the log's order when another saver appends to the same task."""
-        for _ in range(_APPEND_ATTEMPTS_MAX):
-            try:
-                if len(events) == 1:
-                    reply = thread.task.append(
-                        events[0], expected_revision=thread.revision, durability=durability
-                    )
-                else:
-                    reply = thread.task.append_batch(
-                        events, expected_revision=thread.revision, durability=durability
-                    )
-            except StaleRevision:
-                self._catch_up(thread)
-                continue
-            first = reply["seq"]
-            for offset, event in enumerate(events):
-                self._apply(thread, first + offset, event, typed)
-            thread.revision = reply["revision"]
+        ``thread.lock``. Other savers (of this process or of others, through a served store)
+        may append to the same task meanwhile: when the reply's revision shows that events
+        came between what the index folded and this batch, the index folds the log from where
+        it stopped instead, this batch included, so it stays in the log's order. No
+        compare-and-set: it would make a busy thread's appenders retry, and a writer could
+        lose every round."""
+        if len(events) == 1:
+            reply = thread.task.append(events[0], durability=durability)
+        else:
+            reply = thread.task.append_batch(events, durability=durability)
+        if reply["revision"] != thread.revision + len(events):
+            self._catch_up(thread)
             return
-        raise RuntimeError(
-            f"could not append to thread {thread.thread_id!r}: its task kept moving under "
-            f"{_APPEND_ATTEMPTS_MAX} compare-and-set attempts; retry the call"
-        )
+        first = reply["seq"]
+        for offset, event in enumerate(events):
+            self._apply(thread, first + offset, event, typed)
+        thread.revision = reply["revision"]
 
     # ----------------------------------------------------------------- reads
 

@@ -1,5 +1,6 @@
-"""Shared fixtures: a fresh store directory per test, the README's Python blocks, and the
-probe that tells whether another thread runs while an append waits (the GIL released)."""
+"""Shared fixtures: a fresh store directory per test (also one served by another process), the
+README's Python blocks, and the probe that tells whether another thread runs while an append
+waits (the GIL released)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Callable
 
 import pytest
 
+from served_holder import StoreHolder
+
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 
@@ -19,6 +22,31 @@ README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 def path(tmp_path) -> str:
     """A directory path for a new store (not created yet)."""
     return os.path.join(str(tmp_path), "store")
+
+
+@pytest.fixture(scope="session")
+def store_holder():
+    """A process that holds and shares stores on request (``served_holder.py``), one for the
+    whole run."""
+    with StoreHolder() as holder:
+        yield holder
+
+
+@pytest.fixture(params=["embedded", "served"])
+def store_path(request, tmp_path):
+    """``path``, twice: a directory for a new store, then one whose store another process
+    (``store_holder``) holds and shares, so that ``factlog.Store(path)`` there connects to it.
+    For the tests that must hold on a client of a served store as on an embedded store."""
+    path = os.path.join(str(tmp_path), "store")
+    if request.param == "embedded":
+        yield path
+        return
+    holder = request.getfixturevalue("store_holder")
+    holder.share(path)
+    try:
+        yield path
+    finally:
+        holder.release(path)
 
 
 def _readme_python_block(section: str) -> str:

@@ -2,7 +2,11 @@
 kind comes back equal and lands in the expected event type; the limit semantics; pop and clear
 are events the log keeps and a reopened store folds the same way; shared stores; long and
 unicode session ids; a child process killed with SIGKILL loses no acknowledged item; a
-cancelled write still settles; the README's example runs. Skipped without the SDK."""
+cancelled write still settles; the README's example runs. Every test that takes ``path`` runs
+twice: on a store this process opens, and on a client of a store another process holds and
+shares (``store_path`` in conftest.py), where also sessions of one id in three processes add
+and pop at once and an item over the socket's line limit is refused without ending the
+connection. Skipped without the SDK."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import multiprocessing
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 
@@ -29,6 +34,15 @@ from factlog.agents import (  # noqa: E402
 )
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+
+HANG_GUARD_SECONDS = 120
+"""How long a wait on another process may take before the test calls it a hang."""
+
+
+@pytest.fixture
+def path(store_path):
+    """A new store's directory, embedded then served by another process (conftest.py)."""
+    return store_path
 
 USER_TEXT = {"role": "user", "content": "What is the weather in Paris?"}
 USER_PARTS = {
@@ -360,6 +374,16 @@ def test_an_item_over_the_body_limit_writes_nothing_of_its_batch(path):
         assert run(session.get_items()) == []
 
 
+def test_an_item_over_the_request_line_limit_is_refused_and_the_session_goes_on(path):
+    # Over a served store's request line limit (16 MiB) too: the client refuses the line
+    # before sending it, so the connection goes on as an embedded store does.
+    with FactlogSession("s1", path) as session:
+        with pytest.raises(factlog.LimitExceeded):
+            run(session.add_items([{"type": "x", "v": "y" * (17 * 1024 * 1024)}]))
+        run(session.add_items([user(1)]))
+        assert run(session.get_items()) == [user(1)]
+
+
 def test_a_marked_secret_comes_back_as_the_stores_reference(path):
     with FactlogSession("s1", path) as session:
         output = {"type": "function_call_output", "call_id": "c1",
@@ -520,6 +544,71 @@ def test_a_killed_process_keeps_every_acknowledged_item(path):
     # Every acknowledged add is there, whole; at most the one in flight follows it.
     assert len(items) % 2 == 0 and acked <= len(items) // 2 <= acked + 1
     assert items == [x for n in range(len(items) // 2) for x in (user(n), FUNCTION_OUTPUT)]
+
+
+CHILD_ADDS = """
+import asyncio, sys
+from factlog.agents import FactlogSession
+path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+async def main():
+    with FactlogSession("shared", path) as session:
+        assert session.store.served_by is not None, "not a client"
+        print("ready", flush=True)
+        assert sys.stdin.readline() == "go\\n"
+        for n in range(count):
+            await session.add_items([{"role": "user", "content": f"{name} {n}"}])
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Unix domain sockets")
+def test_sessions_of_one_id_in_three_processes_add_and_pop_at_once(store_holder, tmp_path):
+    # Two client processes add items while this one pops: every pop removes the item that was
+    # the latest when its removal was written (a compare-and-set on the task's revision), and
+    # every item is either popped or still there, once.
+    path = os.path.join(str(tmp_path), "store")
+    store_holder.share(path)
+    count = 40
+    try:
+        with FactlogSession("shared", path) as session:
+            assert session.store.served_by == store_holder.pid
+            children = [
+                subprocess.Popen([sys.executable, "-c", CHILD_ADDS, path, name, str(count)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for name in ("a", "b")
+            ]
+            for child in children:  # connected: all three start together
+                assert child.stdout.readline() == "ready\n"
+            for child in children:
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            popped = []
+            for _ in range(count):
+                item = run(session.pop_item())
+                if item is not None:
+                    popped.append(item["content"])
+            for child in children:
+                child.communicate(timeout=HANG_GUARD_SECONDS)
+                assert child.returncode == 0
+            left = [item["content"] for item in run(session.get_items())]
+            with FactlogSession("shared", path) as other:  # a new connection folds the same
+                assert [item["content"] for item in run(other.get_items())] == left
+            events = task_events(session.store, "shared")
+    finally:
+        store_holder.release(path)
+    added = [f"{name} {n}" for name in ("a", "b") for n in range(count)]
+    assert sorted(left + popped) == sorted(added)
+    for name in ("a", "b"):
+        own = [content for content in left if content.startswith(name)]
+        assert own == sorted(own, key=lambda content: int(content.split()[1]))
+    live = []
+    for event in events:
+        if event["type"] == "record/removed":
+            assert event["seqs"] == [live[-1]], "a pop removed an item that was not the latest"
+            live.pop()
+        else:
+            live.append(event["seq"])
+    assert len(live) == len(left)
 
 
 def readme_example() -> str:

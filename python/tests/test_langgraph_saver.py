@@ -2,8 +2,11 @@
 `StateGraph`s (sync and async) that resume from their checkpoints after the store is reopened,
 an interrupt resumed in a new process's saver, deletions and prunes that survive a reopen, a
 child killed with SIGKILL that keeps every acknowledged checkpoint, savers sharing a store,
-and the README's LangGraph example. Skipped when LangGraph is not installed
-(`.ci/python-langgraph` installs it at pinned versions)."""
+and the README's LangGraph example. Every test that takes `path` runs twice: on a store this
+process opens, and on a client of a store another process holds and shares (`store_path` in
+conftest.py), where also savers of three processes put on one thread at once and a
+checkpoint over the socket's line limit is refused without ending the connection. Skipped
+when LangGraph is not installed (`.ci/python-langgraph` installs it at pinned versions)."""
 
 from __future__ import annotations
 
@@ -13,8 +16,10 @@ import io
 import multiprocessing
 import operator
 import os
+import json
 import re
 import signal
+import subprocess
 import sys
 from typing import Annotated, Any, Dict, List
 
@@ -40,6 +45,15 @@ from factlog.langgraph import (  # noqa: E402
 )
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+
+HANG_GUARD_SECONDS = 120
+"""How long a wait on another process may take before the test calls it a hang."""
+
+
+@pytest.fixture
+def path(store_path):
+    """A new store's directory, embedded then served by another process (conftest.py)."""
+    return store_path
 
 
 def config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> Dict[str, Any]:
@@ -308,15 +322,21 @@ def test_a_prune_past_the_seqs_one_removal_may_name_is_split(path):
         assert [len(e["seqs"]) for e in removals] == [4096, 3]
 
 
-def test_a_checkpoint_over_the_body_limit_is_refused_and_nothing_changes(path):
+# 4 MiB: over the body limit of an event. 13 MiB: its base64 also makes the request line of a
+# client longer than a served store reads (16 MiB), which the client refuses before sending,
+# so the connection goes on as an embedded store does.
+@pytest.mark.parametrize("mib", [4, 13])
+def test_a_checkpoint_over_the_body_limit_is_refused_and_nothing_changes(path, mib):
     with FactlogSaver(path) as saver:
         [kept] = put_chain(saver, "t1", 1)
         checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"blob": "x" * (4 * 1024 * 1024)}
+        checkpoint["channel_values"] = {"blob": "x" * (mib * 1024 * 1024)}
         with pytest.raises(factlog.LimitExceeded):
             saver.put(config("t1", checkpoint_id=kept), checkpoint, {"step": 1}, {})
         assert saver.get_tuple(config("t1")).checkpoint["id"] == kept
         assert len(list(saver.store.events())) == 1
+        [after] = put_chain(saver, "t1", 1)
+        assert saver.get_tuple(config("t1")).checkpoint["id"] == after
 
 
 def test_copy_thread_and_delete_for_runs(path):
@@ -458,6 +478,81 @@ def test_a_killed_child_keeps_every_acknowledged_checkpoint(path, durability):
         newest = saver.get_tuple(config("t1"))
         assert newest.metadata["step"] >= acked[-1][1]
         assert put_chain(saver, "t1", 1)
+
+
+CHILD_PUTS_ON_ONE_THREAD = """
+import json, sys
+from langgraph.checkpoint.base import empty_checkpoint
+from factlog.langgraph import FactlogSaver
+path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with FactlogSaver(path) as saver:
+    assert saver.store.served_by is not None, "not a client"
+    print("ready", flush=True)
+    assert sys.stdin.readline() == "go\\n"
+    parent = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
+    ids = []
+    for step in range(count):
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"by": name, "step": step}
+        parent = saver.put(parent, checkpoint, {"source": "loop", "step": step, "by": name}, {})
+        saver.put_writes(parent, [("ch", f"{name}-{step}")], f"task-{name}")
+        ids.append(checkpoint["id"])
+print(json.dumps(ids))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Unix domain sockets")
+def test_savers_of_three_processes_put_on_one_thread_at_once(store_holder, tmp_path):
+    # Each saver's appends land between the other processes' ones; a saver whose append did
+    # not directly follow what its index folded refolds the log from there, so every index
+    # stays in the log's order, and no append gives up however busy the thread is.
+    path = os.path.join(str(tmp_path), "store")
+    store_holder.share(path)
+    count = 30
+    try:
+        with FactlogSaver(path) as saver:
+            assert saver.store.served_by == store_holder.pid
+            children = {
+                name: subprocess.Popen(
+                    [sys.executable, "-c", CHILD_PUTS_ON_ONE_THREAD, path, name, str(count)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for name in ("a", "b")
+            }
+            for child in children.values():  # connected: all three start together
+                assert child.stdout.readline() == "ready\n"
+            for child in children.values():
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            ids = {"p": []}
+            parent = config("shared")
+            for step in range(count):  # while the children put
+                checkpoint = empty_checkpoint()
+                checkpoint["channel_values"] = {"by": "p", "step": step}
+                metadata = {"source": "loop", "step": step, "by": "p"}
+                parent = saver.put(parent, checkpoint, metadata, {})
+                saver.put_writes(parent, [("ch", f"p-{step}")], "task-p")
+                ids["p"].append(checkpoint["id"])
+            for name, child in children.items():
+                out, _ = child.communicate(timeout=HANG_GUARD_SECONDS)
+                assert child.returncode == 0, f"child {name} failed"
+                ids[name] = json.loads(out)
+            listed = list(saver.list(config("shared")))
+            with FactlogSaver(path) as fresh:  # folds the thread from the log alone
+                assert [t.checkpoint["id"] for t in fresh.list(config("shared"))] == [
+                    t.checkpoint["id"] for t in listed]
+        assert len(listed) == 3 * count
+        by_id = {t.checkpoint["id"]: t for t in listed}
+        for name, chain in ids.items():
+            for step, checkpoint_id in enumerate(chain):
+                found = by_id[checkpoint_id]
+                assert found.checkpoint["channel_values"] == {"by": name, "step": step}
+                assert found.metadata["by"] == name
+                parent_id = found.parent_config and found.parent_config["configurable"][
+                    "checkpoint_id"]
+                assert parent_id == (chain[step - 1] if step else None)
+                assert found.pending_writes == [(f"task-{name}", "ch", f"{name}-{step}")]
+    finally:
+        store_holder.release(path)
 
 
 def readme_example() -> str:

@@ -327,7 +327,9 @@ impl Client {
     /// # Errors
     ///
     /// An error reply as [`ClientError::Refused`] or [`ClientError::StaleRevision`];
-    /// [`ClientError::Disconnected`] when the server went away.
+    /// `LIMIT_EXCEEDED` ([`ClientError::Refused`]) at once, nothing sent, for a request line
+    /// longer than [`SERVER_LINE_BYTES_MAX`], which the server would answer by ending the
+    /// connection; [`ClientError::Disconnected`] when the server went away.
     pub fn request(
         &mut self,
         mut object: Map<String, Value>,
@@ -410,7 +412,8 @@ impl Client {
     /// # Errors
     ///
     /// At once, without sending: an event type that is not `Buffered` by default, or an
-    /// opaque body ([`ClientError::Refused`], `INVALID_EVENT`). Later: as [`Client::delta`].
+    /// opaque body ([`ClientError::Refused`], `INVALID_EVENT`); a line longer than
+    /// [`SERVER_LINE_BYTES_MAX`] (`LIMIT_EXCEEDED`). Later: as [`Client::delta`].
     pub fn append_pipelined(&mut self, task: &str, body: &Body) -> Result<(), ClientError> {
         let buffered =
             body.event_type().is_some_and(|t| t.default_durability() == Durability::Buffered);
@@ -425,9 +428,11 @@ impl Client {
             return Err(local_refusal(&error));
         }
         let object = event_object(task, body)?;
-        serde_json::to_writer(&mut self.deltas, &object)
+        let mut line = serde_json::to_vec(&object)
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
-        self.deltas.push(b'\n');
+        line.push(b'\n');
+        check_line_length(line.len())?;
+        self.deltas.extend_from_slice(&line);
         self.pending += 1;
         if self.deltas.len() >= CLIENT_DELTA_BUFFER_BYTES {
             self.flush()?;
@@ -821,11 +826,14 @@ impl Client {
     /// Sends one request line. Buffered deltas go first, in the same write, and their
     /// replies are read here: a fragment refused is kept in `delta_error` for
     /// [`Client::request`] to return once the request's own reply is read.
+    /// A line over [`SERVER_LINE_BYTES_MAX`] is refused here, nothing sent (the server would
+    /// answer it `LIMIT_EXCEEDED` and end the connection).
     fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
         self.check_abandoned()?;
         let mut line = serde_json::to_vec(object)
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
         line.push(b'\n');
+        check_line_length(line.len())?;
         if self.pending == 0 {
             return send_all(&self.writer, &line).map_err(|error| self.gone(&error));
         }
@@ -935,6 +943,22 @@ fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
 
 /// The refusal the store would give a request that is not sent: its error reply, made by
 /// the library's own checks.
+/// The `LIMIT_EXCEEDED` refusal of a request line of `bytes` (newline included) that the
+/// server would not read: over [`SERVER_LINE_BYTES_MAX`], the server's own bound, which it
+/// answers by ending the connection. Refused before sending, so the connection goes on, as
+/// the embedded store goes on after refusing an over-long event.
+fn check_line_length(bytes: usize) -> Result<(), ClientError> {
+    if bytes <= SERVER_LINE_BYTES_MAX {
+        return Ok(());
+    }
+    let error = crate::error::Error::from(crate::ErrorKind::LimitExceeded {
+        what: "server request line bytes (nothing was sent; the connection goes on)",
+        value: bytes as u64,
+        limit: SERVER_LINE_BYTES_MAX as u64,
+    });
+    Err(local_refusal(&error))
+}
+
 fn local_refusal(error: &crate::error::Error) -> ClientError {
     refused(crate::protocol::error_reply(error, None))
 }
