@@ -941,8 +941,6 @@ fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// The refusal the store would give a request that is not sent: its error reply, made by
-/// the library's own checks.
 /// The `LIMIT_EXCEEDED` refusal of a request line of `bytes` (newline included) that the
 /// server would not read: over [`SERVER_LINE_BYTES_MAX`], the server's own bound, which it
 /// answers by ending the connection. Refused before sending, so the connection goes on, as
@@ -959,6 +957,8 @@ fn check_line_length(bytes: usize) -> Result<(), ClientError> {
     Err(local_refusal(&error))
 }
 
+/// The refusal the store would give a request that is not sent: its error reply, made by
+/// the library's own checks.
 fn local_refusal(error: &crate::error::Error) -> ClientError {
     refused(crate::protocol::error_reply(error, None))
 }
