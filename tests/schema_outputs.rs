@@ -451,3 +451,18 @@ fn verify_of_a_log_that_cannot_be_read_gives_the_error_object() {
     assert_eq!(lines[0]["outcome"], "error", "{}", lines[0]);
     assert_eq!(lines[0]["exit_code"], 1, "{}", lines[0]);
 }
+
+#[test]
+fn replicate_status_is_valid() {
+    let dir = store();
+    let replica = tempfile::tempdir().expect("tempdir");
+    let to = format!("file://{}", replica.path().display());
+    let run = factlog(&["replicate", arg(dir.path()), "--to", &to, "--once", "--json"], b"");
+    run.assert_success();
+    let status: Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+    assert_valid("replicate.json", &status);
+    assert!(status["shipped_seq"].as_u64() > Some(0), "{status}");
+    let mut wrong = status.clone();
+    wrong["lag"] = Value::from(-1);
+    assert_invalid("replicate.json", &wrong);
+}

@@ -1,0 +1,176 @@
+//! The replicator (`format-spec/replication.md`, "Shipping", "The lease"): a store written
+//! while it ships ends up in the replica byte for byte, a remote that fails or loses answers
+//! costs nothing and duplicates nothing, one run holds a replica at a time, and a replica
+//! that is not the store's is refused.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::harness;
+use common::replica::{self, Fault, FaultyRemote};
+use factlog::fs::RealFs;
+use factlog::replica::{DirRemote, Remote, Replicator, ShipOptions};
+use factlog::{ErrorKind, Options, Store, StoreOptions};
+
+/// Options with small segments, so that a short session spans several.
+fn small_segments() -> StoreOptions {
+    harness::options().log(Options::new().segment_bytes(16 * 1024))
+}
+
+fn remote(dir: &Path) -> DirRemote {
+    DirRemote::create(&format!("file://{}", dir.display()), dir).expect("remote")
+}
+
+fn start(
+    store_dir: &Path,
+    remote: impl Remote + 'static,
+    takeover: bool,
+) -> factlog::Result<Replicator> {
+    let options = ShipOptions::new().takeover(takeover);
+    Replicator::start(Arc::new(RealFs), store_dir, Box::new(remote), options, 1)
+}
+
+/// Every segment the store holds is in the replica as the same bytes, and the snapshots.
+fn assert_replicated(store_dir: &Path, replica_dir: &Path) {
+    let local = replica::segments_of(store_dir);
+    let shipped = replica::segments_in(&remote(replica_dir));
+    assert_eq!(local.keys().collect::<Vec<_>>(), shipped.keys().collect::<Vec<_>>());
+    for (first_seq, bytes) in &local {
+        assert!(shipped[first_seq] == *bytes, "segment {first_seq} differs");
+    }
+    let snapshots = remote(replica_dir).list("snapshots/").expect("list");
+    let Ok(files) = std::fs::read_dir(store_dir.join("snapshots")) else { return };
+    for file in files {
+        let name = file.expect("entry").file_name().into_string().expect("UTF-8");
+        if name.ends_with(".snap") {
+            assert!(snapshots.contains(&format!("snapshots/{name}")), "{name} shipped");
+        }
+    }
+}
+
+#[test]
+fn a_store_written_while_it_ships_is_in_the_replica_byte_for_byte() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    let mut replicator = start(store_dir.path(), remote(replica_dir.path()), false).expect("start");
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for round in 0..6 {
+                replica::session(&store, &format!("task-{round}"), 4);
+                store.checkpoint().expect("checkpoint");
+            }
+        });
+        while !writer.is_finished() {
+            replicator.round().expect("a round");
+        }
+        writer.join().expect("the writer");
+    });
+    let last = harness::last_seq(&store);
+    store.close().expect("close");
+    let status = replicator.finish().expect("finish");
+    assert_eq!((status.shipped_seq, status.local_seq, status.lag()), (last, last, 0));
+    assert!(replica::segments_of(store_dir.path()).len() >= 3, "the session spans segments");
+    assert!(status.parts > 3 && status.snapshots >= 1, "{status:?}");
+    assert_replicated(store_dir.path(), replica_dir.path());
+
+    // A later run goes on where this one stopped: nothing new, nothing shipped again.
+    let again = start(store_dir.path(), remote(replica_dir.path()), false).expect("restart");
+    assert_eq!(again.status().shipped_seq, last);
+    let status = again.finish().expect("finish");
+    assert_eq!((status.parts, status.snapshots, status.bytes), (0, 0, 0));
+}
+
+#[test]
+fn a_failing_remote_loses_nothing_and_duplicates_nothing() {
+    for fault in [Fault::Fail, Fault::LoseAnswer] {
+        let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let store = Store::open(store_dir.path(), small_segments()).expect("open");
+        let faulty = FaultyRemote::new(remote(replica_dir.path()), 3, fault);
+        let mut replicator = start(store_dir.path(), faulty, false).expect("start");
+        let mut failures = 0;
+        for round in 0..5 {
+            replica::session(&store, &format!("task-{round}"), 3);
+            store.checkpoint().expect("checkpoint");
+            while let Err(error) = replicator.round() {
+                assert!(matches!(error.kind(), ErrorKind::Remote { .. }), "{error}");
+                assert!(replicator.status().last_error.is_some());
+                failures += 1;
+            }
+            assert_eq!(replicator.status().last_error, None);
+        }
+        store.close().expect("close");
+        while replicator.round().is_err() {}
+        assert!(failures > 3, "{fault:?}: the remote failed {failures} times");
+        assert_eq!(replicator.status().lag(), 0);
+        // Each part follows the one before it (`segments_in` checks): no gap, no overlap.
+        assert_replicated(store_dir.path(), replica_dir.path());
+    }
+}
+
+#[test]
+fn one_run_holds_a_replica_and_a_takeover_stops_the_other() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    replica::session(&store, "t", 1);
+    let mut first = start(store_dir.path(), remote(replica_dir.path()), false).expect("first");
+    first.round().expect("round");
+
+    let held = start(store_dir.path(), remote(replica_dir.path()), false).unwrap_err();
+    assert!(matches!(held.kind(), ErrorKind::LeaseHeld { .. }), "{held}");
+    assert!(held.to_string().contains("--takeover"), "{held}");
+
+    let second = start(store_dir.path(), remote(replica_dir.path()), true).expect("takeover");
+    assert!(second.status().takeover);
+    replica::session(&store, "t", 1);
+    let lost = first.round().unwrap_err();
+    assert!(matches!(lost.kind(), ErrorKind::LeaseLost { epoch: 1, .. }), "{lost}");
+    store.close().expect("close");
+    second.finish().expect("the new holder ships and releases");
+    assert_replicated(store_dir.path(), replica_dir.path());
+}
+
+#[test]
+fn a_replica_of_another_store_is_refused() {
+    let (first_dir, second_dir, replica_dir) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for dir in [first_dir.path(), second_dir.path()] {
+        let store = Store::open(dir, small_segments()).expect("open");
+        replica::session(&store, "t", 2);
+        store.close().expect("close");
+    }
+    start(first_dir.path(), remote(replica_dir.path()), false)
+        .and_then(Replicator::finish)
+        .expect("the first store ships");
+    let refused = start(second_dir.path(), remote(replica_dir.path()), false).unwrap_err();
+    assert!(matches!(refused.kind(), ErrorKind::ReplicaDiverged { segment: 1, .. }), "{refused}");
+    assert!(refused.is_damaged_or_refused_data());
+    // The refusal gave the lease back: the first store goes on.
+    start(first_dir.path(), remote(replica_dir.path()), false)
+        .and_then(Replicator::finish)
+        .expect("the first store again");
+}
+
+#[test]
+fn segments_purged_from_the_store_stay_in_the_replica() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    replica::session(&store, "t", 12);
+    let shipped = replica::segments_of(store_dir.path());
+    start(store_dir.path(), remote(replica_dir.path()), false)
+        .and_then(Replicator::finish)
+        .expect("ship");
+    store.checkpoint().expect("checkpoint");
+    let purged = store.purge().expect("purge");
+    assert!(replica::segments_of(store_dir.path()).len() < shipped.len(), "{purged:?}");
+    replica::session(&store, "t", 2);
+    store.close().expect("close");
+    start(store_dir.path(), remote(replica_dir.path()), false)
+        .and_then(Replicator::finish)
+        .expect("ship after a purge");
+    let in_replica = replica::segments_in(&remote(replica_dir.path()));
+    for (first_seq, bytes) in shipped.iter().chain(&replica::segments_of(store_dir.path())) {
+        assert!(in_replica[first_seq].starts_with(bytes), "segment {first_seq}");
+    }
+}
