@@ -7,11 +7,13 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use common::harness;
 use common::replica::{self, Fault, FaultyRemote};
 use factlog::fs::RealFs;
-use factlog::replica::{DirRemote, Remote, Replicator, ShipOptions};
+use factlog::replica::{DirRemote, Remote, ReplicateOptions, Replicator, ShipOptions};
 use factlog::{ErrorKind, Options, Store, StoreOptions};
 
 /// Options with small segments, so that a short session spans several.
@@ -173,4 +175,59 @@ fn segments_purged_from_the_store_stay_in_the_replica() {
     for (first_seq, bytes) in shipped.iter().chain(&replica::segments_of(store_dir.path())) {
         assert!(in_replica[first_seq].starts_with(bytes), "segment {first_seq}");
     }
+}
+
+/// Waits (up to a generous deadline, not a performance bound) until `done()`.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_store_replicating_in_process_ships_a_synced_append_at_once() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    // An hour between rounds: only a sync can make one due.
+    let options = ReplicateOptions::new().interval(Duration::from_secs(3600));
+    let replication =
+        store.replicate(Box::new(remote(replica_dir.path())), options).expect("start");
+    let task = store.task("t").expect("task");
+    task.append(harness::turn_start()).expect("buffered");
+    task.delta("not synced").expect("delta");
+    let call = harness::call("c1", "search", factlog::harness::event::Effect::ReadOnly, None);
+    let seq = harness::written(task.append(call).expect("a synced tool/call")).0;
+    eventually("the synced append is in the replica", || replication.status().shipped_seq >= seq.0);
+    task.delta("after").expect("delta");
+    drop(task);
+    let last = harness::last_seq(&store);
+    let status = replication.stop().expect("stop");
+    assert_eq!(status.shipped_seq, last, "the last round shipped the buffered tail");
+    store.close().expect("close");
+    assert_replicated(store_dir.path(), replica_dir.path());
+}
+
+#[test]
+fn an_unreachable_remote_does_not_stop_appends_and_the_replica_catches_up() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    let faulty = FaultyRemote::new(remote(replica_dir.path()), u64::MAX, Fault::Fail);
+    let every = Arc::clone(&faulty.every);
+    let options = ReplicateOptions::new().interval(Duration::from_millis(20));
+    let replication = store.replicate(Box::new(faulty), options).expect("start");
+    every.store(1, Ordering::Relaxed); // every request fails from now on
+    replica::session(&store, "t", 3);
+    eventually("a failed round is reported", || replication.status().last_error.is_some());
+    let error = replication.status().last_error.expect("an error");
+    assert!(error.contains("injected") && error.contains("retries"), "{error}");
+    replica::session(&store, "t", 3);
+    let last = harness::last_seq(&store);
+    every.store(u64::MAX, Ordering::Relaxed); // reachable again
+    eventually("the replica caught up", || replication.status().shipped_seq == last);
+    assert_eq!(replication.status().last_error, None);
+    replication.stop().expect("stop");
+    store.close().expect("close");
+    assert_replicated(store_dir.path(), replica_dir.path());
 }

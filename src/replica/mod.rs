@@ -5,12 +5,15 @@
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
 //! - [`lease`]: one replicating run per replica;
 //! - [`ship`]: the replicator, which ships what the store's files hold;
+//! - [`background`]: a store replicating in its own process ([`crate::Store::replicate`]).
 
+pub mod background;
 pub mod lease;
 pub mod part;
 pub mod remote;
 pub mod ship;
 
+pub use background::{ReplicateOptions, Replication};
 pub use remote::{DirRemote, Remote};
 pub use ship::{Replicator, ShipOptions, ShipStatus};
 

@@ -393,7 +393,7 @@ impl Replicator {
 }
 
 /// Whether a round's error is one no retry mends.
-fn fatal(error: &Error) -> bool {
+pub(crate) fn fatal(error: &Error) -> bool {
     matches!(
         error.kind(),
         ErrorKind::LeaseLost { .. }

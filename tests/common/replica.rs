@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use factlog::replica::{Remote, parse_part_name, part};
@@ -78,11 +79,11 @@ pub enum Fault {
     LoseAnswer,
 }
 
-/// A remote that does `fault` to every `every`-th `put_new` (counting from 1), and passes
-/// everything else to `inner`.
+/// A remote that does `fault` to every `every`-th `put_new` (counting from 1; `u64::MAX`
+/// for none, settable while in use), and passes everything else to `inner`.
 pub struct FaultyRemote<R: Remote> {
     pub inner: R,
-    pub every: u64,
+    pub every: Arc<AtomicU64>,
     pub fault: Fault,
     puts: AtomicU64,
     /// Requests it failed.
@@ -91,7 +92,13 @@ pub struct FaultyRemote<R: Remote> {
 
 impl<R: Remote> FaultyRemote<R> {
     pub fn new(inner: R, every: u64, fault: Fault) -> FaultyRemote<R> {
-        FaultyRemote { inner, every, fault, puts: AtomicU64::new(0), failed: AtomicU64::new(0) }
+        FaultyRemote {
+            inner,
+            every: Arc::new(AtomicU64::new(every)),
+            fault,
+            puts: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
     }
 
     fn failure(&self, name: &str) -> factlog::Error {
@@ -109,7 +116,7 @@ impl<R: Remote> FaultyRemote<R> {
 impl<R: Remote> Remote for FaultyRemote<R> {
     fn put_new(&self, name: &str, bytes: &[u8]) -> factlog::Result<bool> {
         let n = self.puts.fetch_add(1, Ordering::Relaxed) + 1;
-        if !n.is_multiple_of(self.every) {
+        if !n.is_multiple_of(self.every.load(Ordering::Relaxed)) {
             return self.inner.put_new(name, bytes);
         }
         if self.fault == Fault::LoseAnswer {
