@@ -16,7 +16,7 @@ use crate::error::{ErrorKind, Result};
 use crate::limits::{REPLICA_BACKOFF_MAX, REPLICA_BACKOFF_MIN, REPLICA_INTERVAL_DEFAULT};
 
 /// How often the replication thread looks at the store's durable seq.
-const LOOK_EVERY: Duration = Duration::from_millis(5);
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// How a store replicates in its own process.
 #[derive(Debug, Clone, Copy)]
