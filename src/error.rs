@@ -201,6 +201,14 @@ pub enum ErrorKind {
         /// What differs.
         reason: String,
     },
+    /// A `Replicated` append was written and synced in the store, but the replica does not
+    /// hold it (yet): the replication ended, is not running, or did not take it in time.
+    NotReplicated {
+        /// The (last) seq of the append (0 when nothing was written).
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
     /// Another run holds the replica's lease.
     LeaseHeld {
         /// The replica's location.
@@ -738,6 +746,17 @@ impl fmt::Display for Error {
                 "the store and its replica differ in segment {segment} at offset {offset}: \
                  {reason}; nothing was shipped: the store was rebuilt or restored since, so \
                  replicate it to a new location"
+            ),
+            ErrorKind::NotReplicated { seq: 0, reason } => write!(
+                f,
+                "a Replicated append needs a replica: {reason}; nothing was written (start \
+                 Store::replicate, or append with synced durability)"
+            ),
+            ErrorKind::NotReplicated { seq, reason } => write!(
+                f,
+                "the append at seq {seq} is written and synced in the store, but the replica \
+                 does not hold it: {reason}; it stays in the store and is shipped when \
+                 replication runs again: do not report it as replicated"
             ),
             ErrorKind::LeaseHeld { location, holder } => write!(
                 f,

@@ -219,6 +219,10 @@ pub const REPLICA_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_s
 /// How often a replicator runs a round when nothing says the store grew (`--interval-ms`).
 pub const REPLICA_INTERVAL_DEFAULT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How long a `Replicated` append waits for the replica by default before it fails (the
+/// event stays written and synced in the store).
+pub const REPLICATED_WAIT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// How often `factlog replicate` looks whether the store's files grew.
 pub const REPLICA_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 

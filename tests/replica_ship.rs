@@ -231,3 +231,75 @@ fn an_unreachable_remote_does_not_stop_appends_and_the_replica_catches_up() {
     store.close().expect("close");
     assert_replicated(store_dir.path(), replica_dir.path());
 }
+
+/// The last seq of the valid frames in the replica's newest segment (0 for none).
+fn last_seq_in_replica(replica_dir: &Path) -> u64 {
+    let segments = replica::segments_in(&remote(replica_dir));
+    let Some(bytes) = segments.values().last() else { return 0 };
+    let header =
+        factlog::segment::decode_header(&bytes[..64], Path::new("replica")).expect("header");
+    factlog::segment::scan(bytes, &header, None, |_, _| {}).next_seq.0 - 1
+}
+
+#[test]
+fn a_replicated_append_returns_once_the_replica_holds_it() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let options = small_segments().replicated_types(&[factlog::harness::EventType::ToolResult]);
+    let store = Store::open(store_dir.path(), options).expect("open");
+    let task = store.task("t").expect("task");
+    let replicated = factlog::AppendOptions::default().replicated();
+
+    // Not replicating: refused, nothing written.
+    let refused = task.append_with(harness::turn_start(), replicated).unwrap_err();
+    assert!(matches!(refused.kind(), ErrorKind::NotReplicated { seq: 0, .. }), "{refused}");
+    assert_eq!(harness::last_seq(&store), 0);
+
+    // An hour between rounds: only the replicated append's own sync makes one run.
+    let options = ReplicateOptions::new().interval(Duration::from_secs(3600));
+    let replication =
+        store.replicate(Box::new(remote(replica_dir.path())), options).expect("start");
+    task.append(harness::turn_start()).expect("buffered");
+    let seq =
+        harness::written(task.append_with(harness::user("pay"), replicated).expect("replicated")).0;
+    assert!(last_seq_in_replica(replica_dir.path()) >= seq.0, "in the replica when it returned");
+    // A type of `replicated_types` is replicated without asking.
+    let call = harness::call("c1", "pay", factlog::harness::event::Effect::Unsafe, None);
+    task.append(call).expect("tool/call");
+    let result = harness::written(task.append(harness::result("c1", None)).expect("tool/result")).0;
+    assert!(last_seq_in_replica(replica_dir.path()) >= result.0, "the result too");
+
+    // Through the protocol: "durability":"replicated".
+    let line = br#"{"task":"t","type":"user/message","text":"via the protocol","durability":"replicated"}"#;
+    let reply = factlog::protocol::handle_line(&store, line);
+    let written = reply.object()["seq"].as_u64().expect("written");
+    assert!(last_seq_in_replica(replica_dir.path()) >= written);
+    drop(task);
+    replication.stop().expect("stop");
+    store.close().expect("close");
+}
+
+#[test]
+fn a_replicated_append_the_replica_does_not_take_fails_but_stays_written() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    let faulty = FaultyRemote::new(remote(replica_dir.path()), u64::MAX, Fault::Fail);
+    let every = Arc::clone(&faulty.every);
+    let options = ReplicateOptions::new().replicated_wait(Duration::from_millis(300));
+    let replication = store.replicate(Box::new(faulty), options).expect("start");
+    every.store(1, Ordering::Relaxed);
+    let task = store.task("t").expect("task");
+    let replicated = factlog::AppendOptions::default().replicated();
+    let failed = task.append_with(harness::user("receipt"), replicated).unwrap_err();
+    let ErrorKind::NotReplicated { seq, .. } = failed.kind() else { panic!("{failed}") };
+    assert_eq!(*seq, harness::last_seq(&store), "written and synced: {failed}");
+    assert!(failed.to_string().contains("do not report it as replicated"), "{failed}");
+    every.store(u64::MAX, Ordering::Relaxed);
+    let seq = *seq;
+    eventually("shipped once reachable", || replication.status().shipped_seq >= seq);
+    // A stopped replication fails waiting appends at once.
+    replication.stop().expect("stop");
+    let ended = task.append_with(harness::user("after"), replicated).unwrap_err();
+    assert!(matches!(ended.kind(), ErrorKind::NotReplicated { seq: 0, .. }), "{ended}");
+    drop(task);
+    store.close().expect("close");
+}

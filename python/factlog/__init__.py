@@ -53,6 +53,7 @@ from .errors import (
     NeedsConfirmation,
     NeedsRecovery,
     NotALog,
+    NotReplicated,
     NotServed,
     PermissionDenied,
     PipelinedRefused,

@@ -29,6 +29,7 @@ __all__ = [
     "UnmarkedSecret",
     "LimitExceeded",
     "Reclaimed",
+    "NotReplicated",
     "Io",
     "DiskFull",
     "Poisoned",
@@ -203,6 +204,21 @@ class Reclaimed(FactlogError):
     def first_available(self) -> int:
         """The first sequence number the store still holds."""
         return int(self.reply["first_available"])
+
+
+class NotReplicated(FactlogError):
+    """A ``"replicated"`` append: with ``seq`` 0 the store is not replicating and nothing was
+    written; otherwise the event is written and synced at ``seq`` but its replica does not
+    hold it (the replication ended or did not take it in time). Do not report it as
+    replicated; it is shipped when replication runs again."""
+
+    code = "NOT_REPLICATED"
+    ends_stream = False
+
+    @property
+    def seq(self) -> int:
+        """The (last) seq written and synced, or 0 when nothing was written."""
+        return int(self.reply.get("seq", 0))
 
 
 class Io(FactlogError):
@@ -382,6 +398,7 @@ _BY_CODE: Dict[str, type] = {
         UnmarkedSecret,
         LimitExceeded,
         Reclaimed,
+        NotReplicated,
         Io,
         DiskFull,
         Poisoned,

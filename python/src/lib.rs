@@ -645,7 +645,7 @@ impl Task {
         let Ok(durability) = durability_from_py(durability.as_deref()) else {
             return reply_to_py(py, refusal(DURABILITY_NAMES));
         };
-        let options = AppendOptions { expected_revision, durability };
+        let options = AppendOptions { expected_revision, durability, replicated: false };
         match handle {
             Handle::Local(task, _) => {
                 let mut requests = Vec::new();

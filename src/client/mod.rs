@@ -1059,7 +1059,9 @@ fn insert_options(object: &mut Map<String, Value>, options: AppendOptions) {
     if let Some(revision) = options.expected_revision {
         object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
     }
-    if let Some(durability) = options.durability {
+    if options.replicated {
+        object.insert(KEY_DURABILITY.to_owned(), json!("replicated"));
+    } else if let Some(durability) = options.durability {
         object.insert(KEY_DURABILITY.to_owned(), json!(durability.as_str()));
     }
 }

@@ -563,6 +563,7 @@ impl Store {
             let options = AppendOptions {
                 expected_revision: Some(state.revision),
                 durability: Some(durability),
+                replicated: false,
             };
             match self.append_events(cell, bodies, options, true, None) {
                 Ok(_) if last_batch => {

@@ -48,6 +48,7 @@ pub struct StoreOptions {
     pub(crate) snapshot_at_turn_end: bool,
     pub(crate) clock: fn() -> u64,
     pub(crate) refuse_unmarked_secrets: bool,
+    pub(crate) replicated_types: Vec<EventType>,
 }
 
 impl Default for StoreOptions {
@@ -67,6 +68,7 @@ impl StoreOptions {
             snapshot_at_turn_end: false,
             clock: system_clock_us,
             refuse_unmarked_secrets: false,
+            replicated_types: Vec::new(),
         }
     }
 
@@ -122,6 +124,16 @@ impl StoreOptions {
         self.refuse_unmarked_secrets = on;
         self
     }
+
+    /// Event types whose appends are `Replicated` ([`AppendOptions::replicated`]) unless the
+    /// caller asks for it anyway: for example `tool/result` (a payment's receipt) or
+    /// `approval/decision`. Such an append needs the store to be replicating
+    /// ([`Store::replicate`]). Default: none.
+    #[must_use]
+    pub fn replicated_types(mut self, types: &[EventType]) -> StoreOptions {
+        self.replicated_types = types.to_vec();
+        self
+    }
 }
 
 fn system_clock_us() -> u64 {
@@ -140,13 +152,25 @@ pub struct AppendOptions {
     /// ([`EventType::default_durability`]). A caller may ask for more; asking for less than
     /// `Synced` for a high-risk type is refused with [`ErrorKind::InvalidEvent`].
     pub durability: Option<Durability>,
+    /// The `Replicated` tier (`format-spec/replication.md`, "Replicated appends"): the append
+    /// is synced, then returns only once the store's replica holds it. Needs the store to be
+    /// replicating ([`Store::replicate`]); without, it is refused and nothing is written
+    /// ([`ErrorKind::NotReplicated`] with seq 0). Default: off, unless the event type is one
+    /// of [`StoreOptions::replicated_types`].
+    pub replicated: bool,
 }
 
 impl AppendOptions {
     /// A compare-and-set append based on `revision`.
     #[must_use]
     pub fn expecting(revision: u64) -> AppendOptions {
-        AppendOptions { expected_revision: Some(revision), durability: None }
+        AppendOptions { expected_revision: Some(revision), ..AppendOptions::default() }
+    }
+
+    /// These options with the `Replicated` tier ([`AppendOptions::replicated`]).
+    #[must_use]
+    pub fn replicated(self) -> AppendOptions {
+        AppendOptions { replicated: true, ..self }
     }
 }
 
@@ -245,6 +269,9 @@ pub(crate) struct Inner {
     pub(crate) snapshotter: Option<Snapshotter>,
     /// Serialises folding pending tasks (`harness/lazy.rs`) and counts what folds read.
     pub(crate) fold_budget: Mutex<FoldBudget>,
+    /// The progress of the replication running in this process, if any
+    /// ([`Store::replicate`]), which `Replicated` appends wait on.
+    pub(crate) replication: Mutex<Option<Arc<crate::replica::progress::Progress>>>,
 }
 
 impl Inner {
@@ -630,6 +657,25 @@ impl Store {
             .into());
         }
         let mut durability = Durability::Buffered;
+        let replicated = !by_recovery
+            && (options.replicated
+                || bodies.iter().any(|b| {
+                    b.event_type().is_some_and(|t| self.inner.options.replicated_types.contains(&t))
+                }));
+        let progress = if replicated {
+            let progress = self.inner.replication.lock().clone();
+            let Some(progress) = progress else {
+                return Err(ErrorKind::NotReplicated {
+                    seq: 0,
+                    reason: "this store is not replicating".to_owned(),
+                }
+                .into());
+            };
+            durability = Durability::Synced;
+            Some(progress)
+        } else {
+            None
+        };
         let mut encoded = Vec::with_capacity(bodies.len());
         // Bodies are written in the schemas of the log's format, so that a format-1 log stays
         // readable by the release that wrote it (`format-spec/events.md`, "Schema versions").
@@ -742,7 +788,11 @@ impl Store {
             fold::apply_to_task(&mut locked, &event);
         }
         drop(locked);
-        self.after_append(Seq(first.0 + count - 1), turn_ended);
+        let last = Seq(first.0 + count - 1);
+        self.after_append(last, turn_ended);
+        if let Some(progress) = progress {
+            progress.wait_shipped(last.0)?;
+        }
         Ok(Appended::Written { seq: first, revision })
     }
 

@@ -124,6 +124,7 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
             options,
             cells: RwLock::new(cells),
             checkpoint: Mutex::new(()),
+            replication: Mutex::new(None),
             snapshot_seq: AtomicU64::new(snapshot_seq),
             appended_bytes: AtomicU64::new(0),
             snapshot_bytes_mark: AtomicU64::new(0),

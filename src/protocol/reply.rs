@@ -194,6 +194,9 @@ pub fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
             reply.insert("requested".to_owned(), json!(requested));
             reply.insert("first_available".to_owned(), json!(first_available));
         }
+        ErrorKind::NotReplicated { seq, .. } => {
+            reply.insert("seq".to_owned(), json!(seq));
+        }
         ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => {
             reply.insert("task".to_owned(), json!(task));
             reply.insert("call_id".to_owned(), json!(call_id));
@@ -208,7 +211,7 @@ pub fn error_reply(error: &Error, id: Option<Value>) -> Map<String, Value> {
 }
 
 /// Every code [`error_code`] can return, in the order of the spec's table.
-pub const ERROR_CODES: [&str; 23] = [
+pub const ERROR_CODES: [&str; 24] = [
     "INVALID_EVENT",
     "STALE_REVISION",
     "NEEDS_CONFIRMATION",
@@ -218,6 +221,7 @@ pub const ERROR_CODES: [&str; 23] = [
     "UNMARKED_SECRET",
     "LIMIT_EXCEEDED",
     "RECLAIMED",
+    "NOT_REPLICATED",
     "IO",
     "DISK_FULL",
     "POISONED",
@@ -272,6 +276,8 @@ pub fn error_code(kind: &ErrorKind) -> (&'static str, bool) {
         ErrorKind::LimitExceeded { .. } => ("LIMIT_EXCEEDED", false),
         // Only a read asks for reclaimed records; the store itself is whole.
         ErrorKind::Reclaimed { .. } => ("RECLAIMED", false),
+        // Written and synced in the store (or, with seq 0, not written): the store goes on.
+        ErrorKind::NotReplicated { .. } => ("NOT_REPLICATED", false),
         ErrorKind::Io { .. } => ("IO", true),
         ErrorKind::DiskFull { .. } => ("DISK_FULL", true),
         ErrorKind::Poisoned { .. } => ("POISONED", true),

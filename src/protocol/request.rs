@@ -134,10 +134,13 @@ impl Request {
                 known.join(", ")
             )));
         };
+        let (durability, replicated) =
+            durability(object.shift_remove(KEY_DURABILITY)).map_err(&refuse)?;
         let options = AppendOptions {
             expected_revision: expected_revision(object.shift_remove(KEY_EXPECTED_REVISION))
                 .map_err(&refuse)?,
-            durability: durability(object.shift_remove(KEY_DURABILITY)).map_err(&refuse)?,
+            durability,
+            replicated,
         };
         let body = body(event_type, object)
             .map_err(|error| Refusal { id: id.clone(), reason: RefusalReason::Library(error) })?;
@@ -169,14 +172,18 @@ pub(crate) fn expected_revision(value: Option<Value>) -> Result<Option<u64>, &'s
     }
 }
 
-pub(crate) fn durability(value: Option<Value>) -> Result<Option<Durability>, &'static str> {
-    const BAD: &str = "\"durability\" must be \"buffered\", \"flushed\" or \"synced\"";
+/// The `durability` of a request: a tier, and whether it is `replicated` (synced, then held
+/// by the store's replica; `format-spec/replication.md`, "Replicated appends").
+pub(crate) fn durability(value: Option<Value>) -> Result<(Option<Durability>, bool), &'static str> {
+    const BAD: &str =
+        "\"durability\" must be \"buffered\", \"flushed\", \"synced\" or \"replicated\"";
     match value {
-        None | Some(Value::Null) => Ok(None),
+        None | Some(Value::Null) => Ok((None, false)),
         Some(Value::String(name)) => match name.as_str() {
-            "buffered" => Ok(Some(Durability::Buffered)),
-            "flushed" => Ok(Some(Durability::Flushed)),
-            "synced" => Ok(Some(Durability::Synced)),
+            "buffered" => Ok((Some(Durability::Buffered), false)),
+            "flushed" => Ok((Some(Durability::Flushed), false)),
+            "synced" => Ok((Some(Durability::Synced), false)),
+            "replicated" => Ok((Some(Durability::Synced), true)),
             _ => Err(BAD),
         },
         Some(_) => Err(BAD),

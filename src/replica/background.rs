@@ -10,10 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::progress::Progress;
 use super::{Remote, Replicator, ShipOptions, ShipStatus};
 use crate::Store;
 use crate::error::{ErrorKind, Result};
-use crate::limits::{REPLICA_BACKOFF_MAX, REPLICA_BACKOFF_MIN, REPLICA_INTERVAL_DEFAULT};
+use crate::limits::{
+    REPLICA_BACKOFF_MAX, REPLICA_BACKOFF_MIN, REPLICA_INTERVAL_DEFAULT, REPLICATED_WAIT_DEFAULT,
+};
 
 /// How often the replication thread looks at the store's durable seq.
 const LOOK_EVERY: Duration = Duration::from_millis(1);
@@ -23,6 +26,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(1);
 pub struct ReplicateOptions {
     ship: ShipOptions,
     interval: Duration,
+    replicated_wait: Duration,
 }
 
 impl Default for ReplicateOptions {
@@ -35,7 +39,20 @@ impl ReplicateOptions {
     /// The defaults: no takeover, a round at least every second while anything is unshipped.
     #[must_use]
     pub fn new() -> ReplicateOptions {
-        ReplicateOptions { ship: ShipOptions::new(), interval: REPLICA_INTERVAL_DEFAULT }
+        ReplicateOptions {
+            ship: ShipOptions::new(),
+            interval: REPLICA_INTERVAL_DEFAULT,
+            replicated_wait: REPLICATED_WAIT_DEFAULT,
+        }
+    }
+
+    /// How long a `Replicated` append ([`crate::AppendOptions::replicated`]) waits for the
+    /// replica before it fails with [`ErrorKind::NotReplicated`] (default 30 s); the event
+    /// stays written and synced in the store either way.
+    #[must_use]
+    pub fn replicated_wait(mut self, wait: Duration) -> ReplicateOptions {
+        self.replicated_wait = wait;
+        self
     }
 
     /// Takes the replica's lease even if another run holds it ([`ShipOptions::takeover`]).
@@ -81,15 +98,39 @@ impl Store {
         if self.inner.log.is_read_only() {
             return Err(ErrorKind::ReadOnly.into());
         }
+        let mut registered = self.inner.replication.lock();
+        if registered.is_some() {
+            return Err(ErrorKind::InvalidOptions {
+                reason: "this store is already replicating: stop that Replication first".into(),
+            }
+            .into());
+        }
         let fs = Arc::clone(&self.inner.fs);
         let replicator = Replicator::start(fs, self.dir(), remote, options.ship, self.now_us())?;
+        let progress =
+            Arc::new(Progress::new(replicator.status().shipped_seq, options.replicated_wait));
         let status = Arc::new(Mutex::new(replicator.status().clone()));
         let stop = Arc::new(AtomicBool::new(false));
         let (store, shared, stopping) = (self.clone(), Arc::clone(&status), Arc::clone(&stop));
+        let published = Arc::clone(&progress);
         let thread = std::thread::Builder::new()
             .name("factlog-replica".to_owned())
-            .spawn(move || run(&store, replicator, &shared, &stopping, options.interval))
+            .spawn(move || {
+                let ended =
+                    run(&store, replicator, &shared, &published, &stopping, options.interval);
+                let why = match &ended {
+                    Ok(_) => "the replication was stopped".to_owned(),
+                    Err(error) => format!("the replication ended: {error}"),
+                };
+                published.end(why);
+                let mut registered = store.inner.replication.lock();
+                if registered.as_ref().is_some_and(|p| Arc::ptr_eq(p, &published)) {
+                    *registered = None;
+                }
+                ended
+            })
             .map_err(|e| crate::Error::io("spawn a thread", self.dir(), e))?;
+        *registered = Some(progress);
         Ok(Replication { status, stop, thread: Some(thread) })
     }
 }
@@ -135,6 +176,7 @@ fn run(
     store: &Store,
     mut replicator: Replicator,
     shared: &Mutex<ShipStatus>,
+    progress: &Progress,
     stop: &AtomicBool,
     interval: Duration,
 ) -> Result<ShipStatus> {
@@ -155,6 +197,7 @@ fn run(
         last_round = now;
         let result = replicator.round().map(|_| ());
         publish(shared, replicator.status());
+        progress.publish(replicator.status().shipped_seq);
         match result {
             Ok(()) => backoff = REPLICA_BACKOFF_MIN,
             Err(error) if super::ship::fatal(&error) => return Err(error),
@@ -169,6 +212,7 @@ fn run(
     let finished = replicator.finish();
     if let Ok(status) = &finished {
         publish(shared, status);
+        progress.publish(status.shipped_seq);
     }
     finished
 }

@@ -10,6 +10,7 @@
 pub mod background;
 pub mod lease;
 pub mod part;
+pub(crate) mod progress;
 pub mod remote;
 pub mod ship;
 

@@ -535,8 +535,8 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             request::expected_revision(object.shift_remove(request::KEY_EXPECTED_REVISION)),
             request::durability(object.shift_remove(request::KEY_DURABILITY)),
         ) {
-            (Ok(expected_revision), Ok(durability)) => {
-                AppendOptions { expected_revision, durability }
+            (Ok(expected_revision), Ok((durability, replicated))) => {
+                AppendOptions { expected_revision, durability, replicated }
             }
             (Err(what), _) | (_, Err(what)) => return refuse(id, what),
         };
