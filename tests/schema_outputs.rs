@@ -466,3 +466,25 @@ fn replicate_status_is_valid() {
     wrong["lag"] = Value::from(-1);
     assert_invalid("replicate.json", &wrong);
 }
+
+#[test]
+fn recover_of_a_restored_store_names_its_replica() {
+    let dir = store();
+    let restored = factlog::replica::restored::Restored {
+        version: 1,
+        from: "file:///replicas/a".to_owned(),
+        through_seq: 7,
+        source_device: "machine-a".to_owned(),
+        restored_us: 1,
+        device: "machine-b".to_owned(),
+    };
+    factlog::replica::restored::write(&factlog::fs::RealFs, dir.path(), &restored).expect("write");
+    let report = json_of("recover", dir.path(), &["--dry-run"]);
+    assert_valid("recover.json", &report);
+    assert_eq!(report["restored"]["from"], "file:///replicas/a", "{report}");
+    assert_eq!(report["restored"]["through_seq"], 7);
+    let text = factlog(&["recover", arg(dir.path())], b"");
+    assert!(text.stdout_text().starts_with("restored from file:///replicas/a through seq 7"));
+    let plain = store();
+    assert!(json_of("recover", plain.path(), &[]).get("restored").is_none());
+}

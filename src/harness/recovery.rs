@@ -256,6 +256,11 @@ pub struct RecoveryReport {
     pub tasks: Vec<TaskRecovery>,
     /// Repair events written in all.
     pub events_written: u64,
+    /// Where the store came from, when `factlog restore` built it from a replica
+    /// (`DIR/RESTORED.json`): this holder is on a new device, so nothing temporary carried
+    /// over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<crate::replica::restored::Restored>,
 }
 
 /// The recovery of one task and the repair events it needs (empty when the task had no
@@ -467,7 +472,12 @@ impl Store {
         if self.log().is_read_only() {
             return Err(crate::error::ErrorKind::ReadOnly.into());
         }
-        let mut report = RecoveryReport { dry_run: false, tasks: Vec::new(), events_written: 0 };
+        let mut report = RecoveryReport {
+            dry_run: false,
+            tasks: Vec::new(),
+            events_written: 0,
+            restored: crate::replica::restored::read(self.inner.fs.as_ref(), self.dir()),
+        };
         let cells = self.cells();
         // Tasks not folded since open are folded only if they may need repair
         // (`harness/lazy.rs`); the others are taken over as they are.
@@ -613,7 +623,12 @@ impl Store {
     pub fn plan_recovery(&self) -> RecoveryReport {
         // An error is returned by the calls that can return one ([`Store::task_state`]).
         let _ = self.fold_all_pending();
-        let mut report = RecoveryReport { dry_run: true, tasks: Vec::new(), events_written: 0 };
+        let mut report = RecoveryReport {
+            dry_run: true,
+            tasks: Vec::new(),
+            events_written: 0,
+            restored: crate::replica::restored::read(self.inner.fs.as_ref(), self.dir()),
+        };
         for cell in self.cells() {
             let revision = cell.revision.load(Ordering::Acquire);
             if revision == 0 {

@@ -72,6 +72,14 @@ pub fn run(args: &RecoverArgs) -> Outcome {
 /// The text form. Writing into a `String` cannot fail, so the `write!` results are dropped.
 fn report_text(report: &RecoveryReport) -> String {
     let mut out = String::new();
+    if let Some(restored) = &report.restored {
+        let _ = writeln!(
+            out,
+            "restored from {} through seq {} (replicated from device {}, restored on {}): a \
+             new holder, so no authority or call in flight carried over",
+            restored.from, restored.through_seq, restored.source_device, restored.device
+        );
+    }
     for task in &report.tasks {
         task_text(&mut out, task, report.dry_run);
     }
