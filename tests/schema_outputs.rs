@@ -488,3 +488,15 @@ fn recover_of_a_restored_store_names_its_replica() {
     let plain = store();
     assert!(json_of("recover", plain.path(), &[]).get("restored").is_none());
 }
+
+#[test]
+fn retain_plan_is_valid() {
+    let replica = tempfile::tempdir().expect("tempdir");
+    let to = format!("file://{}", replica.path().display());
+    factlog(&["replicate", arg(store().path()), "--to", &to, "--once"], b"").assert_success();
+    let run = factlog(&["retain", &to, "--dry-run", "--json"], b"");
+    run.assert_success();
+    let plan: Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+    assert_valid("retain.json", &plan);
+    assert_eq!(plan["dry_run"], true);
+}

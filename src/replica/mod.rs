@@ -4,6 +4,7 @@
 //! - [`remote`]: the seam every object-store request goes through, and its `file://` form;
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
 //! - [`lease`]: one replicating run per replica;
+//! - [`retain`]: the remote objects a newer remote snapshot makes unnecessary, removed;
 //! - [`restored`]: the file a restored store keeps, naming the replica it came from;
 //! - [`ship`]: the replicator, which ships what the store's files hold;
 //! - [`background`]: a store replicating in its own process ([`crate::Store::replicate`]).
@@ -14,6 +15,7 @@ pub mod part;
 pub(crate) mod progress;
 pub mod remote;
 pub mod restored;
+pub mod retain;
 pub mod ship;
 
 pub use background::{ReplicateOptions, Replication};

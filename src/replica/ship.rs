@@ -99,6 +99,9 @@ pub struct Replicator {
     lease: Lease,
     segments: BTreeMap<u64, Shipped>,
     snapshots: BTreeSet<String>,
+    /// Records through this seq were removed from the replica on purpose (retention): the
+    /// store's segments that hold only such records are not shipped again.
+    retained: u64,
     status: ShipStatus,
 }
 
@@ -138,6 +141,7 @@ impl Replicator {
             lease,
             segments: BTreeMap::new(),
             snapshots: BTreeSet::new(),
+            retained: 0,
             status: ShipStatus {
                 epoch: lease.epoch,
                 takeover: lease.takeover,
@@ -172,6 +176,7 @@ impl Replicator {
                 parts.entry(first_seq).or_default().push((start, end, name));
             }
         }
+        self.retained = super::retain::retained_through(self.remote.as_ref())?;
         let local = segments::list(self.fs.as_ref(), &self.dir)?;
         let oldest_local = local.segments.first().map(|m| m.header.first_seq.0);
         for (first_seq, mut ranges) in parts {
@@ -255,6 +260,13 @@ impl Replicator {
         let newest = local.segments.len().saturating_sub(1);
         for (i, meta) in local.segments.iter().enumerate() {
             let first_seq = meta.header.first_seq.0;
+            let next = local.segments.get(i + 1).map(|m| m.header.first_seq.0);
+            if !self.segments.contains_key(&first_seq)
+                && next.is_some_and(|next| next - 1 <= self.retained)
+            {
+                // Removed from the replica by retention, on purpose: not shipped again.
+                continue;
+            }
             let state = *self.segments.entry(first_seq).or_insert(Shipped {
                 end: 0,
                 next_seq: first_seq,

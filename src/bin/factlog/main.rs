@@ -29,6 +29,7 @@ mod purge;
 mod recover;
 mod replicate;
 mod request_key;
+mod retain;
 mod salvage;
 mod serve;
 mod signals;
@@ -440,6 +441,22 @@ enum Command {
     ))]
     Replicate(ReplicateArgs),
 
+    /// Remove a replica's objects that a newer remote snapshot makes unnecessary.
+    ///
+    /// Keeps the newest three snapshot objects and removes older ones, and removes the
+    /// segments whose every record the oldest kept snapshot covers (once it is checked to
+    /// load), as purge does locally; the newest segment is never removed. A marker object
+    /// records the removal, so that replicators do not ship those segments again and restores
+    /// know the gap is on purpose. --dry-run prints the plan and removes nothing.
+    #[command(after_help = help_tail(
+        &[
+            (0, "removed (or, with --dry-run, planned) what the plan names"),
+            (1, "the replica cannot be reached or is not one"),
+        ],
+        "  factlog retain file:///mnt/backup/agent-1 --dry-run",
+    ))]
+    Retain(RetainArgs),
+
     /// Restore every task after a restart: classify open tool calls, expire approvals.
     ///
     /// Runs the library's recovery (writing its repair events, synced) and prints, per task,
@@ -828,6 +845,18 @@ struct ReplicateArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct RetainArgs {
+    /// The replica's location: file:///DIR (an absolute path).
+    url: String,
+    /// Print what would be removed, remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the plan as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// Store directory (created if missing; must not be writable by group or others).
     dir: PathBuf,
@@ -1109,6 +1138,7 @@ fn main() -> ExitCode {
         Command::Emit(args) => emit::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Replicate(args) => replicate::run(&args),
+        Command::Retain(args) => retain::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::State(args) => state::run(&args),
         Command::History(args) => history::run(&args),
