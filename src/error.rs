@@ -570,15 +570,19 @@ impl Error {
     }
 
     /// Whether the data itself is the problem: damage ([`Error::is_corruption`]), an event
-    /// this build cannot read as its current schema ([`ErrorKind::CannotUpcast`]) or a
-    /// migration the data refuses ([`ErrorKind::MigrationRefused`]). The command line exits 3
-    /// for these, 1 for every other failure.
+    /// this build cannot read as its current schema ([`ErrorKind::CannotUpcast`]), a
+    /// migration the data refuses ([`ErrorKind::MigrationRefused`]), or a replica with damage
+    /// or a gap ([`ErrorKind::ReplicaDamaged`], [`ErrorKind::ReplicaGap`]). The command line
+    /// exits 3 for these, 1 for every other failure.
     #[must_use]
     pub fn is_damaged_or_refused_data(&self) -> bool {
         self.is_corruption()
             || matches!(
                 *self.kind,
-                ErrorKind::CannotUpcast { .. } | ErrorKind::MigrationRefused { .. }
+                ErrorKind::CannotUpcast { .. }
+                    | ErrorKind::MigrationRefused { .. }
+                    | ErrorKind::ReplicaDamaged { .. }
+                    | ErrorKind::ReplicaGap { .. }
             )
     }
 }
@@ -686,8 +690,8 @@ impl fmt::Display for Error {
             ),
             ErrorKind::TargetNotEmpty { dir } => write!(
                 f,
-                "{} exists and is not empty: name a new or empty directory for the salvaged \
-                 store; nothing was written",
+                "{} exists and is not empty: name a new or empty directory for the new store; \
+                 nothing was written",
                 dir.display()
             ),
             ErrorKind::TargetInsideSource { log_dir, target } => write!(

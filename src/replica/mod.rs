@@ -4,12 +4,15 @@
 //! - [`remote`]: the seam every object-store request goes through, and its `file://` form;
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
 //! - [`lease`]: one replicating run per replica;
+//! - [`restore`](mod@restore): a store rebuilt from a replica, every object checked first;
 
 pub mod lease;
 pub mod part;
 pub mod remote;
+pub mod restore;
 
 pub use remote::{DirRemote, Remote};
+pub use restore::{RestoreOptions, RestoreReport, restore};
 
 use crate::error::{ErrorKind, Result};
 
