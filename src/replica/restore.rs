@@ -403,6 +403,11 @@ fn restore_segment(
     let (mut end, mut next, mut used, mut cut) = (0_u64, first_seq, 0_usize, false);
     for (start, part_end, name) in parts {
         let (start, part_end) = (*start, *part_end);
+        if header.is_some() && bound.is_some_and(|n| next > n.0) {
+            // The parts after the requested seq are neither fetched nor checked.
+            cut = true;
+            break;
+        }
         if start > end {
             return Err(gap(&format!(
                 "bytes [{end}, {start}) of segment {first_seq} (the part before {name})"

@@ -8,6 +8,7 @@ pub mod damage;
 pub mod fixtures;
 pub mod harness;
 pub mod readme;
+pub mod replica;
 pub mod schema;
 pub mod server;
 pub mod vectors;
