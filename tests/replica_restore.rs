@@ -5,19 +5,27 @@
 //! store has; that `--seq` ends at the last whole frame (a batch straddling it is left out)
 //! and ignores damage after it; that a store whose oldest segments retention removed restores
 //! from its snapshot, and is refused without one; and that damage, a missing part, a missing
-//! segment, another identity version, no identity and a non-empty target are each refused with
-//! the error naming what is wrong, leaving the target as it was.
+//! segment, a part ending inside a frame, another identity version, no identity and a
+//! non-empty target are each refused with the error naming what is wrong, leaving the target
+//! as it was; and that a restore failing on a full disk or a failed sync removes what it
+//! wrote.
 
 mod common;
 
+#[path = "common/faulty_fs.rs"]
+mod faulty_fs;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use common::damage::{segment_files, small_options};
 use common::harness::{events, fold};
 use common::replica::{Replica, frame_boundaries, last_seq, segment_of, ship, source_store};
-use factlog::replica::{self, RestoreOptions, RestoreReport, part, restore};
+use factlog::replica::{self, Remote, RestoreOptions, RestoreReport, part, restore};
 use factlog::{Error, ErrorKind, Seq, Store};
+use faulty_fs::FaultyFs;
 
 /// A temporary directory holding the source store `store`, and its replica `replica`.
 struct Setup {
@@ -210,6 +218,38 @@ fn a_damaged_part_is_refused_and_named() {
 }
 
 #[test]
+fn a_part_that_ends_inside_a_frame_is_refused() {
+    let setup = Setup::new();
+    let parts = setup.parts.iter().find(|p| p.len() == 3).expect("a segment in three parts");
+    let (first_seq, a, b) = replica::parse_part_name(&parts[1]).expect("a part name");
+    let (_, _, c) = replica::parse_part_name(&parts[2]).expect("a part name");
+    let index = setup.parts.iter().position(|p| p == parts).expect("its index");
+    let path = &segment_files(&setup.source)[index];
+    let bytes = std::fs::read(path).expect("read the source segment");
+    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    // The same bytes, cut 8 bytes into the first frame of the last part.
+    let remote = setup.replica.remote();
+    for name in &parts[1..] {
+        std::fs::remove_file(setup.replica.object(name)).expect("remove");
+    }
+    let cut = b + 8;
+    let early = replica::part_name(first_seq, a, cut);
+    for (start, end, name) in
+        [(a, cut, early.clone()), (cut, c, replica::part_name(first_seq, cut, c))]
+    {
+        let body = &bytes[start as usize..end as usize];
+        remote.put_new(&name, &part::encode(start, header.salt, body)).expect("put");
+    }
+    match setup.refused(RestoreOptions::new()).kind() {
+        ErrorKind::ReplicaDamaged { object, reason } => {
+            assert_eq!(object, &early);
+            assert!(reason.contains(&format!("byte {b} of segment {first_seq}")), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_missing_part_is_a_gap_naming_the_bytes() {
     let setup = Setup::new();
     let parts = setup.parts.iter().find(|p| p.len() == 3).expect("a segment in three parts");
@@ -331,4 +371,29 @@ fn a_target_that_is_not_empty_is_refused_and_left_alone() {
     setup.restore(&empty, RestoreOptions::new()).expect_err("a gap");
     assert!(empty.is_dir());
     assert_eq!(std::fs::read_dir(&empty).expect("list").count(), 0);
+}
+
+#[test]
+fn a_restore_that_fails_while_writing_removes_what_it_wrote() {
+    let setup = Setup::new();
+    // A full disk at each kind of file the restore writes, then failed syncs.
+    for filter in [".seg", ".snap", "RESTORED"] {
+        let fs = FaultyFs::new();
+        *fs.faults.write_filter.lock() = filter.to_owned();
+        fs.faults.disk_full.store(true, Ordering::SeqCst);
+        let options = small_options().log(factlog::Options::new().fs(Arc::new(fs)));
+        let target = setup.target("full");
+        let error = restore(&setup.replica.remote(), &target, RestoreOptions::new().store(options))
+            .expect_err("a full disk");
+        assert!(matches!(error.kind(), ErrorKind::DiskFull { .. }), "{filter}: {error}");
+        assert!(!target.exists(), "{filter}: nothing left behind");
+    }
+    let fs = FaultyFs::new();
+    fs.faults.fail_sync.store(true, Ordering::SeqCst);
+    let options = small_options().log(factlog::Options::new().fs(Arc::new(fs)));
+    let target = setup.target("unsynced");
+    let error = restore(&setup.replica.remote(), &target, RestoreOptions::new().store(options))
+        .expect_err("a failed fdatasync");
+    assert!(matches!(error.kind(), ErrorKind::Io { op: "fdatasync", .. }), "{error}");
+    assert!(!target.exists());
 }
