@@ -265,6 +265,37 @@ fn a_missing_part_is_a_gap_naming_the_bytes() {
 }
 
 #[test]
+fn missing_last_parts_of_a_segment_are_a_gap_naming_the_seqs_up_to_the_point() {
+    let setup = Setup::new();
+    let last = setup.parts[0].last().expect("a part").clone();
+    let (_, start, _) = replica::parse_part_name(&last).expect("a part name");
+    std::fs::remove_file(setup.replica.object(&last)).expect("remove the last part");
+    // The seqs the removed part held, from the source's frame boundaries.
+    let path = &segment_files(&setup.source)[0];
+    let bytes = std::fs::read(path).expect("read");
+    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    let mut first_missing = None;
+    let scan = factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+        if offset as u64 == start {
+            first_missing = Some(frame.seq);
+        }
+    });
+    let (first_missing, next) = (first_missing.expect("a frame"), scan.next_seq.0);
+    let seqs = format!("seqs {first_missing}..={}", next - 1);
+    for options in [RestoreOptions::new(), RestoreOptions::new().seq(Seq(first_missing))] {
+        match setup.refused(options).kind() {
+            ErrorKind::ReplicaGap { missing } => assert!(missing.starts_with(&seqs), "{missing}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let target = setup.target("below");
+    let report = setup
+        .restore(&target, RestoreOptions::new().seq(Seq(first_missing - 1)))
+        .expect("below the gap");
+    assert_eq!(report.through_seq, Seq(first_missing - 1));
+}
+
+#[test]
 fn a_missing_segment_is_a_gap_naming_the_seqs() {
     let setup = Setup::new();
     let (middle, after) = (segment_of(&setup.parts[1][0]), segment_of(&setup.parts[2][0]));

@@ -310,7 +310,9 @@ fn write_store(
     let mut next = report.first_seq.0;
     let mut cut = false;
     for (&first_seq, parts) in &listing.segments {
-        if cut || options.seq.is_some_and(|n| first_seq > n.0 && before.is_some()) {
+        // The first segment is always restored (a store has one); a later one only while
+        // seqs up to the requested one are still wanted, and then it must continue the log.
+        if cut || (before.is_some() && options.seq.is_some_and(|n| next > n.0)) {
             report.segments_left_out += 1;
             continue;
         }
