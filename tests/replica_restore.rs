@@ -428,3 +428,27 @@ fn a_restore_that_fails_while_writing_removes_what_it_wrote() {
     assert!(matches!(error.kind(), ErrorKind::Io { op: "fdatasync", .. }), "{error}");
     assert!(!target.exists());
 }
+
+#[test]
+fn an_unusable_snapshot_is_skipped_and_reported_when_the_log_is_whole() {
+    let setup = Setup::new();
+    let snapshots = setup.replica.names("snapshots/");
+    assert_eq!(snapshots.len(), 1);
+    let mut bytes = std::fs::read(setup.replica.object(&snapshots[0])).expect("read");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    overwrite(&setup.replica, &snapshots[0], &bytes);
+    for stray in ["snapshots/notes.txt", "lease/junk"] {
+        overwrite(&setup.replica, stray, b"x");
+    }
+    let target = setup.target("restored");
+    let report = setup.restore(&target, RestoreOptions::new()).expect("the log is whole");
+    assert!(report.snapshots.is_empty());
+    assert_eq!(report.snapshots_skipped.len(), 1);
+    assert_eq!(report.snapshots_skipped[0].object, snapshots[0]);
+    assert_eq!(report.ignored, ["snapshots/notes.txt", "lease/junk"]);
+    assert!(!target.join("snapshots").exists());
+    let (source, copy) = (read_only(&setup.source), read_only(&target));
+    assert_eq!(events(&copy), events(&source));
+    assert_eq!(copy.state(), source.state());
+}
