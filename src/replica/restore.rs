@@ -33,7 +33,7 @@ use crate::frame::{self, Decoded};
 use crate::fs::{Fs, OpenMode};
 use crate::harness::snapshot::{self, SnapshotMeta};
 use crate::harness::{Store, StoreOptions};
-use crate::limits::SEGMENT_HEADER_BYTES;
+use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES};
 use crate::segment::{self, SegmentHeader};
 use crate::types::{SegmentId, Seq};
 
@@ -243,10 +243,11 @@ impl Listing {
         let mut ignored = Vec::new();
         for name in remote.list(SEGMENTS_PREFIX)? {
             match parse_part_name(&name) {
-                Some((first_seq, start, end)) => {
+                // Seq 0 names no segment (`format-spec/segment.md`, "Validity rules").
+                Some((first_seq, start, end)) if first_seq > 0 => {
                     segments.entry(first_seq).or_default().push((start, end, name));
                 }
-                None => ignored.push(name),
+                _ => ignored.push(name),
             }
         }
         for parts in segments.values_mut() {
@@ -420,6 +421,15 @@ fn restore_segment(
                 name,
                 format!(
                     "it begins at byte {start}, inside the part before it, which ends at {end}"
+                ),
+            ));
+        }
+        if part_end > SEGMENT_BYTES_MAX {
+            return Err(damaged(
+                name,
+                format!(
+                    "its range ends at byte {part_end}, past the largest segment file \
+                     ({SEGMENT_BYTES_MAX} bytes)"
                 ),
             ));
         }
