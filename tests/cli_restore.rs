@@ -1,6 +1,7 @@
 //! `factlog restore URL DIR [--seq N]`, run as the real binary on a store shipped by hand into
 //! a `file://` replica (`tests/common/replica.rs`): the restored store gives the same
-//! `factlog dump --json` and `factlog state --json` as the source; `--seq` says where it ended;
+//! `factlog dump --json`, `state --json` and `recover --dry-run --json` as the source and
+//! verifies clean with `--deep`; `--seq` says where it ended;
 //! a damaged part is one error line naming it, exit 3, nothing written; a target that is not
 //! empty is exit 1.
 
@@ -24,14 +25,17 @@ fn restore_builds_the_same_store_and_refuses_damage() {
     let text = run.stdout_text();
     assert!(text.contains(&format!("seqs 1..={last}")), "{text}");
     assert!(text.contains("snapshots: copied"), "{text}");
-    for command in ["dump", "state"] {
+    for command in [&["dump"][..], &["state"], &["recover", "--dry-run"]] {
         let of = |dir: &std::path::Path| {
-            let run = factlog(&[command, arg(dir), "--json"], b"");
+            let mut args = vec![command[0], arg(dir), "--json"];
+            args.extend_from_slice(&command[1..]);
+            let run = factlog(&args, b"");
             run.assert_success();
             run.stdout
         };
-        assert_eq!(of(&target), of(&source), "factlog {command} --json");
+        assert_eq!(of(&target), of(&source), "factlog {command:?} --json");
     }
+    factlog(&["verify", arg(&target), "--deep"], b"").assert_success();
 
     // Inside a batch of three: the restored log ends before it.
     let batch = batches[0];
