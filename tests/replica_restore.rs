@@ -7,8 +7,9 @@
 //! from its snapshot, and is refused without one; and that damage, a missing part, a missing
 //! segment, a part ending inside a frame, another identity version, no identity and a
 //! non-empty target are each refused with the error naming what is wrong, leaving the target
-//! as it was; and that a restore failing on a full disk or a failed sync removes what it
-//! wrote.
+//! as it was; that a restore failing on a full disk or a failed sync removes what it wrote;
+//! and that every local write goes through the `Fs` seam and is synced before `restore`
+//! returns (a simulated power failure right after it loses nothing).
 
 mod common;
 
@@ -451,4 +452,52 @@ fn an_unusable_snapshot_is_skipped_and_reported_when_the_log_is_whole() {
     let (source, copy) = (read_only(&setup.source), read_only(&target));
     assert_eq!(events(&copy), events(&source));
     assert_eq!(copy.state(), source.state());
+}
+
+#[test]
+fn every_local_write_goes_through_the_file_system_seam_and_is_synced() {
+    let setup = Setup::new();
+    let sim = factlog::fs::sim::SimFs::new(7);
+    let options = small_options().log(
+        factlog::Options::new()
+            .segment_bytes(common::damage::SMALL_SEGMENT_BYTES)
+            .background_threads(false)
+            .fs(Arc::new(sim.clone())),
+    );
+    let target = setup.target("simulated");
+    // The temporary directory exists on the simulated machine too, durably, as it does on the
+    // real one before the restore.
+    let parent = target.parent().expect("a parent");
+    factlog::fs::Fs::create_dir_all(&sim, parent).expect("create the parent");
+    for dir in parent.ancestors().filter_map(Path::parent) {
+        factlog::fs::Fs::sync_dir(&sim, dir).expect("sync an ancestor");
+    }
+    let report = restore(&setup.replica.remote(), &target, RestoreOptions::new().store(options))
+        .expect("restore onto the simulated file system");
+    assert!(!target.exists(), "nothing was written to the real file system");
+    let files = sim.files();
+    for segment in &report.segments {
+        let path = target.join(factlog::segment::file_name(segment.first_seq));
+        let bytes = sim.read_file(&path).expect("the segment is on the simulated disk");
+        assert_eq!(bytes.len() as u64, segment.bytes);
+    }
+    assert!(files.contains(&target.join("RESTORED.json")), "{files:?}");
+    assert_eq!(files.iter().filter(|f| f.extension().is_some_and(|e| e == "snap")).count(), 1);
+
+    // Every file and name was synced before the restore returned: a power failure right
+    // after it loses nothing, and the store opens.
+    sim.halt();
+    let after = sim.reboot(factlog::fs::sim::CrashModel::LoseUnsynced, 0);
+    assert_eq!(after.files(), files);
+    for file in &files {
+        assert_eq!(after.read_file(file), sim.read_file(file), "{}", file.display());
+    }
+    let options = small_options().log(
+        factlog::Options::new()
+            .segment_bytes(common::damage::SMALL_SEGMENT_BYTES)
+            .background_threads(false)
+            .fs(Arc::new(after)),
+    );
+    let store = Store::open_read_only(&target, options).expect("opens after a power failure");
+    assert_eq!(store.log().last_seq(), Some(report.through_seq));
 }
