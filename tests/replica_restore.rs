@@ -251,6 +251,42 @@ fn a_part_that_ends_inside_a_frame_is_refused() {
 }
 
 #[test]
+fn a_part_that_ends_inside_a_frames_padding_is_refused() {
+    let setup = Setup::new();
+    let path = &segment_files(&setup.source)[0];
+    let bytes = std::fs::read(path).expect("read the source segment");
+    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    let mut padded = None;
+    let scan = factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+        let unpadded = 24 + frame.payload.len();
+        if padded.is_none() && frame.frame_bytes > unpadded {
+            padded = Some((offset, offset + unpadded));
+        }
+    });
+    let (frame_at, cut) = padded.expect("a frame with padding");
+    let remote = setup.replica.remote();
+    for name in &setup.parts[0] {
+        std::fs::remove_file(setup.replica.object(name)).expect("remove");
+    }
+    let first_seq = header.first_seq.0;
+    let early = replica::part_name(first_seq, 0, cut as u64);
+    let late = replica::part_name(first_seq, cut as u64, scan.end_offset as u64);
+    remote.put_new(&early, &part::encode(0, header.salt, &bytes[..cut])).expect("put");
+    let late_body = &bytes[cut..scan.end_offset];
+    remote.put_new(&late, &part::encode(cut as u64, header.salt, late_body)).expect("put");
+    match setup.refused(RestoreOptions::new()).kind() {
+        ErrorKind::ReplicaDamaged { object, reason } => {
+            assert_eq!(object, &early);
+            assert!(
+                reason.contains(&format!("padding of the frame at byte {frame_at}")),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_missing_part_is_a_gap_naming_the_bytes() {
     let setup = Setup::new();
     let parts = setup.parts.iter().find(|p| p.len() == 3).expect("a segment in three parts");

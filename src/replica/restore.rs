@@ -437,13 +437,12 @@ fn restore_segment(
             gap(&format!("object {name}: it was listed, then not found (was it removed?)"))
         })?;
         let (part_header, body) = part::decode(name, &bytes, start, part_end)?;
-        let mut offset = 0;
-        let header = match header {
-            Some(header) => header,
+        // The first part begins with the segment header; the frames follow it.
+        let (header, frames_from) = match header {
+            Some(header) => (header, 0),
             None => {
                 let found = segment_header(name, body, first_seq, before)?;
-                offset = SEGMENT_HEADER_BYTES;
-                *header.insert(found)
+                (*header.insert(found), SEGMENT_HEADER_BYTES)
             }
         };
         if part_header.salt != header.salt {
@@ -456,53 +455,16 @@ fn restore_segment(
                 ),
             ));
         }
-        let salt_crc = header.salt_crc();
-        while offset < body.len() {
-            if bound.is_some_and(|n| next > n.0) {
-                cut = true;
-                break;
-            }
-            let at = start + offset as u64;
-            match frame::decode(body, offset, salt_crc) {
-                Decoded::Frame(f) if f.seq != next => {
-                    return Err(damaged(
-                        name,
-                        format!(
-                            "the frame at byte {at} of segment {first_seq} holds seq {} where \
-                             seq {next} follows",
-                            f.seq
-                        ),
-                    ));
-                }
-                Decoded::Frame(f) if bound.is_some_and(|n| f.end_seq() > n.0.saturating_add(1)) => {
-                    cut = true;
-                    break;
-                }
-                Decoded::Frame(f) => {
-                    offset += f.frame_bytes;
-                    next = f.end_seq();
-                }
-                Decoded::End => {
-                    return Err(damaged(
-                        name,
-                        format!("zeros at byte {at} of segment {first_seq}, where a frame follows"),
-                    ));
-                }
-                Decoded::Invalid(fault) => {
-                    return Err(damaged(
-                        name,
-                        format!("byte {at} of segment {first_seq} is not a valid frame: {fault}"),
-                    ));
-                }
-            }
-        }
-        file.write_all_at(&body[..offset], start).map_err(|e| Error::io("write", &path, e))?;
+        let place = Place { object: name, segment: first_seq, start };
+        let (kept, bounded) =
+            check_frames(place, body, frames_from, header.salt_crc(), &mut next, bound)?;
+        file.write_all_at(&body[..kept], start).map_err(|e| Error::io("write", &path, e))?;
         used += 1;
-        end = start + offset as u64;
-        if cut {
+        end = start + kept as u64;
+        if bounded {
+            cut = true;
             break;
         }
-        end = part_end;
     }
     let Some(header) = header else {
         unreachable!("a segment is listed only with a part, and its first part sets the header");
@@ -516,6 +478,77 @@ fn restore_segment(
         cut: cut || used < parts.len(),
     };
     Ok(Restored { segment, header, next_seq: next })
+}
+
+/// Where a part's body lies, for messages: its object, its segment, its first byte.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    object: &'a str,
+    segment: u64,
+    start: u64,
+}
+
+/// Checks the frames of a part's `body` from `offset` (after the segment header in a first
+/// part), as [`segment::scan`] does for a whole file: each valid under the segment's salt,
+/// holding seq `next` (advanced past it). Stops before the first frame with a record after
+/// `bound`. Returns the offset after the last kept frame, and whether `bound` stopped it.
+fn check_frames(
+    place: Place<'_>,
+    body: &[u8],
+    mut offset: usize,
+    salt_crc: u32,
+    next: &mut u64,
+    bound: Option<Seq>,
+) -> Result<(usize, bool)> {
+    let (name, segment) = (place.object, place.segment);
+    while offset < body.len() {
+        if bound.is_some_and(|n| *next > n.0) {
+            return Ok((offset, true));
+        }
+        let at = place.start + offset as u64;
+        match frame::decode(body, offset, salt_crc) {
+            Decoded::Frame(f) if f.seq != *next => {
+                return Err(damaged(
+                    name,
+                    format!(
+                        "the frame at byte {at} of segment {segment} holds seq {} where seq \
+                         {next} follows",
+                        f.seq
+                    ),
+                ));
+            }
+            // A batch is whole or absent: one with a record after the bound is left out.
+            Decoded::Frame(f) if bound.is_some_and(|n| f.end_seq() > n.0.saturating_add(1)) => {
+                return Ok((offset, true));
+            }
+            Decoded::Frame(f) if offset + f.frame_bytes > body.len() => {
+                return Err(damaged(
+                    name,
+                    format!(
+                        "its body ends inside the padding of the frame at byte {at} of segment \
+                         {segment}"
+                    ),
+                ));
+            }
+            Decoded::Frame(f) => {
+                offset += f.frame_bytes;
+                *next = f.end_seq();
+            }
+            Decoded::End => {
+                return Err(damaged(
+                    name,
+                    format!("zeros at byte {at} of segment {segment}, where a frame follows"),
+                ));
+            }
+            Decoded::Invalid(fault) => {
+                return Err(damaged(
+                    name,
+                    format!("byte {at} of segment {segment} is not a valid frame: {fault}"),
+                ));
+            }
+        }
+    }
+    Ok((offset, false))
 }
 
 /// Checks the segment header at the start of `body`, the first part of segment `first_seq`,
