@@ -35,7 +35,7 @@ use crate::harness::snapshot::{self, SnapshotMeta};
 use crate::harness::{Store, StoreOptions};
 use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES};
 use crate::segment::{self, SegmentHeader};
-use crate::types::{SegmentId, Seq};
+use crate::types::Seq;
 
 /// The name of the file a restore writes into the new store, saying where it came from.
 pub const RESTORED_FILE_NAME: &str = "RESTORED.json";
@@ -576,7 +576,7 @@ fn segment_header(
         ));
     }
     if let Some(before) = before {
-        if header.id != SegmentId(before.id.0 + 1) {
+        if before.id.0.checked_add(1) != Some(header.id.0) {
             return Err(damaged(
                 name,
                 format!("segment id {} follows segment id {}", header.id.0, before.id.0),
