@@ -205,6 +205,15 @@ fn a_damaged_part_is_refused_and_named() {
     // A part that checks itself but whose frames do not: the frame check names it.
     let (_, start, end) = replica::parse_part_name(&name).expect("a part name");
     let (header, body) = part::decode(&name, &original, start, end).expect("the original");
+    // A part of another incarnation of the segment (another salt): its frames would not check.
+    overwrite(&setup.replica, &name, &part::encode(start, header.salt ^ 1, body));
+    match setup.refused(RestoreOptions::new()).kind() {
+        ErrorKind::ReplicaDamaged { object, reason } => {
+            assert_eq!(object, &name);
+            assert!(reason.contains("another incarnation"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
     let mut body = body.to_vec();
     body[30] ^= 0x01;
     overwrite(&setup.replica, &name, &part::encode(start, header.salt, &body));
