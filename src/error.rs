@@ -121,8 +121,8 @@ pub enum ErrorKind {
         /// The state schema this build folds.
         supported: u16,
     },
-    /// `factlog salvage` was asked to write into a directory that exists and is not empty;
-    /// nothing was written.
+    /// `factlog salvage` or `factlog restore` was asked to write into a directory that exists
+    /// and is not empty; nothing was written.
     TargetNotEmpty {
         /// The directory named as the new store.
         dir: PathBuf,
