@@ -121,8 +121,8 @@ pub enum ErrorKind {
         /// The state schema this build folds.
         supported: u16,
     },
-    /// `factlog salvage` was asked to write into a directory that exists and is not empty;
-    /// nothing was written.
+    /// `factlog salvage` or `factlog restore` was asked to write into a directory that exists
+    /// and is not empty; nothing was written.
     TargetNotEmpty {
         /// The directory named as the new store.
         dir: PathBuf,
@@ -700,8 +700,8 @@ impl fmt::Display for Error {
             ),
             ErrorKind::TargetNotEmpty { dir } => write!(
                 f,
-                "{} exists and is not empty: name a new or empty directory for the salvaged \
-                 store; nothing was written",
+                "{} exists and is not empty: name a new or empty directory for the new store; \
+                 nothing was written",
                 dir.display()
             ),
             ErrorKind::TargetInsideSource { log_dir, target } => write!(

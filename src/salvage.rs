@@ -275,7 +275,7 @@ fn copy_snapshots(fs: &dyn Fs, target: &Path, files: &[SnapshotFile]) -> Result<
 
 /// Removes everything under `target` (which was empty or missing before the salvage), and
 /// `target` itself when the salvage created it. Best effort: the salvage already failed.
-fn discard(fs: &dyn Fs, target: &Path, created: bool) {
+pub(crate) fn discard(fs: &dyn Fs, target: &Path, created: bool) {
     fn empty(fs: &dyn Fs, dir: &Path) {
         for name in fs.list_dir(dir).unwrap_or_default() {
             let path = dir.join(name);

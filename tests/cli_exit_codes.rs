@@ -16,7 +16,7 @@ use common::{Run, arg, factlog};
 use serde_json::json;
 
 /// Every subcommand of `factlog`.
-const SUBCOMMANDS: [&str; 18] = [
+const SUBCOMMANDS: [&str; 19] = [
     "append",
     "bench",
     "dump",
@@ -33,6 +33,7 @@ const SUBCOMMANDS: [&str; 18] = [
     "demo",
     "migrate",
     "salvage",
+    "restore",
     "request-key",
     "completions",
 ];

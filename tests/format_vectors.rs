@@ -1013,6 +1013,11 @@ fn is_gaps_vector(stem: &str) -> bool {
     stem.get(3..).is_some_and(|rest| rest.starts_with("-gaps"))
 }
 
+/// Replica part vectors (`NNN-replica-*`) are checked by `tests/replica_part_vectors.rs`.
+fn is_replica_vector(stem: &str) -> bool {
+    stem.get(3..).is_some_and(|rest| rest.starts_with("-replica-"))
+}
+
 /// Every segment vector file in the directory and every segment vector the README describes is
 /// checked here, and numbers are not reused: a vector can be added, never dropped.
 #[test]
@@ -1031,7 +1036,12 @@ fn every_vector_is_described_and_checked() {
         .lines()
         .filter_map(|l| l.strip_prefix("### "))
         .map(str::trim)
-        .filter(|name| !is_snapshot_vector(name) && !is_event_vector(name) && !is_gaps_vector(name))
+        .filter(|name| {
+            !is_snapshot_vector(name)
+                && !is_event_vector(name)
+                && !is_gaps_vector(name)
+                && !is_replica_vector(name)
+        })
         .collect();
     assert_eq!(described, listed, "the segment vectors of vectors/README.md, in order");
     let writing = std::env::var(WRITE_VARIABLE).is_ok_and(|v| v == "1");
@@ -1040,7 +1050,9 @@ fn every_vector_is_described_and_checked() {
             continue;
         }
         let stem = file.strip_suffix(".bin").or_else(|| file.strip_suffix(".txt"));
-        if stem.is_some_and(|s| is_snapshot_vector(s) || is_event_vector(s) || is_gaps_vector(s)) {
+        if stem.is_some_and(|s| {
+            is_snapshot_vector(s) || is_event_vector(s) || is_gaps_vector(s) || is_replica_vector(s)
+        }) {
             continue;
         }
         assert!(stem.is_some_and(|s| listed.contains(&s)), "{file} is not a checked vector");

@@ -3,7 +3,7 @@
 //! as a crash leaves it, then recovered), is valid against its schema in
 //! `format-spec/schema/`: state, history, recover (dry run and real), info, verify (clean,
 //! deep, torn, corrupt), checkpoint, purge, dump and tail lines (events, raw records of
-//! `factlog append`, payloads that are not UTF-8), export lines, bench (also `--sessions`), salvage, migrate,
+//! `factlog append`, payloads that are not UTF-8), export lines, bench (also `--sessions`), salvage, restore, migrate,
 //! request-key and demo.
 
 mod common;
@@ -184,6 +184,24 @@ fn salvage_reports_are_valid() {
     let real = json_of("salvage", dir.path(), &["--to", arg(&to)]);
     assert_valid("salvage.json", &real);
     assert!(real["recovery"].is_object(), "{real}");
+}
+
+#[test]
+fn restore_reports_are_valid() {
+    let temp = tempfile::tempdir().expect("tempdir");
+    let source = temp.path().join("store");
+    common::replica_fixture::source_store(&source);
+    let replica = common::replica_fixture::Replica::new(&temp.path().join("replica"));
+    common::replica_fixture::ship(&source, &replica, 2);
+    for (name, extra) in [("whole", vec![]), ("at-40", vec!["--seq", "40"])] {
+        let target = temp.path().join(name);
+        let mut args = vec!["restore", replica.url.as_str(), arg(&target), "--json"];
+        args.extend(extra);
+        let run = factlog(&args, b"");
+        run.assert_success();
+        let report: Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+        assert_valid("restore.json", &report);
+    }
 }
 
 #[test]
@@ -474,7 +492,7 @@ fn recover_of_a_restored_store_names_its_replica() {
         version: 1,
         from: "file:///replicas/a".to_owned(),
         through_seq: 7,
-        source_device: "machine-a".to_owned(),
+        source_device: Some("machine-a".to_owned()),
         restored_us: 1,
         device: "machine-b".to_owned(),
     };

@@ -7,19 +7,22 @@
 //! - [`retain`]: the remote objects a newer remote snapshot makes unnecessary, removed;
 //! - [`restored`]: the file a restored store keeps, naming the replica it came from;
 //! - [`ship`]: the replicator, which ships what the store's files hold;
-//! - [`background`]: a store replicating in its own process ([`crate::Store::replicate`]).
+//! - [`background`]: a store replicating in its own process ([`crate::Store::replicate`]);
+//! - [`restore`](mod@restore): a store rebuilt from a replica, every object checked first.
 
 pub mod background;
 pub mod lease;
 pub mod part;
 pub(crate) mod progress;
 pub mod remote;
+pub mod restore;
 pub mod restored;
 pub mod retain;
 pub mod ship;
 
 pub use background::{ReplicateOptions, Replication};
 pub use remote::{DirRemote, Remote};
+pub use restore::{RestoreOptions, RestoreReport, restore};
 pub use ship::{Replicator, ShipOptions, ShipStatus};
 
 use crate::error::{ErrorKind, Result};

@@ -24,7 +24,7 @@ pub struct Restored {
     /// The last seq restored.
     pub through_seq: u64,
     /// The device that wrote the replica (its last lease's), when known.
-    pub source_device: String,
+    pub source_device: Option<String>,
     /// When the restore ran, in microseconds since the epoch.
     pub restored_us: u64,
     /// The device the restore ran on.

@@ -9,6 +9,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod readme;
 pub mod replica;
+pub mod replica_fixture;
 pub mod schema;
 pub mod server;
 pub mod vectors;

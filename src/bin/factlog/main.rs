@@ -29,6 +29,7 @@ mod purge;
 mod recover;
 mod replicate;
 mod request_key;
+mod restore;
 mod retain;
 mod salvage;
 mod serve;
@@ -611,6 +612,39 @@ enum Command {
     ))]
     Salvage(SalvageArgs),
 
+    /// Build a store from a replica: every object checked, damage and gaps refused.
+    ///
+    /// Reads the replica at URL (file:///absolute/dir), checks its identity, every part of
+    /// every segment (its checksums, its place in the segment, the segment header) and every
+    /// frame (valid, seqs following each other within and across segments), and writes the
+    /// segments, the snapshots covering at most the restored last seq and RESTORED.json into
+    /// DIR, which must not exist or be empty (format-spec/replication.md, "Restore"). Then it
+    /// opens DIR read-only as a check. A replica with a damaged object or a gap is refused,
+    /// naming the object, the missing byte range or the missing seqs, and nothing is written;
+    /// a replica whose oldest segments were removed restores only from a snapshot covering
+    /// them. --seq N keeps the frames whose records all have seqs up to N: the restored log
+    /// ends there or, when a batch crosses N, before the batch; damage after it does not
+    /// matter.
+    ///
+    /// Prints the restored seqs, segments and parts, where --seq ended, the snapshots copied
+    /// or skipped, the names ignored and the source device. --json prints one object:
+    /// {"location","target","requested_seq","first_seq","through_seq","segments":[{"first_seq",
+    /// "last_seq","parts","bytes","cut"}],"segments_left_out","parts","bytes","snapshots":[covered
+    /// seq],"snapshots_skipped":[{"object","reason"}],"ignored","source_device","device",
+    /// "restored_us"} (format-spec/schema/restore.json).
+    #[command(after_help = help_tail(
+        &[
+            (0, "the store was written into DIR and opens"),
+            (1, "also DIR not empty, a location that holds no replica or cannot be read, or a restored store that cannot be written or opened (what was written is removed)"),
+            (3, "a damaged object or a gap in the replica (nothing written), or a replica, part or segment of a newer format"),
+        ],
+        concat!(
+            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-restored\n",
+            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-at-120 --seq 120 --json",
+        ),
+    ))]
+    Restore(restore::RestoreArgs),
+
     /// Print the request key of a logical request: the documented derivation, for any language.
     ///
     /// request_key = "rk1_" + the lowercase hex of the first 16 bytes of SHA-256 over the
@@ -1146,6 +1180,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Migrate(args) => migrate::run(&args),
         Command::Salvage(args) => salvage::run(&args),
+        Command::Restore(args) => restore::run(&args),
         Command::RequestKey(args) => request_key::run(&args),
         Command::Completions(args) => completions(args.shell),
     };

@@ -77,7 +77,10 @@ fn report_text(report: &RecoveryReport) -> String {
             out,
             "restored from {} through seq {} (replicated from device {}, restored on {}): a \
              new holder, so no authority or call in flight carried over",
-            restored.from, restored.through_seq, restored.source_device, restored.device
+            restored.from,
+            restored.through_seq,
+            restored.source_device.as_deref().unwrap_or("unknown"),
+            restored.device
         );
     }
     for task in &report.tasks {

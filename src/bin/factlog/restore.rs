@@ -1,0 +1,131 @@
+//! `factlog restore URL DIR [--seq N]`: builds a store in DIR from the replica at URL through
+//! [`factlog::replica::restore`], which checks every object it uses and refuses damage and
+//! gaps. The command only opens the location and formats the library's report (text, or one
+//! JSON object: `format-spec/schema/restore.json`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use factlog::Seq;
+use factlog::replica::{RestoreOptions, RestoreReport};
+use serde_json::{Value, json};
+
+use crate::{Outcome, Output, library_failure};
+
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// The replica's location: file:///absolute/dir.
+    url: String,
+    /// The new store: a directory that does not exist or is empty.
+    dir: PathBuf,
+    /// Restore the log as it was at this seq: the frames whose records all have seqs up to N
+    /// (a batch is whole or absent, so the restored log may end below N).
+    #[arg(long, value_name = "N")]
+    seq: Option<u64>,
+    /// Print a single JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &RestoreArgs) -> Outcome {
+    let doing = || format!("cannot restore {} into {}", args.url, args.dir.display());
+    let remote =
+        factlog::replica::remote::open(&args.url).map_err(|e| library_failure(doing(), &e))?;
+    let mut options = RestoreOptions::new();
+    if let Some(seq) = args.seq {
+        options = options.seq(Seq(seq));
+    }
+    let report = factlog::replica::restore(&*remote, &args.dir, options)
+        .map_err(|e| library_failure(doing(), &e))?;
+    let mut out = Output::new();
+    if args.json {
+        writeln!(out, "{}", report_json(&report));
+    } else {
+        write_text(&mut out, &report);
+    }
+    out.finish()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_text(out: &mut Output, report: &RestoreReport) {
+    let seqs = if report.through_seq.0 >= report.first_seq.0 {
+        format!("seqs {}..={}", report.first_seq.0, report.through_seq.0)
+    } else {
+        "no events".to_owned()
+    };
+    writeln!(
+        out,
+        "restored {} into {}: {seqs} ({} segments from {} parts, {} bytes)",
+        report.location,
+        report.target.display(),
+        report.segments.len(),
+        report.parts,
+        report.bytes
+    );
+    if let Some(seq) = report.requested_seq {
+        writeln!(
+            out,
+            "--seq {}: the restored log ends at seq {} (a batch is whole or absent); {} later \
+             segments not restored",
+            seq.0, report.through_seq.0, report.segments_left_out
+        );
+    }
+    if report.first_seq.0 > 1 {
+        writeln!(
+            out,
+            "seqs 1..={} were removed from the replica: a snapshot covers them",
+            report.first_seq.0 - 1
+        );
+    }
+    if !report.snapshots.is_empty() {
+        let covered: Vec<String> = report.snapshots.iter().map(|s| s.0.to_string()).collect();
+        writeln!(out, "snapshots: copied those covering seqs through {}", covered.join(", "));
+    }
+    for skipped in &report.snapshots_skipped {
+        writeln!(out, "snapshot not copied: {}: {}", skipped.object, skipped.reason);
+    }
+    for name in &report.ignored {
+        writeln!(out, "ignored: {name} (not an object of the replica format)");
+    }
+    let source = report.source_device.as_deref().unwrap_or("unknown");
+    writeln!(out, "from device {source}, restored on device {}", report.device);
+}
+
+/// The `--json` object (`format-spec/schema/restore.json`).
+fn report_json(report: &RestoreReport) -> Value {
+    let segments: Vec<Value> = report
+        .segments
+        .iter()
+        .map(|s| {
+            json!({
+                "first_seq": s.first_seq.0,
+                "last_seq": s.last_seq.map(|seq| seq.0),
+                "parts": s.parts,
+                "bytes": s.bytes,
+                "cut": s.cut,
+            })
+        })
+        .collect();
+    let skipped: Vec<Value> = report
+        .snapshots_skipped
+        .iter()
+        .map(|s| json!({ "object": s.object, "reason": s.reason }))
+        .collect();
+    json!({
+        "location": report.location,
+        "target": report.target.display().to_string(),
+        "requested_seq": report.requested_seq.map(|s| s.0),
+        "first_seq": report.first_seq.0,
+        "through_seq": report.through_seq.0,
+        "segments": segments,
+        "segments_left_out": report.segments_left_out,
+        "parts": report.parts,
+        "bytes": report.bytes,
+        "snapshots": report.snapshots.iter().map(|s| s.0).collect::<Vec<u64>>(),
+        "snapshots_skipped": skipped,
+        "ignored": report.ignored,
+        "source_device": report.source_device,
+        "device": report.device,
+        "restored_us": report.restored_us,
+    })
+}

@@ -1,0 +1,650 @@
+//! [`restore`]: a store rebuilt in a new directory from a replica, every object it uses
+//! checked first (`format-spec/replication.md`, "Restore").
+//!
+//! The replica's bytes are untrusted: each part is checked by [`part::decode`], each segment
+//! header by [`segment::decode_header`], and every frame by [`frame::decode`] with its
+//! segment's salt, the seqs following each other as the log's open requires
+//! ([`segment::scan`] applies the same rules to a whole file).
+//!
+//! Invariants:
+//! - Each restored segment file holds exactly the replica's bytes `[0, end)` of that segment,
+//!   where `end` is the end of its last part, or the end of the last frame kept by
+//!   [`RestoreOptions::seq`]; its frames are valid and their seqs follow each other, within
+//!   the segment and from one segment to the next.
+//! - A refusal leaves the target as it was found: the target and the replica's identity are
+//!   checked before anything is written, and whatever was written is removed when a later
+//!   check fails.
+//! - Memory is bounded by one part: each part is checked and written before the next one is
+//!   fetched.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::lease::LEASE_PREFIX;
+use super::{
+    Remote, SEGMENTS_PREFIX, SNAPSHOTS_PREFIX, check_identity, device_name, parse_part_name, part,
+};
+use crate::error::{Error, ErrorKind, Result};
+use crate::frame::{self, Decoded};
+use crate::fs::{Fs, OpenMode};
+use crate::harness::snapshot::{self, SnapshotMeta};
+use crate::harness::{Store, StoreOptions};
+use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES};
+use crate::segment::{self, SegmentHeader};
+use crate::types::Seq;
+
+/// How to restore. A builder: `RestoreOptions::new().seq(Seq(120))`.
+#[derive(Debug, Clone)]
+pub struct RestoreOptions {
+    seq: Option<Seq>,
+    store: StoreOptions,
+}
+
+impl RestoreOptions {
+    /// The defaults: restore everything the replica holds, check the result with
+    /// `StoreOptions::new()`.
+    #[must_use]
+    pub fn new() -> RestoreOptions {
+        RestoreOptions { seq: None, store: StoreOptions::new() }
+    }
+
+    /// Restore the log as it was at `seq`: keep the frames whose records all have seqs up to
+    /// `seq`. A batch is whole or absent, so the restored log may end below `seq`
+    /// ([`RestoreReport::through_seq`] says where). Default: `None`, everything.
+    #[must_use]
+    pub fn seq(mut self, seq: Seq) -> RestoreOptions {
+        self.seq = Some(seq);
+        self
+    }
+
+    /// The options the restored store is opened with, as a check; their file system
+    /// ([`crate::Options::fs`]) is the one the new store is written through, and their clock
+    /// gives `restored_us`. Default: `StoreOptions::new()`.
+    #[must_use]
+    pub fn store(mut self, store: StoreOptions) -> RestoreOptions {
+        self.store = store;
+        self
+    }
+}
+
+impl Default for RestoreOptions {
+    fn default() -> Self {
+        RestoreOptions::new()
+    }
+}
+
+/// What [`restore`] found and wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// The replica's location.
+    pub location: String,
+    /// The new store's directory.
+    pub target: PathBuf,
+    /// The seq asked for with [`RestoreOptions::seq`], if any.
+    pub requested_seq: Option<Seq>,
+    /// The first seq of the restored log: 1, or the first seq the replica still holds after
+    /// retention removed older segments (a snapshot then covers the seqs before it).
+    pub first_seq: Seq,
+    /// The last restored seq (`Seq(0)`: none).
+    pub through_seq: Seq,
+    /// The restored segments, in log order.
+    pub segments: Vec<RestoredSegment>,
+    /// Segments of the replica after `through_seq`, not restored ([`RestoreOptions::seq`]).
+    pub segments_left_out: usize,
+    /// Parts read and written, in all segments.
+    pub parts: usize,
+    /// Bytes of segment files written.
+    pub bytes: u64,
+    /// The snapshots copied, by the seq they cover: those of the replica covering at most
+    /// `through_seq` that are valid.
+    pub snapshots: Vec<Seq>,
+    /// Snapshot objects covering at most `through_seq` that are not usable, with why; not
+    /// copied. A snapshot only speeds up an open, so the log alone is restored without it,
+    /// unless it was the one that covered the seqs retention removed.
+    pub snapshots_skipped: Vec<SkippedObject>,
+    /// Names under `segments/`, `snapshots/` and `lease/` that are not the replica's.
+    pub ignored: Vec<String>,
+    /// The device of the replicating run that last held the replica's lease, if known.
+    pub source_device: Option<String>,
+    /// This device.
+    pub device: String,
+    /// When the restore was written, in µs since the Unix epoch (the store options' clock).
+    pub restored_us: u64,
+}
+
+/// One segment file of the restored store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredSegment {
+    /// Its first seq (and name).
+    pub first_seq: Seq,
+    /// Its last record (`None`: it holds none).
+    pub last_seq: Option<Seq>,
+    /// Parts it was assembled from.
+    pub parts: usize,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// Whether it ends before the replica's end of this segment ([`RestoreOptions::seq`]).
+    pub cut: bool,
+}
+
+/// An object of the replica that a restore passed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedObject {
+    /// Its name.
+    pub object: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Builds a store in `dir` (a directory that does not exist or is empty) from the replica
+/// in `remote`: checks its identity, every part of every segment up to the requested seq,
+/// their frames and the continuity of their seqs, writes the segment files, the snapshots
+/// covering at most the last restored seq and `RESTORED.json`, syncs them, and opens the
+/// result read-only as a check.
+///
+/// # Errors
+///
+/// [`ErrorKind::TargetNotEmpty`] (nothing written); those of [`check_identity`];
+/// [`ErrorKind::ReplicaDamaged`] naming an object that is not valid or whose frames are not;
+/// [`ErrorKind::ReplicaGap`] naming the byte range or the seqs the replica misses;
+/// [`ErrorKind::UnsupportedVersion`] for a part or segment of a newer format;
+/// [`ErrorKind::Remote`]; I/O errors; the errors of opening the result. On every error after
+/// the checks of the target, what was written is removed.
+pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Result<RestoreReport> {
+    let fs = Arc::clone(&options.store.log.fs);
+    check_target(&*fs, dir)?;
+    check_identity(remote)?;
+    let listing = Listing::read(remote)?;
+    let Some((&first, _)) = listing.segments.first_key_value() else {
+        return Err(gap("every segment: the replica holds no parts (nothing was shipped yet)"));
+    };
+    if let Some(seq) = options.seq
+        && seq.0.saturating_add(1) < first
+    {
+        return Err(gap(&format!(
+            "seqs 1..={}: retention removed them, the replica's log begins at seq {first}, so \
+             it cannot be restored to seq {}",
+            first - 1,
+            seq.0
+        )));
+    }
+    let created = matches!(fs.list_dir(dir), Err(e) if e.kind() == io::ErrorKind::NotFound);
+    let mut report = RestoreReport {
+        location: remote.location().to_owned(),
+        target: dir.to_path_buf(),
+        requested_seq: options.seq,
+        first_seq: Seq(first),
+        through_seq: Seq(first - 1),
+        segments: Vec::new(),
+        segments_left_out: 0,
+        parts: 0,
+        bytes: 0,
+        snapshots: Vec::new(),
+        snapshots_skipped: Vec::new(),
+        ignored: listing.ignored.clone(),
+        source_device: listing.source_device.clone(),
+        device: device_name(),
+        restored_us: (options.store.clock)(),
+    };
+    let written = write_store(remote, &*fs, dir, &listing, &options, &mut report).and_then(|()| {
+        Store::open_read_only(dir, options.store.clone())?.close()?;
+        Ok(())
+    });
+    match written {
+        Ok(()) => Ok(report),
+        Err(error) => {
+            crate::salvage::discard(&*fs, dir, created);
+            Err(error)
+        }
+    }
+}
+
+/// Refuses a target that exists and holds anything; writes nothing.
+fn check_target(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    match fs.list_dir(dir) {
+        Ok(names) if names.is_empty() => Ok(()),
+        Ok(_) => Err(ErrorKind::TargetNotEmpty { dir: dir.to_path_buf() }.into()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("list directory", dir, e)),
+    }
+}
+
+fn gap(missing: &str) -> Error {
+    ErrorKind::ReplicaGap { missing: missing.to_owned() }.into()
+}
+
+fn damaged(object: &str, reason: String) -> Error {
+    ErrorKind::ReplicaDamaged { object: object.to_owned(), reason }.into()
+}
+
+/// The replica's objects by kind, as listed once at the start.
+#[derive(Debug)]
+struct Listing {
+    /// The parts of each segment by its first seq: `(start, end, name)`, by `start`.
+    segments: BTreeMap<u64, Vec<(u64, u64, String)>>,
+    /// The snapshot objects by the seq they cover.
+    snapshots: BTreeMap<u64, String>,
+    ignored: Vec<String>,
+    source_device: Option<String>,
+}
+
+impl Listing {
+    fn read(remote: &dyn Remote) -> Result<Listing> {
+        let mut segments: BTreeMap<u64, Vec<(u64, u64, String)>> = BTreeMap::new();
+        let mut ignored = Vec::new();
+        for name in remote.list(SEGMENTS_PREFIX)? {
+            match parse_part_name(&name) {
+                // Seq 0 names no segment (`format-spec/segment.md`, "Validity rules").
+                Some((first_seq, start, end)) if first_seq > 0 => {
+                    segments.entry(first_seq).or_default().push((start, end, name));
+                }
+                _ => ignored.push(name),
+            }
+        }
+        for parts in segments.values_mut() {
+            parts.sort();
+        }
+        let mut snapshots = BTreeMap::new();
+        for name in remote.list(SNAPSHOTS_PREFIX)? {
+            let covered = name
+                .strip_prefix(SNAPSHOTS_PREFIX)
+                .filter(|file| !file.contains('/'))
+                .and_then(snapshot::parse_file_name);
+            match covered {
+                Some(seq) => {
+                    snapshots.insert(seq.0, name);
+                }
+                None => ignored.push(name),
+            }
+        }
+        let mut latest_lease: Option<(u64, String)> = None;
+        for name in remote.list(LEASE_PREFIX)? {
+            let file = name.strip_prefix(LEASE_PREFIX).unwrap_or_default();
+            let epoch = |suffix: &str| -> Option<u64> {
+                let digits = file.strip_suffix(suffix)?;
+                (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| digits.parse().ok())?
+            };
+            if let Some(epoch) = epoch(".json") {
+                if latest_lease.as_ref().is_none_or(|(e, _)| epoch > *e) {
+                    latest_lease = Some((epoch, name));
+                }
+            } else if epoch(".released").is_none() {
+                ignored.push(name);
+            }
+        }
+        let source_device = match latest_lease {
+            Some((_, name)) => remote.get(&name)?.and_then(|bytes| {
+                let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+                value.get("device")?.as_str().map(str::to_owned)
+            }),
+            None => None,
+        };
+        Ok(Listing { segments, snapshots, ignored, source_device })
+    }
+}
+
+/// Writes the segments and snapshots into `dir` and `RESTORED.json`, checking each object
+/// before its bytes are written, then syncs `dir`.
+fn write_store(
+    remote: &dyn Remote,
+    fs: &dyn Fs,
+    dir: &Path,
+    listing: &Listing,
+    options: &RestoreOptions,
+    report: &mut RestoreReport,
+) -> Result<()> {
+    fs.create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs.sync_dir(parent).map_err(|e| Error::io("fsync directory", parent, e))?;
+    }
+    let mut before: Option<(u64, SegmentHeader)> = None;
+    let mut next = report.first_seq.0;
+    let mut cut = false;
+    for (&first_seq, parts) in &listing.segments {
+        // The first segment is always restored (a store has one); a later one only while
+        // seqs up to the requested one are still wanted, and then it must continue the log.
+        if cut || (before.is_some() && options.seq.is_some_and(|n| next > n.0)) {
+            report.segments_left_out += 1;
+            continue;
+        }
+        if let Some((previous, _)) = before {
+            if first_seq > next {
+                return Err(gap(&format!(
+                    "seqs {next}..={}: the parts of segment {previous} end at seq {}, and the \
+                     next segment the replica holds begins at seq {first_seq}",
+                    first_seq - 1,
+                    next - 1
+                )));
+            }
+            if first_seq < next {
+                return Err(damaged(
+                    &parts[0].2,
+                    format!(
+                        "segment {first_seq} begins at a seq the segment before it holds \
+                         (segment {previous} holds seqs through {})",
+                        next - 1
+                    ),
+                ));
+            }
+        }
+        let expected = before.map(|(_, header)| header);
+        let restored = restore_segment(remote, fs, dir, first_seq, parts, expected, options.seq)?;
+        next = restored.next_seq;
+        cut = restored.segment.cut;
+        report.parts += restored.segment.parts;
+        report.bytes += restored.segment.bytes;
+        report.segments.push(restored.segment);
+        before = Some((first_seq, restored.header));
+    }
+    report.through_seq = Seq(next - 1);
+    copy_snapshots(remote, fs, dir, listing, report)?;
+    let first = report.first_seq.0;
+    if first > 1 && !report.snapshots.iter().any(|covered| covered.0 >= first - 1) {
+        let skipped: Vec<String> = report
+            .snapshots_skipped
+            .iter()
+            .map(|s| format!("{} ({})", s.object, s.reason))
+            .collect();
+        let skipped = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; not usable: {}", skipped.join(", "))
+        };
+        return Err(gap(&format!(
+            "seqs 1..={}: retention removed the segments that held them, and no valid snapshot \
+             of the replica covers seq {} up to the restored seq {}{skipped}",
+            first - 1,
+            first - 1,
+            report.through_seq.0
+        )));
+    }
+    let restored = super::restored::Restored {
+        version: super::restored::RESTORED_VERSION,
+        from: report.location.clone(),
+        through_seq: report.through_seq.0,
+        source_device: report.source_device.clone(),
+        restored_us: report.restored_us,
+        device: report.device.clone(),
+    };
+    super::restored::write(fs, dir, &restored)?;
+    fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))
+}
+
+/// A segment written into the new store.
+struct Restored {
+    segment: RestoredSegment,
+    header: SegmentHeader,
+    /// The seq after its last kept record.
+    next_seq: u64,
+}
+
+/// Checks the parts of the segment beginning at `first_seq` in order and writes their bytes
+/// into its file, up to the last frame whose records all have seqs up to `bound`. `before`
+/// is the header of the restored segment before it, which this one must follow.
+fn restore_segment(
+    remote: &dyn Remote,
+    fs: &dyn Fs,
+    dir: &Path,
+    first_seq: u64,
+    parts: &[(u64, u64, String)],
+    before: Option<SegmentHeader>,
+    bound: Option<Seq>,
+) -> Result<Restored> {
+    let path = dir.join(segment::file_name(Seq(first_seq)));
+    let file = fs.open(&path, OpenMode::CreateNew).map_err(|e| Error::io("create", &path, e))?;
+    let mut header: Option<SegmentHeader> = None;
+    let (mut end, mut next, mut used, mut cut) = (0_u64, first_seq, 0_usize, false);
+    for (start, part_end, name) in parts {
+        let (start, part_end) = (*start, *part_end);
+        if header.is_some() && bound.is_some_and(|n| next > n.0) {
+            // The parts after the requested seq are neither fetched nor checked.
+            cut = true;
+            break;
+        }
+        if start > end {
+            return Err(gap(&format!(
+                "bytes [{end}, {start}) of segment {first_seq} (the part before {name})"
+            )));
+        }
+        if start < end {
+            return Err(damaged(
+                name,
+                format!(
+                    "it begins at byte {start}, inside the part before it, which ends at {end}"
+                ),
+            ));
+        }
+        if part_end > SEGMENT_BYTES_MAX {
+            return Err(damaged(
+                name,
+                format!(
+                    "its range ends at byte {part_end}, past the largest segment file \
+                     ({SEGMENT_BYTES_MAX} bytes)"
+                ),
+            ));
+        }
+        let bytes = remote.get(name)?.ok_or_else(|| {
+            gap(&format!("object {name}: it was listed, then not found (was it removed?)"))
+        })?;
+        let (part_header, body) = part::decode(name, &bytes, start, part_end)?;
+        // The first part begins with the segment header; the frames follow it.
+        let (header, frames_from) = match header {
+            Some(header) => (header, 0),
+            None => {
+                let found = segment_header(name, body, first_seq, before)?;
+                (*header.insert(found), SEGMENT_HEADER_BYTES)
+            }
+        };
+        if part_header.salt != header.salt {
+            return Err(damaged(
+                name,
+                format!(
+                    "its salt {:#018x} is not the salt {:#018x} of its segment's header: it \
+                     belongs to another incarnation of the segment",
+                    part_header.salt, header.salt
+                ),
+            ));
+        }
+        let place = Place { object: name, segment: first_seq, start };
+        let (kept, bounded) =
+            check_frames(place, body, frames_from, header.salt_crc(), &mut next, bound)?;
+        file.write_all_at(&body[..kept], start).map_err(|e| Error::io("write", &path, e))?;
+        used += 1;
+        end = start + kept as u64;
+        if bounded {
+            cut = true;
+            break;
+        }
+    }
+    let Some(header) = header else {
+        unreachable!("a segment is listed only with a part, and its first part sets the header");
+    };
+    file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
+    let segment = RestoredSegment {
+        first_seq: Seq(first_seq),
+        last_seq: (next > first_seq).then(|| Seq(next - 1)),
+        parts: used,
+        bytes: end,
+        cut: cut || used < parts.len(),
+    };
+    Ok(Restored { segment, header, next_seq: next })
+}
+
+/// Where a part's body lies, for messages: its object, its segment, its first byte.
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    object: &'a str,
+    segment: u64,
+    start: u64,
+}
+
+/// Checks the frames of a part's `body` from `offset` (after the segment header in a first
+/// part), as [`segment::scan`] does for a whole file: each valid under the segment's salt,
+/// holding seq `next` (advanced past it). Stops before the first frame with a record after
+/// `bound`. Returns the offset after the last kept frame, and whether `bound` stopped it.
+fn check_frames(
+    place: Place<'_>,
+    body: &[u8],
+    mut offset: usize,
+    salt_crc: u32,
+    next: &mut u64,
+    bound: Option<Seq>,
+) -> Result<(usize, bool)> {
+    let (name, segment) = (place.object, place.segment);
+    while offset < body.len() {
+        if bound.is_some_and(|n| *next > n.0) {
+            return Ok((offset, true));
+        }
+        let at = place.start + offset as u64;
+        match frame::decode(body, offset, salt_crc) {
+            Decoded::Frame(f) if f.seq != *next => {
+                return Err(damaged(
+                    name,
+                    format!(
+                        "the frame at byte {at} of segment {segment} holds seq {} where seq \
+                         {next} follows",
+                        f.seq
+                    ),
+                ));
+            }
+            // A batch is whole or absent: one with a record after the bound is left out.
+            Decoded::Frame(f) if bound.is_some_and(|n| f.end_seq() > n.0.saturating_add(1)) => {
+                return Ok((offset, true));
+            }
+            Decoded::Frame(f) if offset + f.frame_bytes > body.len() => {
+                return Err(damaged(
+                    name,
+                    format!(
+                        "its body ends inside the padding of the frame at byte {at} of segment \
+                         {segment}"
+                    ),
+                ));
+            }
+            Decoded::Frame(f) => {
+                offset += f.frame_bytes;
+                *next = f.end_seq();
+            }
+            Decoded::End => {
+                return Err(damaged(
+                    name,
+                    format!("zeros at byte {at} of segment {segment}, where a frame follows"),
+                ));
+            }
+            Decoded::Invalid(fault) => {
+                return Err(damaged(
+                    name,
+                    format!("byte {at} of segment {segment} is not a valid frame: {fault}"),
+                ));
+            }
+        }
+    }
+    Ok((offset, false))
+}
+
+/// Checks the segment header at the start of `body`, the first part of segment `first_seq`,
+/// and that it follows `before`, the header of the segment before it.
+fn segment_header(
+    name: &str,
+    body: &[u8],
+    first_seq: u64,
+    before: Option<SegmentHeader>,
+) -> Result<SegmentHeader> {
+    let header =
+        segment::decode_header(body, Path::new(name)).map_err(|error| match error.into_kind() {
+            ErrorKind::Corruption { reason, .. } => {
+                damaged(name, format!("its segment header is not valid: {reason}"))
+            }
+            other => other.into(),
+        })?;
+    if header.first_seq.0 != first_seq {
+        return Err(damaged(
+            name,
+            format!(
+                "its segment header says first seq {}, its name {first_seq}",
+                header.first_seq.0
+            ),
+        ));
+    }
+    if let Some(before) = before {
+        if before.id.0.checked_add(1) != Some(header.id.0) {
+            return Err(damaged(
+                name,
+                format!("segment id {} follows segment id {}", header.id.0, before.id.0),
+            ));
+        }
+        if header.format_version != before.format_version {
+            return Err(damaged(
+                name,
+                format!(
+                    "segment format version {} follows version {}",
+                    header.format_version, before.format_version
+                ),
+            ));
+        }
+    }
+    Ok(header)
+}
+
+/// Copies the valid snapshot objects covering at most the restored seq into
+/// `dir/snapshots/`, and reports those that are not usable.
+fn copy_snapshots(
+    remote: &dyn Remote,
+    fs: &dyn Fs,
+    dir: &Path,
+    listing: &Listing,
+    report: &mut RestoreReport,
+) -> Result<()> {
+    let snapshots = snapshot::snapshot_dir(dir);
+    for (&covered, name) in listing.snapshots.range(..=report.through_seq.0) {
+        let Some(bytes) = remote.get(name)? else {
+            let reason = "listed, then not found".to_owned();
+            report.snapshots_skipped.push(SkippedObject { object: name.clone(), reason });
+            continue;
+        };
+        if let Err(error) = check_snapshot(name, &bytes, Seq(covered)) {
+            let reason = error.to_string();
+            report.snapshots_skipped.push(SkippedObject { object: name.clone(), reason });
+            continue;
+        }
+        if report.snapshots.is_empty() {
+            fs.create_dir_all(&snapshots)
+                .map_err(|e| Error::io("create directory", &snapshots, e))?;
+        }
+        write_file(fs, &snapshots.join(snapshot::file_name(Seq(covered))), &bytes)?;
+        report.snapshots.push(Seq(covered));
+    }
+    if !report.snapshots.is_empty() {
+        fs.sync_dir(&snapshots).map_err(|e| Error::io("fsync directory", &snapshots, e))?;
+    }
+    Ok(())
+}
+
+/// Checks that a snapshot object is one an open would load: it decodes, holds the seq of its
+/// name and a state this build folds ([`snapshot::load`]'s rules, on bytes).
+fn check_snapshot(name: &str, bytes: &[u8], covered: Seq) -> Result<()> {
+    let path = Path::new(name);
+    let decoded = snapshot::decode(path, bytes)?;
+    if decoded.covered_seq != covered {
+        return Err(damaged(
+            name,
+            format!("it covers seq {}, its name says {}", decoded.covered_seq.0, covered.0),
+        ));
+    }
+    let meta = SnapshotMeta {
+        path: path.to_path_buf(),
+        covered_seq: decoded.covered_seq,
+        state_schema: decoded.state_schema,
+        file_bytes: bytes.len() as u64,
+    };
+    snapshot::decode_state(&meta, &decoded.body).map(|_| ())
+}
+
+/// Creates `path` (owner-only) holding `bytes`, synced.
+fn write_file(fs: &dyn Fs, path: &Path, bytes: &[u8]) -> Result<()> {
+    let file = fs.open(path, OpenMode::CreateNew).map_err(|e| Error::io("create", path, e))?;
+    file.write_all_at(bytes, 0).map_err(|e| Error::io("write", path, e))?;
+    file.sync_data().map_err(|e| Error::io("fdatasync", path, e))
+}

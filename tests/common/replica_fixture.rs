@@ -1,0 +1,141 @@
+//! Helpers for the restore tests: a harness store over several small segments with batches
+//! and a snapshot, and that store shipped by hand into a `file://` replica as the replicator
+//! ships it (`format-spec/replication.md`, "Objects"): each segment split at frame boundaries
+//! into several parts, the snapshots, the identity and a lease.
+
+use std::path::{Path, PathBuf};
+
+use factlog::harness::Body;
+use factlog::replica::{self, DirRemote, Remote, part};
+use factlog::segment;
+use factlog::{AppendOptions, Seq, Store};
+
+use super::damage::{segment_files, small_options, store_with_calls};
+use super::harness::{turn_end, turn_start, user};
+
+/// A replica in a directory, and the URL that names it.
+pub struct Replica {
+    /// The directory holding the objects.
+    pub root: PathBuf,
+    /// `file://` + `root`.
+    pub url: String,
+}
+
+impl Replica {
+    /// The replica at `root` (created if missing).
+    pub fn new(root: &Path) -> Replica {
+        let url = format!("file://{}", root.display());
+        Replica { root: root.to_path_buf(), url }
+    }
+
+    /// Its remote.
+    pub fn remote(&self) -> DirRemote {
+        DirRemote::create(&self.url, &self.root).expect("open the replica")
+    }
+
+    /// The path of the object `name`.
+    pub fn object(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// The names of its objects under `prefix`, sorted.
+    pub fn names(&self, prefix: &str) -> Vec<String> {
+        self.remote().list(prefix).expect("list")
+    }
+}
+
+/// Writes the source store in `dir`: task `t1` makes 40 tool calls (one turn each), then a
+/// snapshot is taken, then task `t2` appends turns whose events go in batches of three. Spans
+/// several 8 KiB segments. Returns the seqs of the first record of every batch of `t2`.
+pub fn source_store(dir: &Path) -> Vec<u64> {
+    store_with_calls(dir, 40);
+    let store = Store::open(dir, small_options()).expect("reopen the source");
+    store.checkpoint().expect("checkpoint");
+    let task = store.task("t2").expect("task t2");
+    let mut batches = Vec::new();
+    for i in 0..12 {
+        let bodies: Vec<Body> = vec![
+            turn_start(),
+            user(&format!("batched message {i} {}", "y".repeat(60))),
+            turn_end(),
+        ];
+        let appended =
+            task.append_batch_with(bodies, AppendOptions::default()).expect("append a batch");
+        let factlog::Appended::Written { seq, .. } = appended else { panic!("a duplicate") };
+        batches.push(seq.0);
+    }
+    store.close().expect("close the source");
+    assert!(segment_files(dir).len() >= 3, "the source spans several segments");
+    batches
+}
+
+/// The frame boundaries of a segment file: the offset after the header and after every valid
+/// frame, in order, the last one where its frames end.
+pub fn frame_boundaries(bytes: &[u8], path: &Path) -> Vec<usize> {
+    let header = segment::decode_header(bytes, path).expect("a segment header");
+    let mut boundaries = vec![64];
+    let scan = segment::scan(bytes, &header, None, |offset, frame| {
+        boundaries.push(offset + frame.frame_bytes);
+    });
+    assert_eq!(boundaries.last(), Some(&scan.end_offset));
+    boundaries
+}
+
+/// Ships the store in `store_dir` to `replica` as a replicator would: the identity, a lease of
+/// this device, each segment's bytes up to its last frame in up to `parts_per_segment` parts
+/// split at frame boundaries, and every snapshot file. Returns the part names of each
+/// segment, by segment in log order.
+pub fn ship(store_dir: &Path, replica: &Replica, parts_per_segment: usize) -> Vec<Vec<String>> {
+    let remote = replica.remote();
+    replica::ensure_identity(&remote).expect("identity");
+    let lease = replica::lease::take(&remote, store_dir, false, 1_000).expect("lease");
+    let mut shipped = Vec::new();
+    for path in segment_files(store_dir) {
+        let bytes = std::fs::read(&path).expect("read a segment");
+        let header = segment::decode_header(&bytes, &path).expect("a segment header");
+        let boundaries = frame_boundaries(&bytes, &path);
+        let end = *boundaries.last().expect("a boundary");
+        // Cuts at evenly spaced frame boundaries; the first part holds the header and at
+        // least one frame when there is one.
+        let mut cuts: Vec<usize> = (1..parts_per_segment)
+            .map(|i| boundaries[(boundaries.len() - 1) * i / parts_per_segment])
+            .filter(|&cut| cut > 64 && cut < end)
+            .collect();
+        cuts.dedup();
+        cuts.push(end);
+        let mut names = Vec::new();
+        let mut start = 0;
+        for cut in cuts {
+            let name = replica::part_name(header.first_seq.0, start as u64, cut as u64);
+            let object = part::encode(start as u64, header.salt, &bytes[start..cut]);
+            assert!(remote.put_new(&name, &object).expect("put a part"), "{name} is new");
+            names.push(name);
+            start = cut;
+        }
+        shipped.push(names);
+    }
+    let snapshots = store_dir.join("snapshots");
+    if snapshots.exists() {
+        for entry in std::fs::read_dir(&snapshots).expect("list snapshots") {
+            let entry = entry.expect("entry");
+            let name = entry.file_name().into_string().expect("UTF-8 name");
+            if factlog::harness::snapshot::parse_file_name(&name).is_some() {
+                let bytes = std::fs::read(entry.path()).expect("read a snapshot");
+                remote.put_new(&replica::snapshot_name(&name), &bytes).expect("put a snapshot");
+            }
+        }
+    }
+    replica::lease::release(&remote, lease).expect("release the lease");
+    shipped
+}
+
+/// The first seq of a segment's part name.
+pub fn segment_of(part_name: &str) -> u64 {
+    replica::parse_part_name(part_name).expect("a part name").0
+}
+
+/// The last seq of the store's log in `dir`.
+pub fn last_seq(dir: &Path) -> u64 {
+    let log = factlog::Log::open_read_only(dir, factlog::Options::new()).expect("read the log");
+    log.last_seq().map_or(0, |s: Seq| s.0)
+}
