@@ -2,13 +2,18 @@
 //! another machine (`format-spec/replication.md`).
 //!
 //! - [`remote`]: the seam every object-store request goes through, and its `file://` form;
+//! - [`object`]: its `s3://`, `gs://` and `az://` forms (feature `object-store`);
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
 //! - [`lease`]: one replicating run per replica;
 
 pub mod lease;
+#[cfg(feature = "object-store")]
+pub mod object;
 pub mod part;
 pub mod remote;
 
+#[cfg(feature = "object-store")]
+pub use object::{ObjectOptions, ObjectRemote};
 pub use remote::{DirRemote, Remote};
 
 use crate::error::{ErrorKind, Result};
