@@ -291,15 +291,23 @@ impl ObjectRemote {
         error: &object_store::Error,
     ) -> crate::Error {
         let scheme = self.url.split_once("://").map_or("", |(scheme, _)| scheme);
-        let reason = match error {
+        let text = chain(error);
+        // The S3 client reports a refused listing as a generic error whose text holds the
+        // status; its status-carrying error type is not public, so the text is what is left.
+        let refused = matches!(
+            error,
             object_store::Error::Unauthenticated { .. }
-            | object_store::Error::PermissionDenied { .. } => format!(
-                "the object store refused the credentials: {}; check the access key and secret \
-                 ({}) and that they may read and write this bucket and prefix",
-                chain(error),
+                | object_store::Error::PermissionDenied { .. }
+        ) || text.contains("401 Unauthorized")
+            || text.contains("403 Forbidden");
+        let reason = if refused {
+            format!(
+                "the object store refused the credentials: {text}; check the access key and \
+                 secret ({}) and that they may read and write this bucket and prefix",
                 environment_hint(scheme)
-            ),
-            _ => chain(error),
+            )
+        } else {
+            text
         };
         self.failed(op, object, reason)
     }
@@ -480,6 +488,41 @@ mod tests {
             remote.delete("a/1.part").expect("delete again");
             assert_eq!(remote.list("a/").expect("list"), ["a/2.part"]);
             assert!(remote.get("../escape").is_err());
+        }
+    }
+
+    #[test]
+    fn of_two_racing_creators_of_one_name_exactly_one_wins() {
+        // Two writers with clients of their own on one store whose conditional create is
+        // atomic: the remote reports the store's answer, one winner per name.
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let remotes: Vec<Arc<ObjectRemote>> = (0..2)
+            .map(|_| {
+                let remote = ObjectRemote::with_store(
+                    "memory:///r",
+                    Arc::clone(&store),
+                    "race",
+                    ObjectOptions::default(),
+                );
+                Arc::new(remote.expect("remote"))
+            })
+            .collect();
+        for round in 0..50 {
+            let name = format!("lease/{round:020}.json");
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let racers: Vec<_> = remotes
+                .iter()
+                .map(|remote| {
+                    let (remote, barrier) = (Arc::clone(remote), Arc::clone(&barrier));
+                    let name = name.clone();
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        remote.put_new(&name, b"{}").expect("put")
+                    })
+                })
+                .collect();
+            let won: Vec<bool> = racers.into_iter().map(|r| r.join().expect("racer")).collect();
+            assert_eq!(won.iter().filter(|&&w| w).count(), 1, "round {round}: {won:?}");
         }
     }
 

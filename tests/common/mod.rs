@@ -8,6 +8,8 @@ pub mod damage;
 pub mod fixtures;
 pub mod harness;
 pub mod readme;
+#[cfg(feature = "object-store")]
+pub mod s3;
 pub mod schema;
 pub mod server;
 pub mod vectors;
