@@ -241,3 +241,44 @@ fn a_stalled_server_fails_a_call_by_its_timeout_instead_of_hanging() {
     assert!(took < Duration::from_secs(3 + 10), "a stalled put took {took:?}: {error}");
     drop(holder);
 }
+
+#[test]
+fn remote_open_configures_an_s3_location_from_the_environment() {
+    let Some(server) = S3Server::start("environment") else { return };
+    // The environment of this process is not changed (other tests run beside it): the check
+    // runs in a child, this test binary again, with the variables a user would set.
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("AWS_") {
+            child.env_remove(key);
+        }
+    }
+    let output = child
+        .args(["--exact", "opened_from_the_environment_in_a_child", "--ignored", "--nocapture"])
+        .env("FACTLOG_S3_CHILD", "1")
+        .env("AWS_ENDPOINT_URL", server.endpoint())
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", common::s3::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", common::s3::SECRET_KEY)
+        .output()
+        .expect("run the child");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the child failed: {text}");
+    assert!(text.contains("1 passed"), "the child ran no test: {text}");
+    let remote = server.remote("from-env", ObjectOptions::default());
+    assert_eq!(remote.list("").expect("list"), ["factlog-replica.json"]);
+}
+
+/// Run by `remote_open_configures_an_s3_location_from_the_environment` in a child process
+/// whose environment points at its server.
+#[test]
+#[ignore = "a helper: run in a child process, with its environment, by another test"]
+fn opened_from_the_environment_in_a_child() {
+    assert!(std::env::var_os("FACTLOG_S3_CHILD").is_some(), "run by its parent test only");
+    let remote = factlog::replica::remote::open(&format!("s3://{BUCKET}/from-env"))
+        .expect("open from the environment");
+    factlog::replica::ensure_identity(remote.as_ref()).expect("create and check the identity");
+    assert!(!remote.put_new("factlog-replica.json", b"{}").expect("put again"));
+}

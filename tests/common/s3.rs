@@ -6,6 +6,7 @@
 //! is missing a test is skipped with a message, unless `FACTLOG_S3_REQUIRED` is set (as
 //! `.ci/run` sets it), which makes the missing server a failure.
 
+use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -53,12 +54,17 @@ impl S3Server {
     #[must_use]
     pub fn start(test: &str) -> Option<S3Server> {
         let Some(binary) = server_binary() else {
-            let message = format!(
-                "{test}: skipped: no S3 server (s3s-fs {S3S_FS_VERSION}); run `bash .ci/s3-server` \
-                 to install it, or set FACTLOG_S3_SERVER to its binary"
+            let missing = format!(
+                "no S3 server (s3s-fs {S3S_FS_VERSION}): run `bash .ci/s3-server` to install it, \
+                 or set FACTLOG_S3_SERVER to its binary"
             );
-            assert!(std::env::var_os("FACTLOG_S3_REQUIRED").is_none(), "{message}");
-            eprintln!("{message}");
+            assert!(
+                std::env::var_os("FACTLOG_S3_REQUIRED").is_none(),
+                "{test}: {missing} (FACTLOG_S3_REQUIRED is set, so this is a failure)"
+            );
+            // Written to the process's stderr, not through the test harness's capture, so
+            // that the skip shows in a plain `cargo test`.
+            let _ = writeln!(std::io::stderr(), "{test}: skipped: {missing}");
             return None;
         };
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
