@@ -4,14 +4,14 @@
 //! exactly one wins (ignored: the test server's conditional create is not atomic); the lease
 //! works on it; wrong credentials are a clear `Remote` error; a
 //! killed or stalled server gives an error within the configured bounds, and a restarted one
-//! serves again. Proved by starting `s3s-fs` (`.ci/s3-server`) on loopback for each test.
+//! serves again; a store that ignores the create condition is refused before the first create. Proved by starting `s3s-fs` (`.ci/s3-server`) on loopback for each test.
 
 #![cfg(feature = "object-store")]
 
 mod common;
 
-use std::io::Read;
-use std::net::{Ipv4Addr, TcpListener};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -281,4 +281,60 @@ fn opened_from_the_environment_in_a_child() {
         .expect("open from the environment");
     factlog::replica::ensure_identity(remote.as_ref()).expect("create and check the identity");
     assert!(!remote.put_new("factlog-replica.json", b"{}").expect("put again"));
+}
+
+/// Answers every request on `stream` with `200 OK` and an empty body, whatever its headers:
+/// a store that ignores `If-None-Match`.
+fn answer_everything(stream: TcpStream) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    loop {
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nETag: \"0\"\r\n\r\n")?;
+    }
+}
+
+#[test]
+fn a_store_that_ignores_the_create_condition_is_refused_before_the_first_create() {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("listener");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(stream) = stream else { break };
+            std::thread::spawn(move || answer_everything(stream));
+        }
+    });
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let remote = ObjectRemote::open(
+        "s3://bucket/careless",
+        &[
+            ("aws_endpoint", &endpoint),
+            ("aws_allow_http", "true"),
+            ("aws_region", "us-east-1"),
+            ("aws_access_key_id", "key"),
+            ("aws_secret_access_key", "secret"),
+        ],
+        quick(),
+    )
+    .expect("open");
+    for _ in 0..2 {
+        let error = remote.put_new("lease/00000000000000000001.json", b"{}").unwrap_err();
+        eprintln!("put_new on a store that ignores If-None-Match: {error}");
+        assert!(matches!(error.kind(), ErrorKind::Remote { op: "put", .. }), "{error}");
+        assert!(error.to_string().contains("cannot hold a replica's lease safely"), "{error}");
+    }
 }

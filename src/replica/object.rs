@@ -11,7 +11,8 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::TryStreamExt;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
@@ -37,6 +38,9 @@ pub const OBJECT_CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 pub const OBJECT_RETRIES_MAX_DEFAULT: usize = 3;
 /// Default of [`ObjectOptions::call_timeout`]: the whole call, retries included.
 pub const OBJECT_CALL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+
+/// The name prefix of the object [`ObjectRemote::check_conditional_create`] creates twice.
+pub const CREATE_CHECK_PREFIX: &str = ".factlog-create-check-";
 
 /// The bounds of an [`ObjectRemote`]'s requests. `ObjectOptions::default()` is what
 /// [`super::remote::open`] uses.
@@ -121,6 +125,8 @@ pub struct ObjectRemote {
     /// The replica's root inside the store (empty: the bucket's root).
     prefix: Path,
     options: ObjectOptions,
+    /// Whether [`ObjectRemote::check_conditional_create`] passed.
+    create_checked: AtomicBool,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -211,7 +217,14 @@ impl ObjectRemote {
                 ),
             )
         })?;
-        Ok(ObjectRemote { url: url.to_owned(), store, prefix, options, runtime })
+        Ok(ObjectRemote {
+            url: url.to_owned(),
+            store,
+            prefix,
+            options,
+            create_checked: AtomicBool::new(false),
+            runtime,
+        })
     }
 
     /// A replica under `prefix` in `store`, named `url` in messages: for a store built by the
@@ -233,7 +246,14 @@ impl ObjectRemote {
             unsupported(url, &format!("its prefix is not a valid object path ({e})"))
         })?;
         let runtime = new_runtime(url)?;
-        Ok(ObjectRemote { url: url.to_owned(), store, prefix, options, runtime })
+        Ok(ObjectRemote {
+            url: url.to_owned(),
+            store,
+            prefix,
+            options,
+            create_checked: AtomicBool::new(false),
+            runtime,
+        })
     }
 
     /// The bounds of this remote's calls.
@@ -283,6 +303,72 @@ impl ObjectRemote {
         }
     }
 
+    /// Checks, once per remote, that the store refuses a second create of one name: it creates
+    /// an empty object named `.factlog-create-check-{pid}-{nanos}` twice and deletes it. A
+    /// store that accepts both creates ignores the condition, and could let two runs take one
+    /// lease epoch. [`Remote::put_new`] calls this before its first create.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Remote`] when the store accepted both creates, cannot create
+    /// conditionally at all, or failed a request.
+    pub fn check_conditional_create(&self) -> Result<()> {
+        if self.create_checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let name = format!("{CREATE_CHECK_PREFIX}{}-{nanos}", std::process::id());
+        let first = self.create(&name, b"")?;
+        let second = self.create(&name, b"");
+        // Best effort: a leftover check object is not part of the replica (no reader looks at
+        // names of this form).
+        let _ = self.delete(&name);
+        if first && second? {
+            return Err(self.failed(
+                "put",
+                &name,
+                format!(
+                    "this object store accepted a second create of one name (a check object, \
+                     {CREATE_CHECK_PREFIX}...) although the request asked for it only if the \
+                     name was free (it ignores If-None-Match: *), so it cannot hold a \
+                     replica's lease safely; use a store that honours conditional writes (S3, \
+                     GCS, Azure Blob, or an S3-compatible server that supports them) or a \
+                     file:// location"
+                ),
+            ));
+        }
+        self.create_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Creates `name` if no object has that name (`put_new` without the check).
+    fn create(&self, name: &str, bytes: &[u8]) -> Result<bool> {
+        let path = self.path("put", name)?;
+        let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        let payload = PutPayload::from(bytes.to_vec());
+        match self.run("put", name, self.store.put_opts(&path, payload, options)) {
+            Ok(_) => Ok(true),
+            Err(Failure::Store(object_store::Error::AlreadyExists { .. })) => Ok(false),
+            Err(Failure::Store(
+                error @ (object_store::Error::NotImplemented { .. }
+                | object_store::Error::NotSupported { .. }),
+            )) => Err(self.failed(
+                "put",
+                name,
+                format!(
+                    "this object store cannot create an object only if it does not exist (a \
+                     conditional create, If-None-Match: *), so it cannot hold a replica's lease \
+                     safely and factlog will not write to it unconditionally ({}); use a store \
+                     that supports conditional writes (S3 and most S3-compatible servers, GCS, \
+                     Azure Blob) or a file:// location",
+                    chain(&error)
+                ),
+            )),
+            Err(Failure::Store(error)) => Err(self.store_failed("put", name, &error)),
+            Err(Failure::Deadline(error)) => Err(error),
+        }
+    }
+
     /// The error for a failed request, saying what to check.
     fn store_failed(
         &self,
@@ -321,30 +407,12 @@ enum Failure {
 
 impl Remote for ObjectRemote {
     fn put_new(&self, name: &str, bytes: &[u8]) -> Result<bool> {
-        let path = self.path("put", name)?;
-        let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
-        let payload = PutPayload::from(bytes.to_vec());
-        match self.run("put", name, self.store.put_opts(&path, payload, options)) {
-            Ok(_) => Ok(true),
-            Err(Failure::Store(object_store::Error::AlreadyExists { .. })) => Ok(false),
-            Err(Failure::Store(
-                error @ (object_store::Error::NotImplemented { .. }
-                | object_store::Error::NotSupported { .. }),
-            )) => Err(self.failed(
-                "put",
-                name,
-                format!(
-                    "this object store cannot create an object only if it does not exist (a \
-                     conditional create, If-None-Match: *), so it cannot hold a replica's lease \
-                     safely and factlog will not write to it unconditionally ({}); use a store \
-                     that supports conditional writes (S3 and most S3-compatible servers, GCS, \
-                     Azure Blob) or a file:// location",
-                    chain(&error)
-                ),
-            )),
-            Err(Failure::Store(error)) => Err(self.store_failed("put", name, &error)),
-            Err(Failure::Deadline(error)) => Err(error),
-        }
+        // A failed check is reported as a failure to create `name`, the object asked for.
+        self.check_conditional_create().map_err(|error| match error.kind() {
+            ErrorKind::Remote { op, reason, .. } => self.failed(op, name, reason.clone()),
+            _ => error,
+        })?;
+        self.create(name, bytes)
     }
 
     fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
