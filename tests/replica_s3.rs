@@ -113,6 +113,33 @@ fn of_two_racing_creators_of_one_name_exactly_one_wins() {
 }
 
 #[test]
+fn threads_share_one_remote() {
+    // One remote, one runtime: calls from several threads at once each run to completion.
+    let Some(server) = S3Server::start("threads") else { return };
+    let remote = Arc::new(server.remote("shared", ObjectOptions::default()));
+    let workers: Vec<_> = (0..4)
+        .map(|worker| {
+            let remote = Arc::clone(&remote);
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    let name = format!("w{worker}/{i:02}");
+                    assert!(remote.put_new(&name, name.as_bytes()).expect("put"));
+                    let read = remote.get(&name).expect("get").expect("the object");
+                    assert_eq!(read, name.as_bytes());
+                    assert!(!remote.put_new(&name, b"again").expect("put again"));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("worker");
+    }
+    let names = remote.list("").expect("list");
+    assert_eq!(names.len(), 40, "{names:?}");
+    assert!(names.windows(2).all(|pair| pair[0] < pair[1]), "sorted: {names:?}");
+}
+
+#[test]
 fn the_lease_is_taken_checked_taken_over_and_released() {
     let Some(server) = S3Server::start("lease") else { return };
     let remote = server.remote("leased", ObjectOptions::default());
