@@ -1,10 +1,12 @@
 //! The `s3://` replica location (`ObjectRemote`, `format-spec/replication.md`, "Locations and
 //! the seam") against a real S3-protocol server: objects are created once (a conditional
-//! create), read, listed sorted under a prefix and deleted; of two racing creators of one name
-//! exactly one wins (ignored: the test server's conditional create is not atomic); the lease
-//! works on it; wrong credentials are a clear `Remote` error; a
-//! killed or stalled server gives an error within the configured bounds, and a restarted one
-//! serves again; a store that ignores the create condition is refused before the first create. Proved by starting `s3s-fs` (`.ci/s3-server`) on loopback for each test.
+//! create), read, listed sorted under a prefix and deleted, also by threads sharing one remote;
+//! the lease works on it; wrong credentials are a clear `Remote` error; a killed or stalled
+//! server gives an error within the configured bounds, and a restarted one serves again; a
+//! store that ignores the create condition is refused before the first create; `remote::open`
+//! reads the `AWS_*` variables. Of two racing creators of one name exactly one wins: ignored,
+//! the test server's conditional create is not atomic. Proved by starting `s3s-fs`
+//! (`.ci/s3-server`) on loopback for each test, and fake servers on loopback sockets.
 
 #![cfg(feature = "object-store")]
 
