@@ -87,6 +87,13 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Cargo features
+//!
+//! - `object-store` (default): replica locations on object stores (`s3://`, `gs://`, `az://`;
+//!   `replica::ObjectRemote`) through the `object_store` crate, with its HTTP and TLS
+//!   clients. Without it only `file://` replicas exist and none of that code is built (the
+//!   Python binding builds without it).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -2,6 +2,7 @@
 //! another machine (`format-spec/replication.md`).
 //!
 //! - [`remote`]: the seam every object-store request goes through, and its `file://` form;
+//! - [`object`]: its `s3://`, `gs://` and `az://` forms (feature `object-store`);
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
 //! - [`lease`]: one replicating run per replica;
 //! - [`retain`]: the remote objects a newer remote snapshot makes unnecessary, removed;
@@ -12,6 +13,8 @@
 
 pub mod background;
 pub mod lease;
+#[cfg(feature = "object-store")]
+pub mod object;
 pub mod part;
 pub(crate) mod progress;
 pub mod remote;
@@ -21,6 +24,8 @@ pub mod retain;
 pub mod ship;
 
 pub use background::{ReplicateOptions, Replication};
+#[cfg(feature = "object-store")]
+pub use object::{ObjectOptions, ObjectRemote};
 pub use remote::{DirRemote, Remote};
 pub use restore::{RestoreOptions, RestoreReport, restore};
 pub use ship::{Replicator, ShipOptions, ShipStatus};

@@ -46,13 +46,16 @@ pub trait Remote: Send + Sync {
     fn location(&self) -> &str;
 }
 
-/// The remote a location URL names: `file:///absolute/dir` (created if missing) in this
-/// version.
+/// The remote a location URL names: `file:///absolute/dir` (created if missing) is a
+/// [`DirRemote`]; `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX` and `az://CONTAINER/PREFIX` are
+/// an [`ObjectRemote`](super::object::ObjectRemote) configured from the environment, with the
+/// default bounds (builds with the `object-store` feature, the default).
 ///
 /// # Errors
 ///
-/// [`ErrorKind::UnsupportedUrl`] for another scheme or a relative path;
-/// [`ErrorKind::Remote`] when the directory cannot be created.
+/// [`ErrorKind::UnsupportedUrl`] for another scheme, a relative path, or an object-store URL
+/// in a build without the `object-store` feature; [`ErrorKind::Remote`] when the directory
+/// cannot be created or the object-store client cannot be configured.
 pub fn open(url: &str) -> Result<Box<dyn Remote>> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(unsupported(url, "give a URL such as file:///srv/replicas/agent-1"));
@@ -67,12 +70,22 @@ pub fn open(url: &str) -> Result<Box<dyn Remote>> {
             }
             Ok(Box::new(DirRemote::create(url, Path::new(rest))?))
         }
+        #[cfg(feature = "object-store")]
+        "s3" | "gs" | "az" => Ok(Box::new(super::object::ObjectRemote::open(
+            url,
+            &[],
+            super::object::ObjectOptions::default(),
+        )?)),
+        #[cfg(not(feature = "object-store"))]
         "s3" | "gs" | "az" => Err(unsupported(
             url,
-            "object-store locations are not in this build yet; use file:///DIR (a local or \
-             mounted directory)",
+            "this build of factlog has no object-store clients (it was built without the \
+             `object-store` feature); use file:///DIR, or a build with that feature",
         )),
-        other => Err(unsupported(url, &format!("unknown scheme {other:?}; use file:///DIR"))),
+        other => Err(unsupported(
+            url,
+            &format!("unknown scheme {other:?}; use file:///DIR, s3://, gs:// or az://"),
+        )),
     }
 }
 
@@ -242,7 +255,7 @@ mod tests {
 
     #[test]
     fn urls_other_than_absolute_file_urls_are_refused() {
-        for url in ["s3://bucket/p", "relative/dir", "file://relative", "ftp://x/y"] {
+        for url in ["relative/dir", "file://relative", "ftp://x/y", "s3://"] {
             let error = open(url).err().expect("refused");
             assert!(matches!(error.kind(), ErrorKind::UnsupportedUrl { .. }), "{url}: {error}");
         }

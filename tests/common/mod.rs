@@ -10,6 +10,8 @@ pub mod harness;
 pub mod readme;
 pub mod replica;
 pub mod replica_fixture;
+#[cfg(feature = "object-store")]
+pub mod s3;
 pub mod schema;
 pub mod server;
 pub mod vectors;
