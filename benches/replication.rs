@@ -6,15 +6,16 @@
 //!
 //! - `off`: the store alone;
 //! - `on`: the same store replicating in its own process (`Store::replicate`, default
-//!   options) to a `file://` replica in another directory of the same disk, stopped (its last
-//!   round shipped) before the clock stops.
+//!   options) to a `file://` replica in another directory of the same disk; the clock stops
+//!   with the session's last append, as for `off` (the replica's lag is reported apart).
 //!
 //! Reported: median ns per token (wall time / deltas) of each form and the median of the
 //! per-run ratios `on / off`; for `on`, the bytes shipped per token, the parts a session
 //! makes, and the replication lag of the synced appends: from the moment each one returned
 //! until the replica held it, p50/p99 pooled over runs, sampled by a thread that reads the
-//! replication's status every 200 us. The time from the start of a synced append until the
-//! replica holds it is what a `Replicated` append would wait (that tier is not built yet).
+//! replication's status every 200 us; and, after each `on` session (outside its timing),
+//! the latency of 100 `Replicated` appends (`AppendOptions::replicated`), against that of the
+//! session's synced appends with replication off.
 //!
 //! Run with `cargo bench --bench replication` (5 runs, 50 turns); `FACTLOG_RUNS`,
 //! `FACTLOG_TURNS`. Smoke test: `cargo bench --bench replication -- --test` (one short run).
@@ -23,8 +24,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use factlog::harness::Body;
+use factlog::harness::event::UserMessage;
 use factlog::replica::{DirRemote, ReplicateOptions};
-use factlog::{Appended, Durability, Options, Store, StoreOptions};
+use factlog::{AppendOptions, Appended, Durability, Options, Store, StoreOptions};
 use workload::{Action, Shape, StepClose};
 
 mod common;
@@ -46,10 +49,16 @@ const SAMPLE_EVERY: Duration = Duration::from_micros(200);
 /// One measured session.
 struct Run {
     elapsed: Duration,
-    /// For `on`: body bytes shipped, parts, and the lag of each synced append in ns (from
-    /// its return) and its latency until replicated (from its start).
+    /// The latency of each synced append of the session, in ns.
+    synced_ns: Vec<u64>,
+    /// For `on`: body bytes shipped, parts, the lag of each synced append in ns (from its
+    /// return until the replica held it), and the latency of the `Replicated` appends made
+    /// after the session.
     shipped: Option<(u64, u64, Vec<u64>, Vec<u64>)>,
 }
+
+/// `Replicated` appends timed after each `on` session.
+const REPLICATED_APPENDS: usize = 100;
 
 fn main() {
     let test = std::env::args().any(|arg| arg == "--test");
@@ -88,8 +97,10 @@ fn main() {
         on.iter().flat_map(|r| r.shipped.as_ref().unwrap().2.clone()).collect();
     let mut latencies: Vec<u64> =
         on.iter().flat_map(|r| r.shipped.as_ref().unwrap().3.clone()).collect();
+    let mut synced: Vec<u64> = off.iter().flat_map(|r| r.synced_ns.clone()).collect();
     lags.sort_unstable();
     latencies.sort_unstable();
+    synced.sort_unstable();
     let bytes = median(on.iter().map(|r| r.shipped.as_ref().unwrap().0 as f64 / tokens).collect());
     let parts = median(on.iter().map(|r| r.shipped.as_ref().unwrap().1 as f64).collect());
     println!(
@@ -105,9 +116,11 @@ fn main() {
         lags.last().map_or(f64::NAN, |&ns| ns as f64 / 1e6),
     );
     println!(
-        "synced append until replicated (what a Replicated append would wait): p50 {:.2} ms, p99 {:.2} ms",
+        "Replicated append: p50 {:.2} ms, p99 {:.2} ms   (Synced append, replication off: p50 {:.2} ms, p99 {:.2} ms)",
         percentile_ms(&latencies, 50.0),
         percentile_ms(&latencies, 99.0),
+        percentile_ms(&synced, 50.0),
+        percentile_ms(&synced, 99.0),
     );
 }
 
@@ -176,20 +189,33 @@ fn measure(shape: Shape, replicate: bool) -> Run {
         }
         done.store(true, Ordering::Release);
     });
-    let Some(replication) = replication else {
-        return Run { elapsed: start.elapsed(), shipped: None };
-    };
-    let status = replication.stop().expect("stop replicating");
     let elapsed = start.elapsed();
+    let synced = synced.into_inner().unwrap();
+    let synced_ns =
+        synced.iter().map(|(_, began, returned)| (*returned - *began).as_nanos() as u64);
+    let synced_ns: Vec<u64> = synced_ns.collect();
+    let Some(replication) = replication else {
+        return Run { elapsed, synced_ns, shipped: None };
+    };
+    let status = replication.status();
     let samples = samples.into_inner().unwrap();
-    let (mut lags, mut latencies) = (Vec::new(), Vec::new());
-    for (seq, began, returned) in synced.into_inner().unwrap() {
-        // The first sample that saw the seq shipped; the stop's last round otherwise.
-        let at = samples.iter().find(|(_, s)| *s >= seq).map_or(start + elapsed, |s| s.0);
-        lags.push(at.saturating_duration_since(returned).as_nanos() as u64);
-        latencies.push(at.saturating_duration_since(began).as_nanos() as u64);
+    let mut lags = Vec::new();
+    for (seq, _, returned) in &synced {
+        // The first sample that saw the seq shipped; the end of the session otherwise.
+        let at = samples.iter().find(|(_, s)| s >= seq).map_or(start + elapsed, |s| s.0);
+        lags.push(at.saturating_duration_since(*returned).as_nanos() as u64);
     }
-    Run { elapsed, shipped: Some((status.bytes, status.parts, lags, latencies)) }
+    let mut replicated = Vec::with_capacity(REPLICATED_APPENDS);
+    let options = AppendOptions::default().replicated();
+    for i in 0..REPLICATED_APPENDS {
+        let body =
+            Body::UserMessage(UserMessage { text: format!("receipt {i}"), ..Default::default() });
+        let began = Instant::now();
+        seq_of(task.append_with(body, options));
+        replicated.push(began.elapsed().as_nanos() as u64);
+    }
+    replication.stop().expect("stop replicating");
+    Run { elapsed, synced_ns, shipped: Some((status.bytes, status.parts, lags, replicated)) }
 }
 
 fn seq_of(appended: factlog::Result<Appended>) -> u64 {

@@ -1,8 +1,8 @@
 //! A store replicating in its own process (`format-spec/replication.md`, "Shipping"):
 //! [`Store::replicate`] starts a [`Replicator`] on a thread of its own, which runs a round as
 //! soon as the store's durable seq moves past what the replica holds (a `Synced` append, or
-//! the flush of the `Flushed` ones) and at least every interval while anything appended is
-//! not shipped. Appends never wait for it: it reads the store's files, and looks at one
+//! the flush of the `Flushed` ones; at most one such round every 5 ms unless a `Replicated`
+//! append waits for it) and at least every interval while anything appended is not shipped. Appends never wait for it: it reads the store's files, and looks at one
 //! atomic counter of the log.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,8 +18,11 @@ use crate::limits::{
     REPLICA_BACKOFF_MAX, REPLICA_BACKOFF_MIN, REPLICA_INTERVAL_DEFAULT, REPLICATED_WAIT_DEFAULT,
 };
 
-/// How often the replication thread looks at the store's durable seq.
-const LOOK_EVERY: Duration = Duration::from_millis(1);
+/// How often the replication thread looks at the store's durable seq, and the shortest time
+/// between two rounds that a sync makes due, unless a `Replicated` append waits (which wakes
+/// it at once): the synced events of a busy session are shipped together, a few objects a
+/// second instead of one each.
+const SYNCED_GAP: Duration = Duration::from_millis(5);
 
 /// How a store replicates in its own process.
 #[derive(Debug, Clone, Copy)]
@@ -185,12 +188,13 @@ fn run(
     let mut next_try = Instant::now();
     let mut last_round = Instant::now();
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(LOOK_EVERY);
+        progress.sleep(SYNCED_GAP);
         let now = Instant::now();
         let shipped = replicator.status().shipped_seq;
         let durable = log.durable_seq().map_or(0, |s| s.0);
         let appended = log.last_seq().map_or(0, |s| s.0);
-        let due = durable > shipped || (appended > shipped && now >= last_round + interval);
+        let synced = durable > shipped && (progress.awaited() || now >= last_round + SYNCED_GAP);
+        let due = synced || (appended > shipped && now >= last_round + interval);
         if !due || now < next_try {
             continue;
         }

@@ -3,6 +3,7 @@
 //! replication thread publishes the last seq the replica holds after every round, and a
 //! `Replicated` append waits until it passes its seq, the replication ends, or its timeout.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -24,6 +25,10 @@ pub(crate) struct Progress {
     changed: Condvar,
     /// How long a `Replicated` append waits before it gives up.
     timeout: Duration,
+    /// `Replicated` appends waiting now: the replication thread ships at once for them.
+    waiting: AtomicUsize,
+    /// Wakes the replication thread when a `Replicated` append begins to wait.
+    wanted: Condvar,
 }
 
 impl Progress {
@@ -32,6 +37,22 @@ impl Progress {
             shipped: Mutex::new(Shipped { seq: shipped_seq, ended: None }),
             changed: Condvar::new(),
             timeout,
+            waiting: AtomicUsize::new(0),
+            wanted: Condvar::new(),
+        }
+    }
+
+    /// Whether a `Replicated` append is waiting.
+    pub(crate) fn awaited(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// Sleeps up to `timeout`, or until a `Replicated` append begins to wait (the
+    /// replication thread, between its looks at the store).
+    pub(crate) fn sleep(&self, timeout: Duration) {
+        let mut shipped = self.shipped.lock();
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            let _ = self.wanted.wait_for(&mut shipped, timeout);
         }
     }
 
@@ -56,6 +77,17 @@ impl Progress {
     ///
     /// [`ErrorKind::NotReplicated`] when the replication ends first or the timeout passes.
     pub(crate) fn wait_shipped(&self, seq: u64) -> Result<()> {
+        {
+            let _shipped = self.shipped.lock();
+            self.waiting.fetch_add(1, Ordering::AcqRel);
+            self.wanted.notify_all();
+        }
+        let waited = self.wait_shipped_counted(seq);
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        waited
+    }
+
+    fn wait_shipped_counted(&self, seq: u64) -> Result<()> {
         let deadline = Instant::now() + self.timeout;
         let mut shipped = self.shipped.lock();
         loop {
