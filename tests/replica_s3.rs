@@ -18,19 +18,10 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::s3::{BUCKET, S3Server};
+use common::s3::{BUCKET, S3Server, quick};
 use factlog::ErrorKind;
 use factlog::replica::lease::{self, Lease};
 use factlog::replica::{ObjectOptions, ObjectRemote, Remote};
-
-/// Bounds small enough that a dead server fails a call quickly.
-fn quick() -> ObjectOptions {
-    ObjectOptions::default()
-        .request_timeout(Duration::from_secs(2))
-        .connect_timeout(Duration::from_secs(1))
-        .retries_max(1)
-        .call_timeout(Duration::from_secs(5))
-}
 
 #[test]
 fn objects_are_created_once_read_listed_sorted_and_deleted() {

@@ -15,22 +15,13 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::s3::S3Server;
+use common::s3::{S3Server, quick};
 use common::{harness, replica};
-use factlog::replica::{ObjectOptions, ReplicateOptions, RestoreOptions, restore};
+use factlog::replica::{ReplicateOptions, RestoreOptions, restore};
 use factlog::{AppendOptions, ErrorKind, Options, Seq, Store, StoreOptions};
 
 fn small_segments() -> StoreOptions {
     harness::options().log(Options::new().segment_bytes(16 * 1024))
-}
-
-/// Bounds small enough that a dead server fails a round quickly.
-fn quick() -> ObjectOptions {
-    ObjectOptions::default()
-        .request_timeout(Duration::from_secs(2))
-        .connect_timeout(Duration::from_secs(1))
-        .retries_max(1)
-        .call_timeout(Duration::from_secs(5))
 }
 
 /// Waits (a generous deadline, a hang guard, not a performance bound) until `done()`.

@@ -2,7 +2,8 @@
 //! another machine (`format-spec/replication.md`).
 //!
 //! - [`remote`]: the seam every object-store request goes through, and its `file://` form;
-//! - [`object`]: its `s3://`, `gs://` and `az://` forms (feature `object-store`);
+//! - [`object`]: its `s3://`, `gs://` and `az://` forms (feature `object-store`), with
+//!   [`aws_profile`] for the shared credentials files of `s3://`;
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
 //! - [`lease`]: one replicating run per replica;
 //! - [`retain`]: the remote objects a newer remote snapshot makes unnecessary, removed;
@@ -11,6 +12,8 @@
 //! - [`background`]: a store replicating in its own process ([`crate::Store::replicate`]);
 //! - [`restore`](mod@restore): a store rebuilt from a replica, every object checked first.
 
+#[cfg(feature = "object-store")]
+pub mod aws_profile;
 pub mod background;
 pub mod lease;
 #[cfg(feature = "object-store")]

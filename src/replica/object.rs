@@ -163,40 +163,24 @@ impl ObjectRemote {
         let runtime = new_runtime(url)?;
         // Clients are built inside the runtime so that anything they start belongs to it.
         let _entered = runtime.enter();
+        // The three builders have the same methods but no trait in common.
+        macro_rules! configured {
+            ($builder:ident, $key:ident) => {{
+                let mut builder = $builder::from_env().with_url(bucket_url);
+                for (key, value) in client {
+                    builder = builder.with_config($key::Client(key), value);
+                }
+                for &(key, value) in settings {
+                    let key: $key = key.parse().map_err(|_| bad_key(key))?;
+                    builder = builder.with_config(key, value);
+                }
+                builder.with_retry(options.retry_config()).build().map(|s| Arc::new(s) as _)
+            }};
+        }
         let built: object_store::Result<Arc<dyn ObjectStore>> = match scheme {
-            "s3" => {
-                let mut builder = AmazonS3Builder::from_env().with_url(bucket_url);
-                for (key, value) in client {
-                    builder = builder.with_config(AmazonS3ConfigKey::Client(key), value);
-                }
-                for &(key, value) in settings {
-                    let key: AmazonS3ConfigKey = key.parse().map_err(|_| bad_key(key))?;
-                    builder = builder.with_config(key, value);
-                }
-                builder.with_retry(options.retry_config()).build().map(|s| Arc::new(s) as _)
-            }
-            "gs" => {
-                let mut builder = GoogleCloudStorageBuilder::from_env().with_url(bucket_url);
-                for (key, value) in client {
-                    builder = builder.with_config(GoogleConfigKey::Client(key), value);
-                }
-                for &(key, value) in settings {
-                    let key: GoogleConfigKey = key.parse().map_err(|_| bad_key(key))?;
-                    builder = builder.with_config(key, value);
-                }
-                builder.with_retry(options.retry_config()).build().map(|s| Arc::new(s) as _)
-            }
-            "az" => {
-                let mut builder = MicrosoftAzureBuilder::from_env().with_url(bucket_url);
-                for (key, value) in client {
-                    builder = builder.with_config(AzureConfigKey::Client(key), value);
-                }
-                for &(key, value) in settings {
-                    let key: AzureConfigKey = key.parse().map_err(|_| bad_key(key))?;
-                    builder = builder.with_config(key, value);
-                }
-                builder.with_retry(options.retry_config()).build().map(|s| Arc::new(s) as _)
-            }
+            "s3" => configured!(AmazonS3Builder, AmazonS3ConfigKey),
+            "gs" => configured!(GoogleCloudStorageBuilder, GoogleConfigKey),
+            "az" => configured!(MicrosoftAzureBuilder, AzureConfigKey),
             other => {
                 return Err(unsupported(
                     url,
@@ -542,20 +526,7 @@ mod tests {
     #[test]
     fn objects_are_created_once_listed_sorted_and_deleted() {
         for prefix in ["", "replicas/agent-1"] {
-            let remote = memory_remote(prefix);
-            assert!(remote.put_new("a/2.part", b"two").expect("put"));
-            assert!(remote.put_new("a/1.part", b"one").expect("put"));
-            assert!(!remote.put_new("a/1.part", b"other").expect("put again"));
-            assert!(remote.put_new("top.json", b"{}").expect("put"));
-            assert_eq!(remote.get("a/1.part").expect("get").as_deref(), Some(&b"one"[..]));
-            assert_eq!(remote.get("a/3.part").expect("get"), None);
-            assert_eq!(remote.list("a/").expect("list"), ["a/1.part", "a/2.part"]);
-            assert_eq!(remote.list("").expect("list"), ["a/1.part", "a/2.part", "top.json"]);
-            assert_eq!(remote.list("missing/").expect("list"), Vec::<String>::new());
-            remote.delete("a/1.part").expect("delete");
-            remote.delete("a/1.part").expect("delete again");
-            assert_eq!(remote.list("a/").expect("list"), ["a/2.part"]);
-            assert!(remote.get("../escape").is_err());
+            crate::replica::remote::tests::objects_behave(&memory_remote(prefix));
         }
     }
 

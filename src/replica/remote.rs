@@ -71,11 +71,15 @@ pub fn open(url: &str) -> Result<Box<dyn Remote>> {
             Ok(Box::new(DirRemote::create(url, Path::new(rest))?))
         }
         #[cfg(feature = "object-store")]
-        "s3" | "gs" | "az" => Ok(Box::new(super::object::ObjectRemote::open(
-            url,
-            &[],
-            super::object::ObjectOptions::default(),
-        )?)),
+        "s3" | "gs" | "az" => {
+            // For s3://, the shared credentials files fill what the environment leaves unset.
+            let profile =
+                if scheme == "s3" { super::aws_profile::settings_from_files() } else { Vec::new() };
+            let settings: Vec<(&str, &str)> =
+                profile.iter().map(|(key, value)| (*key, value.as_str())).collect();
+            let options = super::object::ObjectOptions::default();
+            Ok(Box::new(super::object::ObjectRemote::open(url, &settings, options)?))
+        }
         #[cfg(not(feature = "object-store"))]
         "s3" | "gs" | "az" => Err(unsupported(
             url,
@@ -231,13 +235,17 @@ fn list_files(dir: &Path, prefix: &str, names: &mut Vec<String>) -> io::Result<(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
     fn objects_are_created_once_listed_sorted_and_deleted() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let remote = DirRemote::create("file:///test", dir.path()).expect("create");
+        objects_behave(&DirRemote::create("file:///test", dir.path()).expect("create"));
+    }
+
+    /// What every [`Remote`] does with objects, checked on an empty one.
+    pub(crate) fn objects_behave(remote: &dyn Remote) {
         assert!(remote.put_new("a/2.part", b"two").expect("put"));
         assert!(remote.put_new("a/1.part", b"one").expect("put"));
         assert!(!remote.put_new("a/1.part", b"other").expect("put again"));

@@ -164,3 +164,13 @@ impl Drop for S3Server {
         self.kill();
     }
 }
+
+/// Bounds small enough that a dead server fails a call (and a replication round) quickly.
+#[must_use]
+pub fn quick() -> ObjectOptions {
+    ObjectOptions::default()
+        .request_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(1))
+        .retries_max(1)
+        .call_timeout(Duration::from_secs(5))
+}
