@@ -1,5 +1,5 @@
-//! `factlog restore URL DIR [--seq N | --time T]`, run as the real binary on a store shipped by hand into
-//! a `file://` replica (`tests/common/replica.rs`): the restored store gives the same
+//! `factlog restore URL DIR [--seq N | --time T]`, run as the real binary on a store shipped
+//! by hand into a `file://` replica (`tests/common/replica.rs`): the restored store gives the same
 //! `factlog dump --json`, `state --json` and `recover --dry-run --json` as the source and
 //! verifies clean with `--deep`; `--seq` says where it ended;
 //! a damaged part is one error line naming it, exit 3, nothing written; a target that is not

@@ -179,9 +179,9 @@ pub struct SkippedObject {
 
 /// Builds a store in `dir` (a directory that does not exist or is empty) from the replica
 /// in `remote`: checks its identity, every part of every segment up to the requested seq or
-/// time, their frames and the continuity of their seqs, writes the segment files, the snapshots
-/// covering at most the last restored seq and `RESTORED.json`, syncs them, and opens the
-/// result read-only as a check.
+/// time, their frames and the continuity of their seqs, writes the segment files, the
+/// snapshots covering at most the last restored seq and `RESTORED.json`, syncs them, and
+/// opens the result read-only as a check.
 ///
 /// # Errors
 ///

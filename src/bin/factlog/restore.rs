@@ -1,6 +1,6 @@
-//! `factlog restore URL DIR [--seq N | --time T]`: builds a store in DIR from the replica at URL through
-//! [`factlog::replica::restore`], which checks every object it uses and refuses damage and
-//! gaps. The command only opens the location and formats the library's report (text, or one
+//! `factlog restore URL DIR [--seq N | --time T]`: builds a store in DIR from the replica at
+//! URL through [`factlog::replica::restore`], which checks every object it uses and refuses
+//! damage and gaps. The command only opens the location and formats the library's report (text, or one
 //! JSON object: `format-spec/schema/restore.json`).
 
 use std::path::PathBuf;
