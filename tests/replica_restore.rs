@@ -3,8 +3,12 @@
 //! (each segment in several parts cut at frame boundaries), then restored. Proves that the
 //! restored store has the source's events and state, byte-identical segments and the files a
 //! store has; that `--seq` ends at the last whole frame (a batch straddling it is left out)
-//! and ignores damage after it; that a store whose oldest segments retention removed restores
-//! from its snapshot, and is refused without one; and that damage, a missing part, a missing
+//! and ignores damage after it; that a restore at a time (a store written with a clock the
+//! test sets, one turn's clock stepped ahead) ends before the first frame holding an event
+//! after it, fetching nothing after that frame, restores nothing before the first event and
+//! everything after the last, and is refused together with a seq; that a store whose oldest
+//! segments retention removed restores from its snapshot, and is refused without one (and at
+//! a time before its first remaining record); and that damage, a missing part, a missing
 //! segment, a part ending inside a frame, another identity version, no identity and a
 //! non-empty target are each refused with the error naming what is wrong, leaving the target
 //! as it was; that a restore failing on a full disk or a failed sync removes what it wrote;
@@ -24,7 +28,8 @@ use std::sync::atomic::Ordering;
 use common::damage::{segment_files, small_options};
 use common::harness::{events, fold};
 use common::replica_fixture::{
-    Replica, frame_boundaries, last_seq, segment_of, ship, source_store,
+    Replica, SECOND_US, TIMED_JUMP_TURN, TIMED_TURNS, frame_boundaries, last_seq, segment_of, ship,
+    source_store, timed_source_store, turn_time_us,
 };
 use factlog::replica::{self, Remote, RestoreOptions, RestoreReport, part, restore};
 use factlog::{Error, ErrorKind, Seq, Store};
@@ -184,6 +189,164 @@ fn a_point_in_time_restore_ends_at_the_last_whole_frame() {
     assert_eq!(events(&restored), expected);
     assert!(report.snapshots.is_empty(), "the snapshot covers a later seq");
     assert_eq!(segment_files(&target).len(), 1);
+}
+
+/// A temporary directory holding [`timed_source_store`] shipped in three parts a segment.
+fn timed_setup() -> (tempfile::TempDir, std::path::PathBuf, Replica, Vec<Vec<String>>) {
+    let temp = tempfile::tempdir().expect("temporary directory");
+    let source = temp.path().join("store");
+    timed_source_store(&source);
+    let replica = Replica::new(&temp.path().join("replica"));
+    let parts = ship(&source, &replica, 3);
+    (temp, source, replica, parts)
+}
+
+/// The events of the log as it was at `time_us` by the rule of a restore at a time: up to the
+/// first event after it. Every frame of the timed store holds the events of one turn, which
+/// share a time, so this ends at a frame boundary.
+fn events_at(events: &[factlog::harness::Event], time_us: u64) -> Vec<factlog::harness::Event> {
+    events.iter().take_while(|e| e.timestamp_us <= time_us).cloned().collect()
+}
+
+#[test]
+fn a_restore_at_a_time_ends_before_the_first_frame_after_it() {
+    let (temp, source, replica, parts) = timed_setup();
+    let source_events = events(&read_only(&source));
+    let last = last_seq(&source);
+    let first_of_turn = |turn: u64| {
+        let time = turn_time_us(turn);
+        source_events.iter().find(|e| e.timestamp_us == time).expect("the turn's events").seq
+    };
+    let cases = [
+        // Inside the first second: turn 0 only.
+        (turn_time_us(0) + SECOND_US / 2, first_of_turn(1)),
+        // Exactly a turn's time: that turn is kept (at or before), the next is not.
+        (turn_time_us(7), first_of_turn(8)),
+        (turn_time_us(12) + 1, first_of_turn(13)),
+        (turn_time_us(TIMED_JUMP_TURN - 1), first_of_turn(TIMED_JUMP_TURN)),
+        // After turns 21..=25 but before the jumped turn 20: the log ends before turn 20, and
+        // the later turns, whose clock stepped back, are left out with it.
+        (turn_time_us(25), first_of_turn(TIMED_JUMP_TURN)),
+    ];
+    for (time_us, first_after) in cases {
+        let target = temp.path().join(format!("at-{time_us}"));
+        let options = RestoreOptions::new().time(time_us).store(small_options());
+        let report = restore(&replica.remote(), &target, options).expect("restore at a time");
+        assert_eq!(report.requested_time_us, Some(time_us));
+        assert_eq!(report.requested_seq, None);
+        assert_eq!(report.through_seq, Seq(first_after.0 - 1), "--time {time_us}");
+        let after = report.first_after_time.expect("a record after the time");
+        assert_eq!(after.seq, first_after, "--time {time_us}");
+        assert!(after.timestamp_us > time_us);
+        let restored = read_only(&target);
+        let expected: Vec<_> =
+            source_events.iter().filter(|e| e.seq < first_after).cloned().collect();
+        assert_eq!(events(&restored), expected, "--time {time_us}");
+        assert_eq!(restored.state(), fold(&expected), "--time {time_us}");
+        if time_us < turn_time_us(TIMED_JUMP_TURN - 1) {
+            assert_eq!(expected, events_at(&source_events, time_us), "the rule, before the jump");
+        }
+        let cut_segments = report.segments.iter().filter(|s| s.cut).count();
+        assert!(cut_segments <= 1, "only the last restored segment is cut");
+        assert_eq!(report.segments.len() + report.segments_left_out, parts.len());
+        let restored_json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(target.join("RESTORED.json")).expect("read"))
+                .expect("RESTORED.json is JSON");
+        assert_eq!(restored_json["through_seq"], first_after.0 - 1);
+    }
+
+    // After the last event (the jumped turn included): everything, no record after the time.
+    let target = temp.path().join("after-the-end");
+    let end = turn_time_us(TIMED_JUMP_TURN).max(turn_time_us(TIMED_TURNS - 1));
+    let options = RestoreOptions::new().time(end).store(small_options());
+    let report = restore(&replica.remote(), &target, options).expect("restore after the end");
+    assert_eq!(report.through_seq, Seq(last));
+    assert_eq!(report.first_after_time, None);
+    assert_eq!(report.segments_left_out, 0);
+    assert!(report.segments.iter().all(|s| !s.cut));
+    assert_eq!(events(&read_only(&target)), source_events);
+
+    // Before the first event: a store without records, as `--seq 0` restores.
+    let before = turn_time_us(0) - 1;
+    let (at_zero, at_before) = (temp.path().join("seq-0"), temp.path().join("before"));
+    let by_seq = restore(
+        &replica.remote(),
+        &at_zero,
+        RestoreOptions::new().seq(Seq(0)).store(small_options()),
+    )
+    .expect("restore at seq 0");
+    let options = RestoreOptions::new().time(before).store(small_options());
+    let by_time = restore(&replica.remote(), &at_before, options).expect("restore before");
+    assert_eq!(by_time.through_seq, Seq(0));
+    assert_eq!(by_time.through_seq, by_seq.through_seq);
+    assert_eq!(by_time.segments, by_seq.segments);
+    assert_eq!(by_time.first_after_time.map(|a| a.seq), Some(Seq(1)));
+    assert!(events(&read_only(&at_before)).is_empty());
+    assert_eq!(segment_files(&at_before).len(), 1, "one segment, holding only its header");
+}
+
+#[test]
+fn a_restore_at_a_time_fetches_nothing_after_the_first_frame_after_it() {
+    let (temp, source, replica, parts) = timed_setup();
+    let source_events = events(&read_only(&source));
+    // The first part of the first segment holds several turns: a time just before its last
+    // frame's turn ends the restore inside it.
+    let (_, _, first_part_end) = replica::parse_part_name(&parts[0][0]).expect("a part name");
+    let path = &segment_files(&source)[0];
+    let bytes = std::fs::read(path).expect("read");
+    let boundaries = frame_boundaries(&bytes, path);
+    let last_frame_at = boundaries
+        .iter()
+        .rev()
+        .find(|&&b| (b as u64) < first_part_end)
+        .copied()
+        .expect("a frame in the first part");
+    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    let mut last_frame_seq = None;
+    factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+        if offset == last_frame_at {
+            last_frame_seq = Some(frame.seq);
+        }
+    });
+    let last_frame_seq = last_frame_seq.expect("the frame's seq");
+    let event = &source_events[usize::try_from(last_frame_seq - 1).expect("small")];
+    assert!(event.seq.0 > 1, "the first part holds more than one frame");
+    let time_us = event.timestamp_us - 1;
+
+    // Every other part is garbage: fetching one would refuse the restore.
+    for name in parts.iter().flatten().skip(1) {
+        overwrite(&replica, name, b"not a part");
+    }
+    let target = temp.path().join("restored");
+    let options = RestoreOptions::new().time(time_us).store(small_options());
+    let report = restore(&replica.remote(), &target, options).expect("nothing after is fetched");
+    assert_eq!(report.parts, 1);
+    assert_eq!(report.segments.len(), 1);
+    assert!(report.segments[0].cut);
+    assert_eq!(report.segments_left_out, parts.len() - 1);
+    let after = report.first_after_time.expect("a record after the time");
+    assert!(after.seq.0 <= last_frame_seq, "the frame ending the log is in the first part");
+    assert_eq!(events(&read_only(&target)), events_at(&source_events, time_us));
+
+    // Without a time, the garbage is found.
+    let error = restore(
+        &replica.remote(),
+        &temp.path().join("whole"),
+        RestoreOptions::new().store(small_options()),
+    )
+    .expect_err("damaged");
+    assert!(matches!(error.kind(), ErrorKind::ReplicaDamaged { .. }), "{error}");
+}
+
+#[test]
+fn a_seq_and_a_time_together_are_refused() {
+    let setup = Setup::new();
+    let options = RestoreOptions::new().seq(Seq(3)).time(common::harness::NOW_US);
+    let error = setup.refused(options);
+    match error.kind() {
+        ErrorKind::InvalidOptions { reason } => assert!(reason.contains("not both"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -378,6 +541,26 @@ fn removed_old_segments_restore_from_a_snapshot_and_are_a_gap_without_one() {
     let parts = ship(&source, &replica, 2);
     let first = segment_of(&parts[0][0]);
     assert!(first > 1);
+
+    // Every event of the fixed clock is at `NOW_US`: at that time the whole log restores; a
+    // moment before it, the log as it was is in the removed segments.
+    let now = common::harness::NOW_US;
+    let at_now = temp.path().join("at-now");
+    let options = RestoreOptions::new().time(now).store(small_options());
+    let report = restore(&replica.remote(), &at_now, options).expect("restore at the time");
+    assert_eq!(report.through_seq, Seq(last_seq(&source)));
+    assert_eq!(report.first_after_time, None);
+    let before = temp.path().join("before");
+    let options = RestoreOptions::new().time(now - 1).store(small_options());
+    let error = restore(&replica.remote(), &before, options).expect_err("before the first");
+    match error.kind() {
+        ErrorKind::ReplicaGap { missing } => {
+            assert!(missing.starts_with(&format!("seqs 1..={}", first - 1)), "{missing}");
+            assert!(missing.contains(&format!("(seq {first}) was appended at {now}")), "{missing}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!before.exists());
 
     let target = temp.path().join("restored");
     let report = restore(&replica.remote(), &target, RestoreOptions::new().store(small_options()))

@@ -193,7 +193,15 @@ fn restore_reports_are_valid() {
     common::replica_fixture::source_store(&source);
     let replica = common::replica_fixture::Replica::new(&temp.path().join("replica"));
     common::replica_fixture::ship(&source, &replica, 2);
-    for (name, extra) in [("whole", vec![]), ("at-40", vec!["--seq", "40"])] {
+    // The fixture's clock stamps every event 2023-11-14T22:13:20Z: a time that day before
+    // it restores no events and names the first record after it.
+    let cases = [
+        ("whole", vec![]),
+        ("at-40", vec!["--seq", "40"]),
+        ("at-time", vec!["--time", "2023-11-14T22:13:20Z"]),
+        ("before-time", vec!["--time", "2023-11-14"]),
+    ];
+    for (name, extra) in cases {
         let target = temp.path().join(name);
         let mut args = vec!["restore", replica.url.as_str(), arg(&target), "--json"];
         args.extend(extra);

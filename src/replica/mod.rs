@@ -30,7 +30,7 @@ pub use background::{ReplicateOptions, Replication};
 #[cfg(feature = "object-store")]
 pub use object::{ObjectOptions, ObjectRemote};
 pub use remote::{DirRemote, Remote};
-pub use restore::{RestoreOptions, RestoreReport, restore};
+pub use restore::{RecordTime, RestoreOptions, RestoreReport, restore};
 pub use ship::{Replicator, ShipOptions, ShipStatus};
 
 use crate::error::{ErrorKind, Result};

@@ -9,8 +9,10 @@
 //! Invariants:
 //! - Each restored segment file holds exactly the replica's bytes `[0, end)` of that segment,
 //!   where `end` is the end of its last part, or the end of the last frame kept by
-//!   [`RestoreOptions::seq`]; its frames are valid and their seqs follow each other, within
-//!   the segment and from one segment to the next.
+//!   [`RestoreOptions::seq`] or [`RestoreOptions::time`]; its frames are valid and their seqs
+//!   follow each other, within the segment and from one segment to the next.
+//! - A point in time ends the restored log: no frame after the first one left out by the
+//!   point is fetched, checked or written.
 //! - A refusal leaves the target as it was found: the target and the replica's identity are
 //!   checked before anything is written, and whatever was written is removed when a later
 //!   check fails.
@@ -27,18 +29,21 @@ use super::{
     Remote, SEGMENTS_PREFIX, SNAPSHOTS_PREFIX, check_identity, device_name, parse_part_name, part,
 };
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{self, Decoded};
+use crate::frame::{self, Decoded, Frame};
 use crate::fs::{Fs, OpenMode};
+use crate::harness::codec;
 use crate::harness::snapshot::{self, SnapshotMeta};
 use crate::harness::{Store, StoreOptions};
 use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES};
 use crate::segment::{self, SegmentHeader};
 use crate::types::Seq;
 
-/// How to restore. A builder: `RestoreOptions::new().seq(Seq(120))`.
+/// How to restore. A builder: `RestoreOptions::new().seq(Seq(120))`, or
+/// `RestoreOptions::new().time(us)`; a point in time is a seq or a time, not both.
 #[derive(Debug, Clone)]
 pub struct RestoreOptions {
     seq: Option<Seq>,
+    time_us: Option<u64>,
     store: StoreOptions,
 }
 
@@ -47,15 +52,33 @@ impl RestoreOptions {
     /// `StoreOptions::new()`.
     #[must_use]
     pub fn new() -> RestoreOptions {
-        RestoreOptions { seq: None, store: StoreOptions::new() }
+        RestoreOptions { seq: None, time_us: None, store: StoreOptions::new() }
     }
 
     /// Restore the log as it was at `seq`: keep the frames whose records all have seqs up to
     /// `seq`. A batch is whole or absent, so the restored log may end below `seq`
-    /// ([`RestoreReport::through_seq`] says where). Default: `None`, everything.
+    /// ([`RestoreReport::through_seq`] says where). Default: `None`, everything. Exclusive
+    /// with [`RestoreOptions::time`]: [`restore`] refuses both with
+    /// [`ErrorKind::InvalidOptions`].
     #[must_use]
     pub fn seq(mut self, seq: Seq) -> RestoreOptions {
         self.seq = Some(seq);
+        self
+    }
+
+    /// Restore the log as it was at `time_us` (microseconds since the Unix epoch, the unit of
+    /// every event's `timestamp_us`): the restored log ends before the first frame holding a
+    /// record appended after `time_us`. A clock may step back, so a later frame may hold
+    /// records of earlier times: they are left out with it, and not even fetched. A batch is
+    /// whole or absent, and a time before the first record restores a store without records,
+    /// as `seq(Seq(0))` does. [`RestoreReport::through_seq`] says where the log ended and
+    /// [`RestoreReport::first_after_time`] which record ended it. Every record kept or
+    /// looked at must be an event (a log of raw records has no times). Default: `None`,
+    /// everything. Exclusive with [`RestoreOptions::seq`]: [`restore`] refuses both with
+    /// [`ErrorKind::InvalidOptions`].
+    #[must_use]
+    pub fn time(mut self, time_us: u64) -> RestoreOptions {
+        self.time_us = Some(time_us);
         self
     }
 
@@ -84,6 +107,11 @@ pub struct RestoreReport {
     pub target: PathBuf,
     /// The seq asked for with [`RestoreOptions::seq`], if any.
     pub requested_seq: Option<Seq>,
+    /// The time asked for with [`RestoreOptions::time`], if any, in µs since the Unix epoch.
+    pub requested_time_us: Option<u64>,
+    /// With [`RestoreOptions::time`], the first record appended after that time, whose frame
+    /// ends the restored log; `None` when every record of the replica was at or before it.
+    pub first_after_time: Option<RecordTime>,
     /// The first seq of the restored log: 1, or the first seq the replica still holds after
     /// retention removed older segments (a snapshot then covers the seqs before it).
     pub first_seq: Seq,
@@ -91,7 +119,8 @@ pub struct RestoreReport {
     pub through_seq: Seq,
     /// The restored segments, in log order.
     pub segments: Vec<RestoredSegment>,
-    /// Segments of the replica after `through_seq`, not restored ([`RestoreOptions::seq`]).
+    /// Segments of the replica after `through_seq`, not restored ([`RestoreOptions::seq`],
+    /// [`RestoreOptions::time`]).
     pub segments_left_out: usize,
     /// Parts read and written, in all segments.
     pub parts: usize,
@@ -125,8 +154,18 @@ pub struct RestoredSegment {
     pub parts: usize,
     /// Bytes of the file.
     pub bytes: u64,
-    /// Whether it ends before the replica's end of this segment ([`RestoreOptions::seq`]).
+    /// Whether it ends before the replica's end of this segment ([`RestoreOptions::seq`],
+    /// [`RestoreOptions::time`]).
     pub cut: bool,
+}
+
+/// A record and the time it was appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordTime {
+    /// Its seq.
+    pub seq: Seq,
+    /// Its `timestamp_us`: µs since the Unix epoch.
+    pub timestamp_us: u64,
 }
 
 /// An object of the replica that a restore passed over.
@@ -139,20 +178,30 @@ pub struct SkippedObject {
 }
 
 /// Builds a store in `dir` (a directory that does not exist or is empty) from the replica
-/// in `remote`: checks its identity, every part of every segment up to the requested seq,
-/// their frames and the continuity of their seqs, writes the segment files, the snapshots
-/// covering at most the last restored seq and `RESTORED.json`, syncs them, and opens the
-/// result read-only as a check.
+/// in `remote`: checks its identity, every part of every segment up to the requested seq or
+/// time, their frames and the continuity of their seqs, writes the segment files, the
+/// snapshots covering at most the last restored seq and `RESTORED.json`, syncs them, and
+/// opens the result read-only as a check.
 ///
 /// # Errors
 ///
+/// [`ErrorKind::InvalidOptions`] for both a seq and a time (nothing read or written);
 /// [`ErrorKind::TargetNotEmpty`] (nothing written); those of [`check_identity`];
 /// [`ErrorKind::ReplicaDamaged`] naming an object that is not valid or whose frames are not;
-/// [`ErrorKind::ReplicaGap`] naming the byte range or the seqs the replica misses;
+/// [`ErrorKind::ReplicaGap`] naming the byte range or the seqs the replica misses (also the
+/// seqs retention removed when the first record the replica holds is after the requested
+/// time: the log as it was then is not in the replica);
 /// [`ErrorKind::UnsupportedVersion`] for a part or segment of a newer format;
 /// [`ErrorKind::Remote`]; I/O errors; the errors of opening the result. On every error after
 /// the checks of the target, what was written is removed.
 pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Result<RestoreReport> {
+    if let (Some(seq), Some(time_us)) = (options.seq, options.time_us) {
+        return Err(Error::invalid_options(format!(
+            "restore at seq {} or at time {time_us} µs, not both: a point in time is one or \
+             the other",
+            seq.0
+        )));
+    }
     let fs = Arc::clone(&options.store.log.fs);
     check_target(&*fs, dir)?;
     check_identity(remote)?;
@@ -175,6 +224,8 @@ pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Resu
         location: remote.location().to_owned(),
         target: dir.to_path_buf(),
         requested_seq: options.seq,
+        requested_time_us: options.time_us,
+        first_after_time: None,
         first_seq: Seq(first),
         through_seq: Seq(first - 1),
         segments: Vec::new(),
@@ -331,17 +382,31 @@ fn write_store(
             }
         }
         let expected = before.map(|(_, header)| header);
-        let restored = restore_segment(remote, fs, dir, first_seq, parts, expected, options.seq)?;
+        let bound = Bound { seq: options.seq, time_us: options.time_us };
+        let restored = restore_segment(remote, fs, dir, first_seq, parts, expected, bound)?;
         next = restored.next_seq;
         cut = restored.segment.cut;
+        report.first_after_time = restored.first_after_time;
         report.parts += restored.segment.parts;
         report.bytes += restored.segment.bytes;
         report.segments.push(restored.segment);
         before = Some((first_seq, restored.header));
     }
     report.through_seq = Seq(next - 1);
-    copy_snapshots(remote, fs, dir, listing, report)?;
     let first = report.first_seq.0;
+    if let (Some(time_us), Some(after)) = (options.time_us, report.first_after_time)
+        && first > 1
+        && after.seq.0 == first
+    {
+        return Err(gap(&format!(
+            "seqs 1..={}: retention removed them, and the first record the replica holds (seq \
+             {first}) was appended at {} µs, after the requested time {time_us} µs: the log as \
+             it was then is not in the replica",
+            first - 1,
+            after.timestamp_us
+        )));
+    }
+    copy_snapshots(remote, fs, dir, listing, report)?;
     if first > 1 && !report.snapshots.iter().any(|covered| covered.0 >= first - 1) {
         let skipped: Vec<String> = report
             .snapshots_skipped
@@ -379,11 +444,35 @@ struct Restored {
     header: SegmentHeader,
     /// The seq after its last kept record.
     next_seq: u64,
+    /// The record after the requested time that ended it, if one did.
+    first_after_time: Option<RecordTime>,
+}
+
+/// The point in time a restore ends at: at most one of the two is set.
+#[derive(Debug, Clone, Copy)]
+struct Bound {
+    seq: Option<Seq>,
+    time_us: Option<u64>,
+}
+
+impl Bound {
+    /// Whether seq `next` is past the requested seq: no frame from it on is wanted.
+    fn past_seq(self, next: u64) -> bool {
+        self.seq.is_some_and(|n| next > n.0)
+    }
+}
+
+/// Why [`check_frames`] stopped before the end of a part's body.
+enum Stop {
+    /// The next frame holds a record after the requested seq.
+    Seq,
+    /// The next frame holds this record, appended after the requested time.
+    Time(RecordTime),
 }
 
 /// Checks the parts of the segment beginning at `first_seq` in order and writes their bytes
-/// into its file, up to the last frame whose records all have seqs up to `bound`. `before`
-/// is the header of the restored segment before it, which this one must follow.
+/// into its file, up to the last frame within `bound`. `before` is the header of the
+/// restored segment before it, which this one must follow.
 fn restore_segment(
     remote: &dyn Remote,
     fs: &dyn Fs,
@@ -391,15 +480,16 @@ fn restore_segment(
     first_seq: u64,
     parts: &[(u64, u64, String)],
     before: Option<SegmentHeader>,
-    bound: Option<Seq>,
+    bound: Bound,
 ) -> Result<Restored> {
     let path = dir.join(segment::file_name(Seq(first_seq)));
     let file = fs.open(&path, OpenMode::CreateNew).map_err(|e| Error::io("create", &path, e))?;
     let mut header: Option<SegmentHeader> = None;
     let (mut end, mut next, mut used, mut cut) = (0_u64, first_seq, 0_usize, false);
+    let mut first_after_time = None;
     for (start, part_end, name) in parts {
         let (start, part_end) = (*start, *part_end);
-        if header.is_some() && bound.is_some_and(|n| next > n.0) {
+        if header.is_some() && bound.past_seq(next) {
             // The parts after the requested seq are neither fetched nor checked.
             cut = true;
             break;
@@ -449,12 +539,15 @@ fn restore_segment(
             ));
         }
         let place = Place { object: name, segment: first_seq, start };
-        let (kept, bounded) =
+        let (kept, stop) =
             check_frames(place, body, frames_from, header.salt_crc(), &mut next, bound)?;
         file.write_all_at(&body[..kept], start).map_err(|e| Error::io("write", &path, e))?;
         used += 1;
         end = start + kept as u64;
-        if bounded {
+        if let Some(stop) = stop {
+            if let Stop::Time(record) = stop {
+                first_after_time = Some(record);
+            }
             cut = true;
             break;
         }
@@ -470,7 +563,7 @@ fn restore_segment(
         bytes: end,
         cut: cut || used < parts.len(),
     };
-    Ok(Restored { segment, header, next_seq: next })
+    Ok(Restored { segment, header, next_seq: next, first_after_time })
 }
 
 /// Where a part's body lies, for messages: its object, its segment, its first byte.
@@ -484,19 +577,20 @@ struct Place<'a> {
 /// Checks the frames of a part's `body` from `offset` (after the segment header in a first
 /// part), as [`segment::scan`] does for a whole file: each valid under the segment's salt,
 /// holding seq `next` (advanced past it). Stops before the first frame with a record after
-/// `bound`. Returns the offset after the last kept frame, and whether `bound` stopped it.
+/// `bound`'s seq or time. Returns the offset after the last kept frame, and why it stopped
+/// before the end of `body`, if it did.
 fn check_frames(
     place: Place<'_>,
     body: &[u8],
     mut offset: usize,
     salt_crc: u32,
     next: &mut u64,
-    bound: Option<Seq>,
-) -> Result<(usize, bool)> {
+    bound: Bound,
+) -> Result<(usize, Option<Stop>)> {
     let (name, segment) = (place.object, place.segment);
     while offset < body.len() {
-        if bound.is_some_and(|n| *next > n.0) {
-            return Ok((offset, true));
+        if bound.past_seq(*next) {
+            return Ok((offset, Some(Stop::Seq)));
         }
         let at = place.start + offset as u64;
         match frame::decode(body, offset, salt_crc) {
@@ -511,19 +605,22 @@ fn check_frames(
                 ));
             }
             // A batch is whole or absent: one with a record after the bound is left out.
-            Decoded::Frame(f) if bound.is_some_and(|n| f.end_seq() > n.0.saturating_add(1)) => {
-                return Ok((offset, true));
-            }
-            Decoded::Frame(f) if offset + f.frame_bytes > body.len() => {
-                return Err(damaged(
-                    name,
-                    format!(
-                        "its body ends inside the padding of the frame at byte {at} of segment \
-                         {segment}"
-                    ),
-                ));
+            Decoded::Frame(f) if bound.past_seq(f.end_seq().saturating_sub(1)) => {
+                return Ok((offset, Some(Stop::Seq)));
             }
             Decoded::Frame(f) => {
+                if let Some(record) = after_time(place, at, &f, bound.time_us)? {
+                    return Ok((offset, Some(Stop::Time(record))));
+                }
+                if offset + f.frame_bytes > body.len() {
+                    return Err(damaged(
+                        name,
+                        format!(
+                            "its body ends inside the padding of the frame at byte {at} of \
+                             segment {segment}"
+                        ),
+                    ));
+                }
                 offset += f.frame_bytes;
                 *next = f.end_seq();
             }
@@ -541,7 +638,35 @@ fn check_frames(
             }
         }
     }
-    Ok((offset, false))
+    Ok((offset, None))
+}
+
+/// The first record of frame `f` (at byte `at` of its segment) appended after `time_us`, if
+/// any. Every record must be an event, which carries its time; one that is not is damage of
+/// the replica as a store's replica (the store's open would refuse it too).
+fn after_time(
+    place: Place<'_>,
+    at: u64,
+    f: &Frame<'_>,
+    time_us: Option<u64>,
+) -> Result<Option<RecordTime>> {
+    let Some(time_us) = time_us else { return Ok(None) };
+    for (seq, record) in (f.seq..).zip(f.records()) {
+        let envelope = codec::peek(Seq(seq), record).map_err(|error| {
+            damaged(
+                place.object,
+                format!(
+                    "the record at seq {seq} (the frame at byte {at} of segment {}) has no \
+                     time to restore to: {error}",
+                    place.segment
+                ),
+            )
+        })?;
+        if envelope.timestamp_us > time_us {
+            return Ok(Some(RecordTime { seq: Seq(seq), timestamp_us: envelope.timestamp_us }));
+        }
+    }
+    Ok(None)
 }
 
 /// Checks the segment header at the start of `body`, the first part of segment `first_seq`,

@@ -1,9 +1,12 @@
 //! Helpers for the restore tests: a harness store over several small segments with batches
 //! and a snapshot, and that store shipped by hand into a `file://` replica as the replicator
 //! ships it (`format-spec/replication.md`, "Objects"): each segment split at frame boundaries
-//! into several parts, the snapshots, the identity and a lease.
+//! into several parts, the snapshots, the identity and a lease. A second source store,
+//! written with a clock the helper sets, gives its events known times for restores at a time.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use factlog::harness::Body;
 use factlog::replica::{self, DirRemote, Remote, part};
@@ -67,6 +70,62 @@ pub fn source_store(dir: &Path) -> Vec<u64> {
     store.close().expect("close the source");
     assert!(segment_files(dir).len() >= 3, "the source spans several segments");
     batches
+}
+
+/// One second, in µs.
+pub const SECOND_US: u64 = 1_000_000;
+/// The time of the first turn of [`timed_source_store`]: 2026-12-03T10:00:00Z.
+pub const TIMED_START_US: u64 = 1_796_292_000 * SECOND_US;
+/// The turns of [`timed_source_store`].
+pub const TIMED_TURNS: u64 = 30;
+/// The turn of [`timed_source_store`] whose clock jumped ahead by [`TIMED_JUMP_US`]; the turns
+/// after it are back at their own times, earlier than it.
+pub const TIMED_JUMP_TURN: u64 = 20;
+/// How far ahead of its time [`TIMED_JUMP_TURN`] was stamped.
+pub const TIMED_JUMP_US: u64 = 100 * SECOND_US;
+
+/// The time events of [`timed_source_store`] are stamped with.
+static CLOCK_US: AtomicU64 = AtomicU64::new(0);
+/// Held while a timed store is written: the clock is one for the whole test binary.
+static CLOCK_HELD: Mutex<()> = Mutex::new(());
+
+fn timed_clock() -> u64 {
+    CLOCK_US.load(Ordering::SeqCst)
+}
+
+/// The time [`timed_source_store`] stamps the events of turn `turn` with:
+/// [`TIMED_START_US`] plus `turn` seconds, and [`TIMED_JUMP_US`] more for
+/// [`TIMED_JUMP_TURN`] (a clock that stepped ahead, then back).
+pub fn turn_time_us(turn: u64) -> u64 {
+    let jump = if turn == TIMED_JUMP_TURN { TIMED_JUMP_US } else { 0 };
+    TIMED_START_US + turn * SECOND_US + jump
+}
+
+/// Writes a store in `dir` whose task `t1` makes [`TIMED_TURNS`] turns, each of three events
+/// (`turn/start`, a user message, `turn/end`) stamped [`turn_time_us`]: even turns appended
+/// as one batch of three, odd turns as three single appends. Spans several 8 KiB segments.
+pub fn timed_source_store(dir: &Path) {
+    let _held = CLOCK_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    CLOCK_US.store(turn_time_us(0), Ordering::SeqCst);
+    let store = Store::open(dir, small_options().clock(timed_clock)).expect("open the source");
+    let task = store.task("t1").expect("task t1");
+    for turn in 0..TIMED_TURNS {
+        CLOCK_US.store(turn_time_us(turn), Ordering::SeqCst);
+        let bodies: Vec<Body> = vec![
+            turn_start(),
+            user(&format!("message of turn {turn} {}", "z".repeat(600))),
+            turn_end(),
+        ];
+        if turn % 2 == 0 {
+            task.append_batch_with(bodies, AppendOptions::default()).expect("append a batch");
+        } else {
+            for body in bodies {
+                task.append(body).expect("append");
+            }
+        }
+    }
+    store.close().expect("close the source");
+    assert!(segment_files(dir).len() >= 3, "the source spans several segments");
 }
 
 /// The frame boundaries of a segment file: the offset after the header and after every valid

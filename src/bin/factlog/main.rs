@@ -624,11 +624,15 @@ enum Command {
     /// a replica whose oldest segments were removed restores only from a snapshot covering
     /// them. --seq N keeps the frames whose records all have seqs up to N: the restored log
     /// ends there or, when a batch crosses N, before the batch; damage after it does not
-    /// matter.
+    /// matter. --time T (RFC 3339, a date or microseconds since 1970; not with --seq) ends the
+    /// restored log before the first frame holding an event appended after T, even if a clock
+    /// that stepped back gave later events earlier times; nothing after that frame is fetched.
     ///
-    /// Prints the restored seqs, segments and parts, where --seq ended, the snapshots copied
-    /// or skipped, the names ignored and the source device. --json prints one object:
-    /// {"location","target","requested_seq","first_seq","through_seq","segments":[{"first_seq",
+    /// Prints the restored seqs, segments and parts, where --seq or --time ended, the
+    /// snapshots copied or skipped, the names ignored and the source device. --json prints one
+    /// object: {"location","target","requested_seq","requested_time_us","requested_time",
+    /// "first_after_time":{"seq","timestamp_us","time"},"first_seq","through_seq",
+    /// "segments":[{"first_seq",
     /// "last_seq","parts","bytes","cut"}],"segments_left_out","parts","bytes","snapshots":[covered
     /// seq],"snapshots_skipped":[{"object","reason"}],"ignored","source_device","device",
     /// "restored_us"} (format-spec/schema/restore.json).
@@ -640,7 +644,8 @@ enum Command {
         ],
         concat!(
             "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-restored\n",
-            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-at-120 --seq 120 --json",
+            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-at-120 --seq 120 --json\n",
+            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-at-ten --time 2026-12-03T10:00:00Z",
         ),
     ))]
     Restore(restore::RestoreArgs),

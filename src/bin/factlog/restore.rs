@@ -1,12 +1,13 @@
-//! `factlog restore URL DIR [--seq N]`: builds a store in DIR from the replica at URL through
-//! [`factlog::replica::restore`], which checks every object it uses and refuses damage and
-//! gaps. The command only opens the location and formats the library's report (text, or one
+//! `factlog restore URL DIR [--seq N | --time T]`: builds a store in DIR from the replica at
+//! URL through [`factlog::replica::restore`], which checks every object it uses and refuses
+//! damage and gaps. The command only opens the location and formats the library's report (text, or one
 //! JSON object: `format-spec/schema/restore.json`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use factlog::Seq;
+use factlog::protocol::time::format_rfc3339;
 use factlog::replica::{RestoreOptions, RestoreReport};
 use serde_json::{Value, json};
 
@@ -22,6 +23,13 @@ pub struct RestoreArgs {
     /// (a batch is whole or absent, so the restored log may end below N).
     #[arg(long, value_name = "N")]
     seq: Option<u64>,
+    /// Restore the log as it was at this time: it ends before the first frame holding an event
+    /// appended after T (a clock that stepped back does not bring later frames back). RFC 3339
+    /// (2026-12-03T10:00:00Z, +01:00 offsets), a date (midnight UTC) or microseconds since
+    /// 1970.
+    #[arg(long, value_name = "T", conflicts_with = "seq",
+          value_parser = factlog::protocol::time::parse_time)]
+    time: Option<u64>,
     /// Print a single JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -34,6 +42,9 @@ pub fn run(args: &RestoreArgs) -> Outcome {
     let mut options = RestoreOptions::new();
     if let Some(seq) = args.seq {
         options = options.seq(Seq(seq));
+    }
+    if let Some(time_us) = args.time {
+        options = options.time(time_us);
     }
     let report = factlog::replica::restore(&*remote, &args.dir, options)
         .map_err(|e| library_failure(doing(), &e))?;
@@ -68,6 +79,24 @@ fn write_text(out: &mut Output, report: &RestoreReport) {
             "--seq {}: the restored log ends at seq {} (a batch is whole or absent); {} later \
              segments not restored",
             seq.0, report.through_seq.0, report.segments_left_out
+        );
+    }
+    if let Some(time_us) = report.requested_time_us {
+        let ended = match report.first_after_time {
+            Some(after) => format!(
+                "before seq {}, appended at {}",
+                after.seq.0,
+                format_rfc3339(after.timestamp_us)
+            ),
+            None => "every event was appended at or before it".to_owned(),
+        };
+        writeln!(
+            out,
+            "--time {}: the restored log ends at seq {} ({ended}); {} later segments not \
+             restored",
+            format_rfc3339(time_us),
+            report.through_seq.0,
+            report.segments_left_out
         );
     }
     if report.first_seq.0 > 1 {
@@ -115,6 +144,13 @@ fn report_json(report: &RestoreReport) -> Value {
         "location": report.location,
         "target": report.target.display().to_string(),
         "requested_seq": report.requested_seq.map(|s| s.0),
+        "requested_time_us": report.requested_time_us,
+        "requested_time": report.requested_time_us.map(format_rfc3339),
+        "first_after_time": report.first_after_time.map(|after| json!({
+            "seq": after.seq.0,
+            "timestamp_us": after.timestamp_us,
+            "time": format_rfc3339(after.timestamp_us),
+        })),
         "first_seq": report.first_seq.0,
         "through_seq": report.through_seq.0,
         "segments": segments,
