@@ -101,26 +101,46 @@ impl Store {
         if self.inner.log.is_read_only() {
             return Err(ErrorKind::ReadOnly.into());
         }
-        let mut registered = self.inner.replication.lock();
-        if registered.is_some() {
-            return Err(ErrorKind::InvalidOptions {
-                reason: "this store is already replicating: stop that Replication first".into(),
+        // Registered before it starts, so that a second `replicate` is refused and a
+        // `Replicated` append waits for this one (or fails when it does not start) instead of
+        // being refused as "not replicating" meanwhile.
+        let progress = Arc::new(Progress::new(0, options.replicated_wait));
+        {
+            let mut registered = self.inner.replication.lock();
+            if registered.is_some() {
+                return Err(ErrorKind::InvalidOptions {
+                    reason: "this store is already replicating: stop that Replication first".into(),
+                }
+                .into());
             }
-            .into());
+            *registered = Some(Arc::clone(&progress));
         }
-        let fs = Arc::clone(&self.inner.fs);
-        let replicator = Replicator::start(fs, self.dir(), remote, options.ship, self.now_us())?;
-        let progress =
-            Arc::new(Progress::new(replicator.status().shipped_seq, options.replicated_wait));
-        let status = Arc::new(Mutex::new(replicator.status().clone()));
+        let status = Arc::new(Mutex::new(ShipStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (store, shared, stopping) = (self.clone(), Arc::clone(&status), Arc::clone(&stop));
         let published = Arc::clone(&progress);
-        let thread = std::thread::Builder::new()
-            .name("factlog-replica".to_owned())
-            .spawn(move || {
-                let ended =
-                    run(&store, replicator, &shared, &published, &stopping, options.interval);
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        // The replicator starts on its own thread too: an object-store client runs its
+        // requests on a runtime of its own, which must not be entered from a caller's async
+        // task.
+        let spawned =
+            std::thread::Builder::new().name("factlog-replica".to_owned()).spawn(move || {
+                let fs = Arc::clone(&store.inner.fs);
+                // Every round is bounded by the durable seq: nothing unsynced is shipped.
+                let ship = options.ship.leave_unsynced(true);
+                let ended = match Replicator::start(fs, store.dir(), remote, ship, store.now_us()) {
+                    Ok(replicator) => {
+                        publish(&shared, replicator.status());
+                        published.publish(replicator.status().shipped_seq);
+                        let _ = started_tx.send(Ok(()));
+                        run(&store, replicator, &shared, &published, &stopping, options.interval)
+                    }
+                    Err(error) => {
+                        let why = format!("the replication did not start: {error}");
+                        let _ = started_tx.send(Err(error));
+                        Err(ErrorKind::NotReplicated { seq: 0, reason: why }.into())
+                    }
+                };
                 let why = match &ended {
                     Ok(_) => "the replication was stopped".to_owned(),
                     Err(error) => format!("the replication ended: {error}"),
@@ -131,10 +151,26 @@ impl Store {
                     *registered = None;
                 }
                 ended
-            })
-            .map_err(|e| crate::Error::io("spawn a thread", self.dir(), e))?;
-        *registered = Some(progress);
-        Ok(Replication { status, stop, thread: Some(thread) })
+            });
+        let thread = match spawned {
+            Ok(thread) => thread,
+            Err(e) => {
+                self.inner.replication.lock().take();
+                return Err(crate::Error::io("spawn a thread", self.dir(), e));
+            }
+        };
+        match started_rx.recv() {
+            Ok(Ok(())) => Ok(Replication { status, stop, thread: Some(thread) }),
+            Ok(Err(error)) => {
+                let _ = thread.join();
+                Err(error)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(ErrorKind::Poisoned { cause: "the replication thread panicked".to_owned() }
+                    .into())
+            }
+        }
     }
 }
 
@@ -199,7 +235,7 @@ fn run(
             continue;
         }
         last_round = now;
-        let result = replicator.round().map(|_| ());
+        let result = replicator.round_through(durable).map(|_| ());
         publish(shared, replicator.status());
         progress.publish(replicator.status().shipped_seq);
         match result {
@@ -211,8 +247,8 @@ fn run(
             }
         }
     }
-    // Everything appended reaches the files before the last round.
-    log.flush(crate::Durability::Buffered)?;
+    // Everything appended is synced before the last round, which ships it.
+    log.flush(crate::Durability::Synced)?;
     let finished = replicator.finish();
     if let Ok(status) = &finished {
         publish(shared, status);

@@ -147,7 +147,7 @@ impl DirRemote {
 
     fn write_new(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
         let parent = path.parent().unwrap_or(&self.root);
-        fs::create_dir_all(parent)?;
+        create_dirs_synced(parent)?;
         let number = self.temporaries.fetch_add(1, Ordering::Relaxed);
         let temporary = parent.join(format!("{TEMPORARY_PREFIX}{}-{number}", std::process::id()));
         let written = (|| {
@@ -203,6 +203,27 @@ impl Remote for DirRemote {
 
     fn location(&self) -> &str {
         &self.url
+    }
+}
+
+/// Creates `dir` and its missing ancestors, syncing the directory that holds each one it
+/// creates, so that an object created inside is not lost with its directory by a power
+/// failure.
+fn create_dirs_synced(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dirs_synced(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    match dir.parent() {
+        Some(parent) => File::open(parent)?.sync_all(),
+        None => Ok(()),
     }
 }
 

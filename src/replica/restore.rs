@@ -297,6 +297,17 @@ impl Listing {
         for parts in segments.values_mut() {
             parts.sort();
         }
+        // Segments a retention removed records of (`retained/` markers): their parts left by
+        // a retention cut off half way are not part of the replica any more.
+        let retained = super::retain::retained_through(remote)?;
+        let firsts: Vec<u64> = segments.keys().copied().collect();
+        for pair in firsts.windows(2) {
+            if pair[1] - 1 <= retained
+                && let Some(parts) = segments.remove(&pair[0])
+            {
+                ignored.extend(parts.into_iter().map(|(_, _, name)| name));
+            }
+        }
         let mut snapshots = BTreeMap::new();
         for name in remote.list(SNAPSHOTS_PREFIX)? {
             let covered = name

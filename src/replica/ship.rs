@@ -24,6 +24,7 @@ use crate::segments;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ShipOptions {
     takeover: bool,
+    leave_unsynced: bool,
 }
 
 impl ShipOptions {
@@ -38,6 +39,16 @@ impl ShipOptions {
     #[must_use]
     pub fn takeover(mut self, on: bool) -> ShipOptions {
         self.takeover = on;
+        self
+    }
+
+    /// Ships without first syncing the segment files it ships from: for a caller that bounds
+    /// every round by the store's durable seq itself ([`Replicator::round_through`], as the
+    /// store replicating in its own process does). Default: off, so that a replica never
+    /// holds a frame the store could still lose in a power failure.
+    #[must_use]
+    pub fn leave_unsynced(mut self, on: bool) -> ShipOptions {
+        self.leave_unsynced = on;
         self
     }
 }
@@ -102,6 +113,10 @@ pub struct Replicator {
     /// Records through this seq were removed from the replica on purpose (retention): the
     /// store's segments that hold only such records are not shipped again.
     retained: u64,
+    /// A part whose creation failed, as `(first_seq, start, end)`: the object store may hold
+    /// it all the same, so the next round ships exactly it again before anything else.
+    retry: Option<(u64, u64, u64)>,
+    options: ShipOptions,
     status: ShipStatus,
 }
 
@@ -142,6 +157,8 @@ impl Replicator {
             segments: BTreeMap::new(),
             snapshots: BTreeSet::new(),
             retained: 0,
+            retry: None,
+            options,
             status: ShipStatus {
                 epoch: lease.epoch,
                 takeover: lease.takeover,
@@ -170,15 +187,24 @@ impl Replicator {
 
     /// Reads what the replica holds and checks it against the store's files.
     fn load_replica(&mut self) -> Result<()> {
+        self.retained = super::retain::retained_through(self.remote.as_ref())?;
         let mut parts: BTreeMap<u64, Vec<(u64, u64, String)>> = BTreeMap::new();
         for name in self.remote.list(SEGMENTS_PREFIX)? {
             if let Some((first_seq, start, end)) = super::parse_part_name(&name) {
                 parts.entry(first_seq).or_default().push((start, end, name));
             }
         }
-        self.retained = super::retain::retained_through(self.remote.as_ref())?;
         let local = segments::list(self.fs.as_ref(), &self.dir)?;
         let oldest_local = local.segments.first().map(|m| m.header.first_seq.0);
+        let firsts: Vec<u64> = parts.keys().copied().collect();
+        for pair in firsts.windows(2) {
+            if pair[1] - 1 <= self.retained {
+                // Left by a retention cut off half way: removed on purpose, not checked.
+                parts.remove(&pair[0]);
+                self.segments
+                    .insert(pair[0], Shipped { end: 0, next_seq: 0, salt: 0, sealed: true });
+            }
+        }
         for (first_seq, mut ranges) in parts {
             ranges.sort();
             let mut end = 0;
@@ -198,9 +224,13 @@ impl Replicator {
             let meta = local.segments.iter().find(|m| m.header.first_seq.0 == first_seq);
             let Some(meta) = meta else {
                 if oldest_local.is_some_and(|oldest| first_seq < oldest) {
-                    // Purged here after a snapshot covered it; the replica keeps it.
+                    // Purged here after a snapshot covered it; the replica keeps it. Where its
+                    // frames end tells whether the store's next segment follows it.
+                    let object = self.remote.get(last_name)?.unwrap_or_default();
+                    let (header, body) = part::decode(last_name, &object, *last_start, *last_end)?;
+                    let next_seq = next_seq_of_part(body, *last_start, header.salt).unwrap_or(0);
                     self.segments
-                        .insert(first_seq, Shipped { end, next_seq: 0, salt: 0, sealed: true });
+                        .insert(first_seq, Shipped { end, next_seq, salt: 0, sealed: true });
                     continue;
                 }
                 return Err(diverged(first_seq, 0, "the replica has this segment, the store not"));
@@ -240,32 +270,44 @@ impl Replicator {
     }
 
     /// Ships what the store's files hold and the replica does not: the complete frames after
-    /// the replica's end of each segment, then the snapshot files it lacks. Checks the lease
-    /// before the first request that writes. On an error the replica keeps every object
-    /// shipped before it, and the next round goes on from there.
+    /// the replica's end of each segment (synced first, unless
+    /// [`ShipOptions::leave_unsynced`]), then the snapshot files it lacks. Checks the lease
+    /// before each request that writes. On an error the replica keeps every object shipped
+    /// before it, and the next round goes on from there, with the same part first.
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::LeaseLost`], [`ErrorKind::ReplicaDiverged`], [`ErrorKind::Remote`] and
+    /// [`ErrorKind::LeaseLost`], [`ErrorKind::ReplicaDiverged`], [`ErrorKind::ReplicaGap`]
+    /// (the store removed segments before they were shipped), [`ErrorKind::Remote`] and
     /// local I/O errors.
     pub fn round(&mut self) -> Result<&ShipStatus> {
-        let result = self.round_inner();
+        self.round_through(u64::MAX)
+    }
+
+    /// [`Replicator::round`], shipping only records up to `bound` (the store's durable seq,
+    /// for a caller that knows it).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Replicator::round`].
+    pub fn round_through(&mut self, bound: u64) -> Result<&ShipStatus> {
+        let result = self.round_inner(bound);
         self.status.last_error = result.as_ref().err().map(ToString::to_string);
         result.map(|()| &self.status)
     }
 
-    fn round_inner(&mut self) -> Result<()> {
+    fn round_inner(&mut self, bound: u64) -> Result<()> {
         let local = segments::list(self.fs.as_ref(), &self.dir)?;
-        let mut lease_checked = false;
         let newest = local.segments.len().saturating_sub(1);
         for (i, meta) in local.segments.iter().enumerate() {
             let first_seq = meta.header.first_seq.0;
             let next = local.segments.get(i + 1).map(|m| m.header.first_seq.0);
-            if !self.segments.contains_key(&first_seq)
-                && next.is_some_and(|next| next - 1 <= self.retained)
-            {
-                // Removed from the replica by retention, on purpose: not shipped again.
-                continue;
+            if !self.segments.contains_key(&first_seq) {
+                if next.is_some_and(|next| next - 1 <= self.retained) {
+                    // Removed from the replica by retention, on purpose: not shipped again.
+                    continue;
+                }
+                self.check_follows(first_seq)?;
             }
             let state = *self.segments.entry(first_seq).or_insert(Shipped {
                 end: 0,
@@ -280,19 +322,29 @@ impl Replicator {
                 return Err(diverged(first_seq, 0, "the segment was written anew (another salt)"));
             }
             let bytes = self.fs.map(&meta.path).map_err(|e| Error::io("map", &meta.path, e))?;
-            let (pending, next_seq) = parts_after(&bytes, meta.header.salt, state);
+            // The part that failed last, if it was of this segment: exactly it again first.
+            let cut = self
+                .retry
+                .filter(|&(segment, start, _)| segment == first_seq && start == state.end);
+            let cut = cut.map(|(_, _, end)| end);
+            let (pending, next_seq) = parts_after(&bytes, meta.header.salt, state, bound, cut);
             if i == newest {
                 self.status.local_seq = next_seq.saturating_sub(1);
             }
+            if !pending.is_empty() && !self.options.leave_unsynced {
+                // What is shipped must not be lost here by a power failure after.
+                let file = self.fs.open(&meta.path, OpenMode::Read);
+                file.and_then(|f| f.sync_data())
+                    .map_err(|e| Error::io("fdatasync", &meta.path, e))?;
+            }
             for part in pending {
-                if !lease_checked {
-                    lease::check(self.remote.as_ref(), self.lease)?;
-                    lease_checked = true;
-                }
+                lease::check(self.remote.as_ref(), self.lease)?;
                 let body = &bytes[part.start as usize..part.end as usize];
                 let name = part_name(first_seq, part.start, part.end);
                 let object = part::encode(part.start, state.salt, body);
+                self.retry = Some((first_seq, part.start, part.end));
                 self.put_new_or_same(&name, &object, first_seq, part.start)?;
+                self.retry = None;
                 let shipped = self.segments.get_mut(&first_seq).expect("inserted above");
                 shipped.end = part.end;
                 shipped.next_seq = part.next_seq;
@@ -300,27 +352,46 @@ impl Replicator {
                 self.status.bytes += body.len() as u64;
                 self.status.shipped_seq = self.status.shipped_seq.max(part.next_seq - 1);
             }
-            if i < newest {
+            if i < newest && self.segments[&first_seq].next_seq.saturating_sub(1) < bound {
                 self.segments.get_mut(&first_seq).expect("inserted above").sealed = true;
             }
         }
         for file in snapshot::list(self.fs.as_ref(), &self.dir)? {
             let Some(file_name) = file.path.file_name().and_then(|n| n.to_str()) else { continue };
             let name = snapshot_name(file_name);
-            if self.snapshots.contains(&name) {
+            if self.snapshots.contains(&name) || file.covered_seq.0 > bound {
                 continue;
             }
             let Some(bytes) = read_whole(self.fs.as_ref(), &file.path)? else { continue };
-            if !lease_checked {
-                lease::check(self.remote.as_ref(), self.lease)?;
-                lease_checked = true;
-            }
+            lease::check(self.remote.as_ref(), self.lease)?;
             self.put_new_or_same(&name, &bytes, file.covered_seq.0, 0)?;
             self.status.snapshots += 1;
             self.status.bytes += bytes.len() as u64;
             self.snapshots.insert(name);
         }
         Ok(())
+    }
+
+    /// Checks that a segment the replica does not have yet, beginning at `first_seq`,
+    /// follows the replica's segment before it: a store that removed segments (`purge`)
+    /// before they were shipped would leave a gap in the replica.
+    fn check_follows(&self, first_seq: u64) -> Result<()> {
+        let Some((_, before)) = self.segments.range(..first_seq).next_back() else {
+            return Ok(());
+        };
+        // `next_seq` 0: a segment purged here before this run began, shipped whole before.
+        if before.next_seq == 0 || before.next_seq == first_seq || first_seq <= self.retained + 1 {
+            return Ok(());
+        }
+        Err(ErrorKind::ReplicaGap {
+            missing: format!(
+                "seqs {}..={}: the store removed them (purge) before they were shipped, so this \
+                 replica cannot go on; replicate the store to a new location",
+                before.next_seq,
+                first_seq - 1
+            ),
+        }
+        .into())
     }
 
     /// Creates `name`; if it exists (a request that succeeded although its answer was lost),
@@ -342,8 +413,9 @@ impl Replicator {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::LeaseLost`] and [`ErrorKind::ReplicaDiverged`], which no retry can mend;
-    /// the error of the last round, if it failed; [`ErrorKind::Remote`] from the release.
+    /// [`ErrorKind::LeaseLost`], [`ErrorKind::ReplicaDiverged`] and [`ErrorKind::ReplicaGap`],
+    /// which no retry can mend (reported first); the error of the last round, if it failed;
+    /// [`ErrorKind::Remote`] from the release.
     pub fn run(
         mut self,
         stop: &AtomicBool,
@@ -367,7 +439,10 @@ impl Replicator {
                         fingerprint = current;
                         next_round = now;
                     }
-                    Err(error) if fatal(&error) => return Err(error),
+                    Err(error) if fatal(&error) => {
+                        report(&self.status);
+                        return Err(error);
+                    }
                     Err(_) => {
                         next_round = now + backoff;
                         backoff = (backoff * 2).min(REPLICA_BACKOFF_MAX);
@@ -393,14 +468,22 @@ impl Replicator {
         Ok(self.status)
     }
 
-    /// What tells whether the store's files may hold more to ship: the newest segment's name
-    /// and length, and the number of segments and snapshots.
-    fn fingerprint(&self) -> Option<(usize, u64, u64, usize)> {
+    /// What tells whether the store's files may hold more to ship: the number of segments,
+    /// the newest one's first seq, the number of snapshots, and whether a frame begins where
+    /// the replica's copy of the newest segment ends (files grow in zero-filled steps ahead
+    /// of the writer, so their length says nothing).
+    fn fingerprint(&self) -> Option<(usize, u64, usize, bool)> {
         let local = segments::list(self.fs.as_ref(), &self.dir).ok()?;
         let newest = local.segments.last()?;
+        let end = self
+            .segments
+            .get(&newest.header.first_seq.0)
+            .map_or(SEGMENT_HEADER_BYTES as u64, |s| s.end.max(SEGMENT_HEADER_BYTES as u64));
         let file = self.fs.open(&newest.path, OpenMode::Read).ok()?;
+        let mut word = [0_u8; 8];
+        let grown = file.read_exact_at(&mut word, end).is_ok() && word != [0; 8];
         let snapshots = snapshot::list(self.fs.as_ref(), &self.dir).ok()?.len();
-        Some((local.segments.len(), newest.header.first_seq.0, file.len().ok()?, snapshots))
+        Some((local.segments.len(), newest.header.first_seq.0, snapshots, grown))
     }
 }
 
@@ -410,6 +493,7 @@ pub(crate) fn fatal(error: &Error) -> bool {
         error.kind(),
         ErrorKind::LeaseLost { .. }
             | ErrorKind::ReplicaDiverged { .. }
+            | ErrorKind::ReplicaGap { .. }
             | ErrorKind::UnsupportedVersion { .. }
             | ErrorKind::Corruption { .. }
     )
@@ -432,6 +516,19 @@ fn read_whole(fs: &dyn Fs, path: &Path) -> Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
+/// The seq after the last frame of a part's `body` (segment bytes from `start`, a frame
+/// boundary), or `None` when it holds no frame.
+fn next_seq_of_part(body: &[u8], start: u64, salt: u64) -> Option<u64> {
+    let salt_crc = frame::salt_crc(salt);
+    let mut offset = if start == 0 { SEGMENT_HEADER_BYTES } else { 0 };
+    let mut next = None;
+    while let Decoded::Frame(f) = frame::decode(body, offset, salt_crc) {
+        next = Some(f.end_seq());
+        offset += f.frame_bytes;
+    }
+    next
+}
+
 /// The seq after the frames of a segment's `bytes` that end exactly at `end`, or `None` when
 /// no frame ends there.
 fn next_seq_at(bytes: &[u8], first_seq: u64, salt: u64, end: u64) -> Option<u64> {
@@ -450,29 +547,46 @@ fn next_seq_at(bytes: &[u8], first_seq: u64, salt: u64, end: u64) -> Option<u64>
 }
 
 /// The parts to ship of a segment whose replica holds `state`: its complete frames after
-/// `state.end`, split so that no part's body passes [`REPLICA_PART_BYTES_MAX`] unless it is
-/// one frame; and the seq after the last frame found.
-fn parts_after(bytes: &[u8], salt: u64, state: Shipped) -> (Vec<Pending>, u64) {
+/// `state.end` whose records are all at most `bound`, split so that no part's body passes
+/// [`REPLICA_PART_BYTES_MAX`] unless it is one frame; and the seq after the last frame found
+/// (bound or not). A part ends at `cut` when a frame does (the part that failed before,
+/// shipped exactly again: the object store may hold it).
+fn parts_after(
+    bytes: &[u8],
+    salt: u64,
+    state: Shipped,
+    bound: u64,
+    cut: Option<u64>,
+) -> (Vec<Pending>, u64) {
     let salt_crc = frame::salt_crc(salt);
     let mut parts = Vec::new();
     let mut start = state.end;
     let mut offset = state.end.max(SEGMENT_HEADER_BYTES as u64);
     let mut next_seq = state.next_seq;
+    let mut shippable = (offset, next_seq);
     let max = REPLICA_PART_BYTES_MAX as u64;
     while let Decoded::Frame(f) = frame::decode(bytes, offset as usize, salt_crc) {
         if f.seq != next_seq {
             break;
         }
         let frame_end = offset + f.frame_bytes as u64;
-        if frame_end - start > max && offset > start.max(SEGMENT_HEADER_BYTES as u64) {
-            parts.push(Pending { start, end: offset, next_seq });
-            start = offset;
+        if f.end_seq() - 1 <= bound {
+            if frame_end - start > max && offset > start.max(SEGMENT_HEADER_BYTES as u64) {
+                parts.push(Pending { start, end: offset, next_seq });
+                start = offset;
+            }
+            shippable = (frame_end, f.end_seq());
+            if cut == Some(frame_end) {
+                parts.push(Pending { start, end: frame_end, next_seq: f.end_seq() });
+                start = frame_end;
+            }
         }
         offset = frame_end;
         next_seq = f.end_seq();
     }
-    if offset > start.max(SEGMENT_HEADER_BYTES as u64) {
-        parts.push(Pending { start, end: offset, next_seq });
+    let (end, shipped_next) = shippable;
+    if end > start.max(SEGMENT_HEADER_BYTES as u64) {
+        parts.push(Pending { start, end, next_seq: shipped_next });
     }
     (parts, next_seq)
 }

@@ -44,17 +44,28 @@ pub fn run(args: &ReplicateArgs) -> Outcome {
         None => replicator.finish(),
         Some(signals) => {
             let stop = AtomicBool::new(false);
+            let ended = AtomicBool::new(false);
             let interval = Duration::from_millis(args.interval_ms);
             std::thread::scope(|scope| {
                 let shipping = scope.spawn(|| {
-                    replicator.run(&stop, interval, REPLICA_POLL, |status| {
+                    let shipped = replicator.run(&stop, interval, REPLICA_POLL, |status| {
                         if let Some(error) = &status.last_error {
                             eprintln!("factlog replicate: {error} (retrying)");
                         }
-                    })
+                    });
+                    if !stop.load(Ordering::Acquire) {
+                        // Stopped by itself (a lost lease, a diverged store): wake the main
+                        // thread, which waits for a signal, so that the command ends and says
+                        // why instead of waiting forever.
+                        ended.store(true, Ordering::Release);
+                        signals::terminate_self();
+                    }
+                    shipped
                 });
                 let signal = signals.wait();
-                eprintln!("factlog replicate: {signal}: shipping what is left and stopping");
+                if !ended.load(Ordering::Acquire) {
+                    eprintln!("factlog replicate: {signal}: shipping what is left and stopping");
+                }
                 stop.store(true, Ordering::Release);
                 shipping.join().expect("the shipping thread does not panic")
             })

@@ -41,3 +41,14 @@ impl Termination {
         }
     }
 }
+
+/// Sends SIGTERM to this process: ends a [`Termination::wait`] of another thread, for a
+/// worker thread that stopped by itself (a command's work failed) while the main thread
+/// waits for a signal.
+pub fn terminate_self() {
+    // SAFETY: `kill` with this process's own id and a valid signal number only queues the
+    // signal; SIGTERM is blocked in every thread and taken by `sigwait`.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGTERM);
+    }
+}
