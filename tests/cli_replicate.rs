@@ -99,8 +99,10 @@ fn refusals_say_what_to_do() {
         factlog(&["replicate", arg(store_dir.path()), "--to", "file://x", "--once"], b"");
     relative.assert_one_line_error(1);
     assert!(relative.stderr.contains("absolute path"), "{}", relative.stderr);
-    let s3 = factlog(&["replicate", arg(store_dir.path()), "--to", "s3://b/p", "--once"], b"");
+    // A bucket-less object-store URL: refused before any request (no network here).
+    let s3 = factlog(&["replicate", arg(store_dir.path()), "--to", "s3://", "--once"], b"");
     s3.assert_one_line_error(1);
+    assert!(s3.stderr.contains("bucket"), "{}", s3.stderr);
 
     let no_store = tempfile::tempdir().unwrap();
     once(no_store.path(), replica_dir.path(), &[]).assert_one_line_error(1);
@@ -126,4 +128,40 @@ fn refusals_say_what_to_do() {
     let diverged = once(other.path(), replica_dir.path(), &[]);
     diverged.assert_one_line_error(3);
     assert!(diverged.stderr.contains("new location"), "{}", diverged.stderr);
+}
+
+#[test]
+fn a_run_whose_lease_is_taken_over_ends_and_says_so() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = harness::open(store_dir.path());
+    replica::session(&store, "t", 1);
+    let mut child = Command::new(FACTLOG)
+        .args(["replicate", arg(store_dir.path()), "--to", &url(replica_dir.path())])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start factlog replicate");
+    let remote = DirRemote::create(&url(replica_dir.path()), replica_dir.path()).expect("remote");
+    let local = replica::segments_of(store_dir.path());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while replica::segments_in(&remote) != local {
+        assert!(Instant::now() < deadline, "the replica never caught up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another run takes the lease over; the store grows, so the first run tries to ship.
+    factlog::replica::lease::take(&remote, Path::new("/elsewhere"), true, 9).expect("takeover");
+    replica::session(&store, "t", 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the run whose lease was lost never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("taken over"), "{stderr}");
+    store.close().expect("close");
 }

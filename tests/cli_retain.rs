@@ -99,3 +99,24 @@ fn a_damaged_snapshot_covers_nothing() {
     assert_eq!(plan["covered_seq"], 0, "{plan}");
     assert!(plan["segments"].as_array().is_some_and(Vec::is_empty), "{plan}");
 }
+
+#[test]
+fn a_retention_cut_off_half_way_restores_and_replicates_the_same() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    replicated(store_dir.path(), replica_dir.path());
+    let remote = DirRemote::create(&url(replica_dir.path()), replica_dir.path()).expect("remote");
+    let plan = factlog::replica::retain::plan(&remote).expect("plan");
+    assert!(plan.parts.len() >= 2, "{plan:?}");
+    // The marker and the first part only, as if the retention stopped there.
+    remote.put_new(&factlog::replica::retain::marker_name(plan.covered_seq), b"").expect("marker");
+    remote.delete(&plan.parts[0]).expect("delete");
+    let target = tempfile::tempdir().unwrap();
+    let restored = target.path().join("store");
+    let to = url(replica_dir.path());
+    factlog(&["restore", &to, arg(&restored)], b"").assert_success();
+    factlog(&["replicate", arg(store_dir.path()), "--to", &to, "--once"], b"").assert_success();
+    // Running the retention again finishes it.
+    let again = retain(replica_dir.path(), &[]);
+    assert_eq!(again["covered_seq"].as_u64(), Some(plan.covered_seq), "{again}");
+    factlog(&["restore", &to, arg(&target.path().join("again"))], b"").assert_success();
+}

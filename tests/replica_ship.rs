@@ -77,6 +77,21 @@ fn a_store_written_while_it_ships_is_in_the_replica_byte_for_byte() {
     assert!(status.parts > 3 && status.snapshots >= 1, "{status:?}");
     assert_replicated(store_dir.path(), replica_dir.path());
 
+    // Restored elsewhere from the replica alone: the same events, state and recovery plan.
+    let target = tempfile::tempdir().unwrap();
+    let restored_dir = target.path().join("store");
+    let options = factlog::replica::RestoreOptions::new();
+    factlog::replica::restore(&remote(replica_dir.path()), &restored_dir, options)
+        .expect("restore");
+    let open = |dir: &Path| Store::open_read_only(dir, harness::options()).expect("open");
+    let (source, restored) = (open(store_dir.path()), open(&restored_dir));
+    assert_eq!(harness::events(&restored), harness::events(&source));
+    assert_eq!(restored.state(), source.state());
+    let (mut plan, original) = (restored.plan_recovery(), source.plan_recovery());
+    assert!(plan.restored.take().is_some(), "the restored store names its replica");
+    assert_eq!(plan, original);
+    drop((source, restored));
+
     // A later run goes on where this one stopped: nothing new, nothing shipped again.
     let again = start(store_dir.path(), remote(replica_dir.path()), false).expect("restart");
     assert_eq!(again.status().shipped_seq, last);
@@ -99,6 +114,9 @@ fn a_failing_remote_loses_nothing_and_duplicates_nothing() {
                 assert!(matches!(error.kind(), ErrorKind::Remote { .. }), "{error}");
                 assert!(replicator.status().last_error.is_some());
                 failures += 1;
+                // The store grows before the retry: the failed part is shipped as it was, not
+                // a longer one overlapping it.
+                replica::session(&store, &format!("between-{round}-{failures}"), 1);
             }
             assert_eq!(replicator.status().last_error, None);
         }
@@ -302,4 +320,48 @@ fn a_replicated_append_the_replica_does_not_take_fails_but_stays_written() {
     assert!(matches!(ended.kind(), ErrorKind::NotReplicated { seq: 0, .. }), "{ended}");
     drop(task);
     store.close().expect("close");
+}
+
+#[test]
+fn segments_purged_before_they_were_shipped_stop_the_replicator_instead_of_a_gap() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    replica::session(&store, "t", 2);
+    start(store_dir.path(), remote(replica_dir.path()), false)
+        .and_then(Replicator::finish)
+        .expect("ship the beginning");
+    // The replicator is not running: the store grows by many segments and purges them.
+    replica::session(&store, "t", 12);
+    store.checkpoint().expect("checkpoint");
+    store.purge().expect("purge");
+    replica::session(&store, "t", 1);
+    let mut replicator = start(store_dir.path(), remote(replica_dir.path()), false).expect("start");
+    let gap = replicator.round().unwrap_err();
+    assert!(matches!(gap.kind(), ErrorKind::ReplicaGap { .. }), "{gap}");
+    assert!(gap.to_string().contains("purge") && gap.to_string().contains("new location"), "{gap}");
+    store.close().expect("close");
+}
+
+#[test]
+fn only_synced_frames_are_shipped_in_process() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    let options = ReplicateOptions::new().interval(Duration::from_millis(10));
+    let replication =
+        store.replicate(Box::new(remote(replica_dir.path())), options).expect("start");
+    let task = store.task("t").expect("task");
+    let call = harness::call("c1", "search", factlog::harness::event::Effect::ReadOnly, None);
+    let synced = harness::written(task.append(call).expect("synced")).0;
+    eventually("the synced call shipped", || replication.status().shipped_seq >= synced.0);
+    // Whatever the replica holds is durable in the store at every moment.
+    for i in 0..200 {
+        task.delta(&format!("fragment {i}")).expect("delta");
+        let shipped = replication.status().shipped_seq;
+        let durable = store.log().durable_seq().map_or(0, |s| s.0);
+        assert!(shipped <= durable.max(synced.0), "shipped {shipped} beyond durable {durable}");
+    }
+    drop(task);
+    replication.stop().expect("stop");
+    store.close().expect("close");
+    assert_replicated(store_dir.path(), replica_dir.path());
 }

@@ -424,7 +424,7 @@ enum Command {
     ))]
     Serve(ServeArgs),
 
-    /// Ship a store to a replica (file:///DIR) beside whatever process writes it.
+    /// Ship a store to a replica (file:///DIR, s3://, gs://, az://) beside its writer.
     ///
     /// Reads the store's files only (the writer never waits for it) and ships their complete
     /// frames and snapshot files as self-checking objects (format-spec/replication.md), at
@@ -614,7 +614,7 @@ enum Command {
 
     /// Build a store from a replica: every object checked, damage and gaps refused.
     ///
-    /// Reads the replica at URL (file:///absolute/dir), checks its identity, every part of
+    /// Reads the replica at URL (file:///absolute/dir, s3://BUCKET/PREFIX, ...), checks its identity, every part of
     /// every segment (its checksums, its place in the segment, the segment header) and every
     /// frame (valid, seqs following each other within and across segments), and writes the
     /// segments, the snapshots covering at most the restored last seq and RESTORED.json into
@@ -865,7 +865,8 @@ struct EmitArgs {
 struct ReplicateArgs {
     /// Store directory.
     dir: PathBuf,
-    /// The replica's location: file:///DIR (an absolute path).
+    /// The replica's location: file:///DIR (an absolute path), s3://BUCKET/PREFIX,
+    /// gs://BUCKET/PREFIX or az://CONTAINER/PREFIX (credentials from the environment).
     #[arg(long)]
     to: String,
     /// Take the replica's lease even if another run holds it: only for a run known to be
@@ -885,7 +886,8 @@ struct ReplicateArgs {
 
 #[derive(Debug, clap::Args)]
 struct RetainArgs {
-    /// The replica's location: file:///DIR (an absolute path).
+    /// The replica's location: file:///DIR (an absolute path), s3://BUCKET/PREFIX,
+    /// gs://BUCKET/PREFIX or az://CONTAINER/PREFIX (credentials from the environment).
     url: String,
     /// Print what would be removed, remove nothing.
     #[arg(long)]

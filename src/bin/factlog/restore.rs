@@ -15,7 +15,7 @@ use crate::{Outcome, Output, library_failure};
 
 #[derive(Debug, clap::Args)]
 pub struct RestoreArgs {
-    /// The replica's location: file:///absolute/dir.
+    /// The replica's location: file:///absolute/dir, s3://BUCKET/PREFIX, gs://, az://.
     url: String,
     /// The new store: a directory that does not exist or is empty.
     dir: PathBuf,
