@@ -51,9 +51,14 @@ impl Progress {
     /// replication thread, between its looks at the store).
     pub(crate) fn sleep(&self, timeout: Duration) {
         let mut shipped = self.shipped.lock();
-        if self.waiting.load(Ordering::Acquire) == 0 {
-            let _ = self.wanted.wait_for(&mut shipped, timeout);
-        }
+        // With an append waiting, the thread looks again soon (not at once: a round that
+        // failed waits for its backoff, and must not spin meanwhile).
+        let timeout = if self.waiting.load(Ordering::Acquire) == 0 {
+            timeout
+        } else {
+            timeout.min(Duration::from_millis(1))
+        };
+        let _ = self.wanted.wait_for(&mut shipped, timeout);
     }
 
     /// The replica holds everything up to `seq`.
