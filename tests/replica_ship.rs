@@ -14,7 +14,7 @@ use common::harness;
 use common::replica::{self, Fault, FaultyRemote};
 use factlog::fs::RealFs;
 use factlog::replica::{DirRemote, Remote, ReplicateOptions, Replicator, ShipOptions};
-use factlog::{ErrorKind, Options, Store, StoreOptions};
+use factlog::{AppendOptions, ErrorKind, Options, Store, StoreOptions};
 
 /// Options with small segments, so that a short session spans several.
 fn small_segments() -> StoreOptions {
@@ -345,7 +345,9 @@ fn segments_purged_before_they_were_shipped_stop_the_replicator_instead_of_a_gap
 #[test]
 fn only_synced_frames_are_shipped_in_process() {
     let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let store = Store::open(store_dir.path(), small_segments()).expect("open");
+    // `Flushed` appends reach the file at once and are synced only 10 s later.
+    let log = Options::new().segment_bytes(16 * 1024).flush_delay(Duration::from_secs(10));
+    let store = Store::open(store_dir.path(), harness::options().log(log)).expect("open");
     let options = ReplicateOptions::new().interval(Duration::from_millis(10));
     let replication =
         store.replicate(Box::new(remote(replica_dir.path())), options).expect("start");
@@ -360,8 +362,28 @@ fn only_synced_frames_are_shipped_in_process() {
         let durable = store.log().durable_seq().map_or(0, |s| s.0);
         assert!(shipped <= durable.max(synced.0), "shipped {shipped} beyond durable {durable}");
     }
+    // Written to the file but not synced: rounds see them (the store's files hold them) and
+    // ship none of them.
+    let flushed = AppendOptions {
+        durability: Some(factlog::Durability::Flushed),
+        ..AppendOptions::default()
+    };
+    let mut last = 0;
+    for i in 0..5 {
+        last = harness::written(
+            task.append_with(harness::user(&format!("m{i}")), flushed).expect("flushed"),
+        )
+        .0
+        .0;
+    }
+    let durable = store.log().durable_seq().map_or(0, |s| s.0);
+    assert!(durable < last, "the flushed events are not synced yet ({durable} < {last})");
+    eventually("a round saw the flushed events", || replication.status().local_seq >= last);
+    let shipped = replication.status().shipped_seq;
+    assert!(shipped <= durable, "shipped {shipped}, beyond the durable seq {durable}");
     drop(task);
-    replication.stop().expect("stop");
+    let status = replication.stop().expect("stop");
+    assert_eq!(status.shipped_seq, last, "the last round syncs, then ships everything");
     store.close().expect("close");
     assert_replicated(store_dir.path(), replica_dir.path());
 }

@@ -639,6 +639,14 @@ impl Task {
 }
 
 impl Store {
+    /// Whether one of `bodies` is of a type of [`StoreOptions::replicated_types`] (none by
+    /// default: then nothing is looked at).
+    fn replicated_by_type(&self, bodies: &[Body]) -> bool {
+        let types = &self.inner.options.replicated_types;
+        !types.is_empty()
+            && bodies.iter().any(|b| b.event_type().is_some_and(|t| types.contains(&t)))
+    }
+
     /// The checked, atomic append of `bodies` to the task of `cell`.
     pub(crate) fn append_events(
         &self,
@@ -657,11 +665,7 @@ impl Store {
             .into());
         }
         let mut durability = Durability::Buffered;
-        let replicated = !by_recovery
-            && (options.replicated
-                || bodies.iter().any(|b| {
-                    b.event_type().is_some_and(|t| self.inner.options.replicated_types.contains(&t))
-                }));
+        let replicated = !by_recovery && (options.replicated || self.replicated_by_type(&bodies));
         let progress = if replicated {
             let progress = self.inner.replication.lock().clone();
             let Some(progress) = progress else {

@@ -152,9 +152,7 @@ impl ObjectRemote {
         if bucket.is_empty() {
             return Err(unsupported(url, "the URL names no bucket: s3://BUCKET/PREFIX"));
         }
-        let prefix = Path::parse(prefix.trim_end_matches('/')).map_err(|e| {
-            unsupported(url, &format!("its prefix is not a valid object path ({e})"))
-        })?;
+        let prefix = object_prefix(url, prefix)?;
         let bucket_url = format!("{scheme}://{bucket}");
         let client = options.client_settings();
         let bad_key = |key: &str| {
@@ -201,14 +199,7 @@ impl ObjectRemote {
                 ),
             )
         })?;
-        Ok(ObjectRemote {
-            url: url.to_owned(),
-            store,
-            prefix,
-            options,
-            create_checked: AtomicBool::new(false),
-            runtime,
-        })
+        Ok(ObjectRemote::assemble(url, store, prefix, options, runtime))
     }
 
     /// A replica under `prefix` in `store`, named `url` in messages: for a store built by the
@@ -226,18 +217,26 @@ impl ObjectRemote {
         prefix: &str,
         options: ObjectOptions,
     ) -> Result<Self> {
-        let prefix = Path::parse(prefix.trim_end_matches('/')).map_err(|e| {
-            unsupported(url, &format!("its prefix is not a valid object path ({e})"))
-        })?;
+        let prefix = object_prefix(url, prefix)?;
         let runtime = new_runtime(url)?;
-        Ok(ObjectRemote {
+        Ok(ObjectRemote::assemble(url, store, prefix, options, runtime))
+    }
+
+    fn assemble(
+        url: &str,
+        store: Arc<dyn ObjectStore>,
+        prefix: Path,
+        options: ObjectOptions,
+        runtime: tokio::runtime::Runtime,
+    ) -> ObjectRemote {
+        ObjectRemote {
             url: url.to_owned(),
             store,
             prefix,
             options,
             create_checked: AtomicBool::new(false),
             runtime,
-        })
+        }
     }
 
     /// The bounds of this remote's calls.
@@ -469,6 +468,12 @@ fn new_runtime(url: &str) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
         remote_error(url, "open", "", format!("cannot start the client's runtime: {e}"))
     })
+}
+
+/// The object path of a location's prefix.
+fn object_prefix(url: &str, prefix: &str) -> Result<Path> {
+    Path::parse(prefix.trim_end_matches('/'))
+        .map_err(|e| unsupported(url, &format!("its prefix is not a valid object path ({e})")))
 }
 
 fn unsupported(url: &str, reason: &str) -> crate::Error {
