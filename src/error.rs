@@ -440,6 +440,39 @@ pub enum CorruptionReason {
         /// The first missing sequence number.
         expected: u64,
     },
+    /// The log ends before the durable end its mark records (`format-spec/mark.md`): records
+    /// that were on stable storage are damaged or gone.
+    BelowDurableMark {
+        /// The last seq the mark says was on stable storage.
+        marked: u64,
+        /// The last valid seq found (0: none).
+        found: u64,
+        /// What was found where the valid frames end, if a frame was damaged there.
+        fault: Option<FrameFault>,
+    },
+    /// A segment the mark records is missing.
+    SegmentMissing {
+        /// Its segment id.
+        id: u64,
+        /// The last seq the mark says was on stable storage.
+        durable_seq: u64,
+    },
+    /// A segment after the last one the mark records, which no roll explains.
+    SegmentUnmarked {
+        /// The last segment id the mark records.
+        marked_last: u64,
+    },
+    /// The mark and the segments disagree (what disagrees).
+    MarkMismatch(&'static str),
+    /// Non-zero bytes after the end of a cleanly closed log, where only zeros can be.
+    DamagedAfterClose {
+        /// Bytes from the end of the log up to the last non-zero one.
+        bytes: u64,
+    },
+    /// The mark file `MARK` is damaged (what is wrong).
+    BadMark(&'static str),
+    /// A torn tail kept aside by an open is damaged (what is wrong).
+    BadKeptTail(&'static str),
 }
 
 /// What is wrong with one frame (`format-spec/record.md`, decode outcomes).
@@ -525,6 +558,45 @@ impl fmt::Display for CorruptionReason {
             ),
             CorruptionReason::MissingRecords { expected } => {
                 write!(f, "log ends before sequence number {expected}")
+            }
+            CorruptionReason::BelowDurableMark { marked, found, fault } => {
+                if *found == 0 {
+                    f.write_str("the log holds no valid record")?;
+                } else {
+                    write!(f, "the log ends at sequence number {found}")?;
+                }
+                write!(
+                    f,
+                    ", but its mark records every record through {marked} as on stable \
+                     storage: records {} to {marked} are damaged or missing",
+                    found + 1
+                )?;
+                match fault {
+                    Some(fault) => write!(f, " ({fault} where the valid records end)"),
+                    None => Ok(()),
+                }
+            }
+            CorruptionReason::SegmentMissing { id, durable_seq } => write!(
+                f,
+                "segment {id} is missing, but the log's mark records it (records through \
+                 {durable_seq} were on stable storage)"
+            ),
+            CorruptionReason::SegmentUnmarked { marked_last } => write!(
+                f,
+                "a segment after segment {marked_last}, the last one the log's mark records, \
+                 which no roll explains"
+            ),
+            CorruptionReason::MarkMismatch(what) => {
+                write!(f, "the log's mark and its segments disagree: {what}")
+            }
+            CorruptionReason::DamagedAfterClose { bytes } => write!(
+                f,
+                "{bytes} non-zero bytes after the end of a cleanly closed log, where only \
+                 zeros can be"
+            ),
+            CorruptionReason::BadMark(what) => write!(f, "the log's mark (MARK) is damaged ({what})"),
+            CorruptionReason::BadKeptTail(what) => {
+                write!(f, "a torn tail kept aside is damaged ({what})")
             }
         }
     }

@@ -58,6 +58,15 @@ pub const BUFFER_FLUSH_FRACTION: usize = 4;
 /// Default longest time a `Buffered` record waits before the flusher writes and syncs it.
 pub const FLUSH_DELAY_US_DEFAULT: u64 = 5_000;
 
+/// Default longest time between two updates of the log mark while records are being synced
+/// (`format-spec/mark.md`, "When the mark is written"): damage to records synced within this
+/// window before a crash, with no later frame to witness it, reads as a torn tail. An update
+/// is one small write and `fdatasync` of `MARK` by the background flusher, off the append path.
+pub const MARK_INTERVAL_US_DEFAULT: u64 = 100_000;
+
+/// Longest accepted mark interval: beyond this, the bound the mark gives would be stale.
+pub const MARK_INTERVAL_US_MAX: u64 = 60_000_000;
+
 /// Longest accepted flush delay: beyond this, "buffered" would silently mean "rarely durable".
 pub const FLUSH_DELAY_US_MAX: u64 = 10_000_000;
 

@@ -11,12 +11,14 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
 use crate::gaps::{self, Gaps};
 use crate::limits::ZERO_CHUNK_BYTES;
+use crate::mark::{self, Mark, MarkFile, MarkState};
 use crate::options::Options;
 use crate::prealloc::{PreallocStats, Preallocator};
 use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
 use crate::rewrite;
 use crate::segment;
+use crate::torn;
 use crate::segments::{self, LOCK_FILE_NAME, PREALLOC_FILE_NAME, SegmentMeta};
 use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
 use crate::writer::{Writer, WriterStart};
@@ -134,8 +136,20 @@ impl Log {
         let listing = segments::list(&*fs, &dir)?;
         refuse_foreign(&listing, &dir)?;
         let mut segs = listing.segments;
+        let mark_state = mark::read(&*fs, &dir)?;
+        if let (true, MarkState::Found(found)) = (segs.is_empty(), &mark_state) {
+            // The mark records segments that are gone: never start a new log over them.
+            let empty = TailAnalysis {
+                end_offset: 0,
+                next_seq: Seq(1),
+                records: 0,
+                state: TailState::Clean,
+            };
+            mark::check(found, &dir, &segs, &empty)?;
+        }
         if segs.is_empty() {
             let files = &mut undo.created.files;
+            files.push(dir.join(mark::MARK_FILE_NAME));
             files.push(dir.join(PREALLOC_FILE_NAME));
             files.push(dir.join(segment::file_name(Seq(1))));
             if !had_lock_file {
@@ -157,11 +171,19 @@ impl Log {
             .open(&active.path, OpenMode::ReadWrite)
             .map_err(|e| Error::io("open", &active.path, e))?;
         let analysis = analyze(&*fs, &active)?;
-        let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, Some(&*file))?;
+        if let Some(found) = mark_state.mark() {
+            mark::check(found, &dir, &segs, &analysis)?;
+        }
+        let cut = Cutter { fs: &*fs, dir: &dir, file: &*file };
+        let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, Some(cut))?;
         // What the scan found may sit only in the page cache after a process crash: make it
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+        // From here on the mark vouches for what open found, and a frame is only written after
+        // a mark that names its segment ("When the mark is written").
+        let open_mark = Mark::at(0, false, &segs, analysis.next_seq.0, analysis.end_offset);
+        let mark_file = MarkFile::install(&*fs, &dir, &mark_state, open_mark)?;
         // The active segment grows up to `segment_bytes`, or keeps a longer file's length as its
         // capacity (`format-spec/segment.md`, "Capacity and growth").
         let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))?;
@@ -179,8 +201,12 @@ impl Log {
             records_scanned: analysis.records,
             last_seq: some_seq(analysis.next_seq.0 - 1),
             tail_cut,
+            mark: mark_state.mark().copied(),
         };
         let writer = Arc::new(Writer::new(WriterStart {
+            mark: mark_file,
+            mark_interval: options.mark_interval,
+            mark_in_flusher: options.background_threads,
             dir: dir.clone(),
             fs: Arc::clone(&fs),
             segments: segs,
@@ -268,29 +294,59 @@ impl Log {
         if rewrite::pending(&*fs, &dir)?.is_some() {
             return Err(ErrorKind::RewritePending { dir }.into());
         }
-        let (listing, mut damage) = if to_damage {
-            if let Err(e) = fs.list_dir(&dir)
-                && e.kind() == io::ErrorKind::NotFound
-            {
-                return Err(ErrorKind::NotALog { dir }.into());
+        // The mark is read before the segments, so beside a live writer it is a lower bound of
+        // what the scan finds. A check that fails while the writer moved the mark on (a roll, an
+        // update) is looked at again; a mark that stayed the same judged what was scanned.
+        let mut attempts = 0;
+        let (listing, damage, analysis, mark_found, tail_cut) = loop {
+            attempts += 1;
+            let mark_read = mark::read(&*fs, &dir);
+            let generation = |read: &Result<MarkState>| {
+                read.as_ref().ok().map(|state| state.mark().map(|m| m.generation))
+            };
+            let read_generation = generation(&mark_read);
+            let (listing, listed_damage) = if to_damage {
+                if let Err(e) = fs.list_dir(&dir)
+                    && e.kind() == io::ErrorKind::NotFound
+                {
+                    return Err(ErrorKind::NotALog { dir }.into());
+                }
+                segments::list_to_damage(&*fs, &dir)?
+            } else {
+                (list_existing(&*fs, &dir)?, None)
+            };
+            let Some(active) = listing.segments.last().cloned() else {
+                let none = || ErrorKind::NotALog { dir: dir.clone() }.into();
+                return Err(listed_damage.unwrap_or_else(none));
+            };
+            let analysis = analyze(&*fs, &active)?;
+            let checked = mark_read.and_then(|state| {
+                if let (Some(found), None) = (state.mark(), &listed_damage) {
+                    mark::check(found, &dir, &listing.segments, &analysis)?;
+                }
+                Ok(state)
+            });
+            let moved = |e: &Error| {
+                attempts < 5
+                    && e.is_corruption()
+                    && generation(&mark::read(&*fs, &dir)) != read_generation
+            };
+            let judged = checked.and_then(|state| {
+                apply_tail(&analysis, &active, options.recovery_mode, None).map(|cut| (state, cut))
+            });
+            match judged {
+                Ok((state, cut)) => {
+                    break (listing, listed_damage, analysis, state.mark().copied(), cut);
+                }
+                Err(e) if moved(&e) => continue,
+                Err(e) if to_damage && e.is_corruption() => {
+                    break (listing, Some(e), analysis, None, None);
+                }
+                Err(e) => return Err(e),
             }
-            segments::list_to_damage(&*fs, &dir)?
-        } else {
-            (list_existing(&*fs, &dir)?, None)
         };
-        let Some(active) = listing.segments.last().cloned() else {
-            return Err(damage.unwrap_or_else(|| ErrorKind::NotALog { dir: dir.clone() }.into()));
-        };
+        let active = listing.segments.last().cloned().expect("a listing with a segment");
         let gaps = Arc::new(gaps::read(&*fs, &dir)?);
-        let analysis = analyze(&*fs, &active)?;
-        let tail_cut = match apply_tail(&analysis, &active, options.recovery_mode, None) {
-            Ok(cut) => cut,
-            Err(e) if to_damage && e.is_corruption() => {
-                damage = Some(e);
-                None
-            }
-            Err(e) => return Err(e),
-        };
         let last = analysis.next_seq.0 - 1;
         let report = RecoveryReport {
             mode: options.recovery_mode,
@@ -298,6 +354,7 @@ impl Log {
             records_scanned: analysis.records,
             last_seq: some_seq(last),
             tail_cut,
+            mark: mark_found,
         };
         let log = Log {
             fs,
@@ -541,7 +598,8 @@ impl Log {
         if let Some(thread) = flusher.take() {
             let _ = thread.join();
         }
-        let outcome = writer.flush(Durability::Synced);
+        // A clean close vouches for every byte: the mark then records the exact end.
+        let outcome = writer.flush(Durability::Synced).and_then(|()| writer.mark_clean());
         writer.stop_preallocator();
         drop(lock.take());
         outcome
@@ -648,12 +706,20 @@ fn last_nonzero_read(file: &dyn FsFile, from: u64, len: u64) -> io::Result<Optio
     Ok(last)
 }
 
-/// Decides, per the recovery table, what to do about the tail; with `file`, cuts a torn tail.
+/// What a writer open cuts a torn tail with.
+struct Cutter<'a> {
+    fs: &'a dyn Fs,
+    dir: &'a Path,
+    file: &'a dyn FsFile,
+}
+
+/// Decides, per the recovery table, what to do about the tail; with `cut`, cuts a torn tail,
+/// after keeping its bytes aside when valid frames follow its hole.
 fn apply_tail(
     analysis: &TailAnalysis,
     active: &SegmentMeta,
     mode: RecoveryMode,
-    file: Option<&dyn FsFile>,
+    cut: Option<Cutter<'_>>,
 ) -> Result<Option<TailCut>> {
     let segment = active.header.id;
     match analysis.state {
@@ -661,7 +727,7 @@ fn apply_tail(
         TailState::Corrupt { offset, ref reason } => {
             Err(Error::corruption(Some(segment), &active.path, offset, reason.clone()))
         }
-        TailState::Torn { bytes } => {
+        TailState::Torn { bytes, frames, .. } => {
             let offset = analysis.end_offset;
             if mode == RecoveryMode::Strict {
                 return Err(ErrorKind::TornTail {
@@ -672,11 +738,24 @@ fn apply_tail(
                 }
                 .into());
             }
-            if let Some(file) = file {
+            let mut kept = None;
+            if let Some(Cutter { fs, dir, file }) = cut {
+                if frames > 0 {
+                    let header = &active.header;
+                    kept = Some(torn::keep(fs, dir, header, &active.path, file, offset, bytes)?);
+                }
                 segments::write_zeros(file, &active.path, offset, bytes)?;
                 file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
             }
-            Ok(Some(TailCut { segment, path: active.path.clone(), offset, bytes }))
+            Ok(Some(TailCut {
+                segment,
+                path: active.path.clone(),
+                offset,
+                bytes,
+                first_seq_cut: analysis.next_seq,
+                frames,
+                kept,
+            }))
         }
     }
 }

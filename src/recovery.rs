@@ -20,6 +20,11 @@ pub enum TailState {
     Torn {
         /// Bytes from the end of the last valid frame up to the last non-zero byte.
         bytes: u64,
+        /// What was found where the valid frames end (`Truncated` for zeros there).
+        fault: FrameFault,
+        /// Valid frames of this segment found after the hole, none of them vouching for it:
+        /// they were written and may hold acknowledged records, so a cut keeps them aside.
+        frames: u64,
     },
     /// Damage a crash cannot explain.
     Corrupt {
@@ -93,8 +98,10 @@ fn classify_rest(
     };
     let salt_crc = header.salt_crc();
     let mut offset = end + FRAME_ALIGN_BYTES;
+    let mut frames = 0;
     while offset <= end + last_nonzero {
         if let Decoded::Frame(witness) = frame::decode(bytes, offset, salt_crc) {
+            frames += 1;
             if witness.seq < next {
                 return TailState::Corrupt {
                     offset: offset as u64,
@@ -113,7 +120,7 @@ fn classify_rest(
         }
         offset += FRAME_ALIGN_BYTES;
     }
-    TailState::Torn { bytes: last_nonzero as u64 + 1 }
+    TailState::Torn { bytes: last_nonzero as u64 + 1, fault, frames }
 }
 
 /// The index of the last non-zero byte of `bytes`. Scans 64-byte blocks with a word-wide OR
@@ -142,6 +149,14 @@ pub struct TailCut {
     pub offset: u64,
     /// Bytes cut (zeroed), up to the last non-zero one.
     pub bytes: u64,
+    /// The seq of the first record lost with the cut, if a record was there: the seq after
+    /// the last one kept.
+    pub first_seq_cut: Seq,
+    /// Valid frames found after the hole in the cut bytes (written, never vouched for).
+    pub frames: u64,
+    /// Where the cut bytes were kept aside before the cut (only when `frames` is not zero; in
+    /// a read-only open, never: nothing is written). `factlog salvage` reads them back.
+    pub kept: Option<PathBuf>,
 }
 
 /// What recovery did at open.
@@ -157,6 +172,10 @@ pub struct RecoveryReport {
     pub last_seq: Option<Seq>,
     /// The torn tail cut off (in a read-only open: the one an open would cut), if any.
     pub tail_cut: Option<TailCut>,
+    /// The log mark found at open (`format-spec/mark.md`): it vouched for everything through
+    /// its durable seq. `None` for a log without one (written before marks existed): its tail
+    /// was classified by the witness rule alone, and a writer open gave it a mark.
+    pub mark: Option<crate::mark::Mark>,
 }
 
 #[cfg(test)]
@@ -212,7 +231,14 @@ mod tests {
         bytes[offsets[4] + 30] ^= 0x40;
         let a = analyze_tail(&bytes, &header());
         assert_eq!(a.next_seq, Seq(5));
-        assert_eq!(a.state, TailState::Torn { bytes: frame::frame_bytes(40) as u64 });
+        assert_eq!(
+            a.state,
+            TailState::Torn {
+                bytes: frame::frame_bytes(40) as u64,
+                fault: FrameFault::BadChecksum,
+                frames: 0
+            }
+        );
     }
 
     #[test]
@@ -241,7 +267,7 @@ mod tests {
         let expected = (offsets[4] + frame::frame_bytes(40) - offsets[1]) as u64;
         // The last frame ends in padding zeros; the torn extent ends at its last non-zero byte.
         assert!(
-            matches!(a.state, TailState::Torn { bytes } if bytes <= expected && bytes > expected - 8)
+            matches!(a.state, TailState::Torn { bytes, frames: 3, .. } if bytes <= expected && bytes > expected - 8)
         );
     }
 

@@ -333,6 +333,9 @@ pub fn finish(fs: &dyn Fs, dir: &Path) -> Result<Option<Marker>> {
         fs.rename(&from, &to).map_err(|e| Error::io("rename", &to, e))?;
     }
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;
+    // The log mark names the old files (their salts); the next writer open writes a new one.
+    // A writer still holding the old mark open writes only to the removed file.
+    crate::mark::remove(fs, dir)?;
     let path = dir.join(MARKER_FILE_NAME);
     fs.remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;

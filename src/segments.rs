@@ -80,7 +80,11 @@ fn list_into(
             // A renamed segment must not be skipped: it may hold acknowledged records.
             let path = dir.join(&name);
             return Err(Error::corruption(None, &path, 0, CorruptionReason::NameMismatch));
-        } else if name != PREALLOC_FILE_NAME && name != LOCK_FILE_NAME {
+        } else if name != PREALLOC_FILE_NAME
+            && name != LOCK_FILE_NAME
+            && !crate::mark::is_mark_file(&name)
+            && !crate::torn::is_kept_name(&name)
+        {
             foreign_files = true;
         }
     }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{CorruptionReason, Error, ErrorKind, Result};
+use crate::mark::{self, Mark};
 use crate::options::Options;
 use crate::recovery::{self, TailCut, TailState};
 use crate::segment::{self, ScanEnd};
@@ -20,6 +21,13 @@ pub struct VerifyReport {
     pub last_seq: Option<Seq>,
     /// The verdict.
     pub outcome: VerifyOutcome,
+    /// The log mark (`format-spec/mark.md`): what it vouched for, checked against the
+    /// segments. `None` for a log without one (or with a damaged one: then the outcome says
+    /// so).
+    pub mark: Option<Mark>,
+    /// Torn tails an earlier open kept aside (`NAME.seg.torn-*`), which `factlog salvage`
+    /// reads back.
+    pub kept_tails: Vec<PathBuf>,
 }
 
 /// What [`verify`] found in one segment.
@@ -57,17 +65,37 @@ pub enum VerifyOutcome {
 /// report's outcome.
 pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
     let dir = dir.as_ref();
-    let fs = options.fs;
+    let fs = &*options.fs;
+    let generation = || mark::read(fs, dir).ok().map(|state| state.mark().map(|m| m.generation));
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let before = generation();
+        let report = verify_once(dir, fs)?;
+        // Beside a live writer, a roll or a mark update during the scan can make the mark read
+        // first disagree with the segments read after it: scan again with the new mark.
+        let corrupt = matches!(report.outcome, VerifyOutcome::Corrupt(_));
+        if !corrupt || attempts >= 5 || generation() == before {
+            return Ok(report);
+        }
+    }
+}
+
+fn verify_once(dir: &Path, fs: &dyn crate::fs::Fs) -> Result<VerifyReport> {
     let mut report = VerifyReport {
         segments: Vec::new(),
         records: 0,
         last_seq: None,
         outcome: VerifyOutcome::Clean,
+        mark: None,
+        kept_tails: Vec::new(),
     };
-    if crate::rewrite::pending(&*fs, dir)?.is_some() {
+    if crate::rewrite::pending(fs, dir)?.is_some() {
         return Err(ErrorKind::RewritePending { dir: dir.to_path_buf() }.into());
     }
-    let listing = match crate::log::list_existing(&*fs, dir) {
+    // Read before the segments: beside a live writer it is a lower bound of what they hold.
+    let mark_read = mark::read(fs, dir);
+    let listing = match crate::log::list_existing(fs, dir) {
         Ok(listing) => listing,
         Err(e) if e.is_corruption() => {
             report.outcome = VerifyOutcome::Corrupt(e);
@@ -75,10 +103,31 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
         }
         Err(e) => return Err(e),
     };
+    report.kept_tails = crate::torn::list(fs, dir)?;
+    match mark_read {
+        Ok(state) => report.mark = state.mark().copied(),
+        Err(e) if e.is_corruption() => {
+            report.outcome = VerifyOutcome::Corrupt(e);
+            return Ok(report);
+        }
+        Err(e) => return Err(e),
+    }
     if listing.segments.is_empty() {
+        if let Some(found) = &report.mark {
+            let none = recovery::TailAnalysis {
+                end_offset: 0,
+                next_seq: Seq(1),
+                records: 0,
+                state: TailState::Clean,
+            };
+            if let Err(e) = mark::check(found, dir, &listing.segments, &none) {
+                report.outcome = VerifyOutcome::Corrupt(e);
+                return Ok(report);
+            }
+        }
         return Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into());
     }
-    let gaps = match crate::gaps::read(&*fs, dir) {
+    let gaps = match crate::gaps::read(fs, dir) {
         Ok(gaps) => gaps,
         Err(e) if e.is_corruption() => {
             report.outcome = VerifyOutcome::Corrupt(e);
@@ -134,15 +183,25 @@ pub fn verify(dir: impl AsRef<Path>, options: Options) -> Result<VerifyReport> {
             )
         } else {
             let analysis = recovery::analyze_tail(&map, header);
-            let problem = match analysis.state {
-                TailState::Clean => None,
-                TailState::Torn { bytes } => Some(VerifyOutcome::TornTail(TailCut {
-                    segment: header.id,
-                    path: meta.path.clone(),
-                    offset: analysis.end_offset,
-                    bytes,
-                })),
-                TailState::Corrupt { offset, reason } => {
+            let marked = match &report.mark {
+                Some(found) => mark::check(found, dir, &listing.segments, &analysis).err(),
+                None => None,
+            };
+            let problem = match (marked, analysis.state.clone()) {
+                (Some(damage), _) => Some(VerifyOutcome::Corrupt(damage)),
+                (None, TailState::Clean) => None,
+                (None, TailState::Torn { bytes, frames, .. }) => {
+                    Some(VerifyOutcome::TornTail(TailCut {
+                        segment: header.id,
+                        path: meta.path.clone(),
+                        offset: analysis.end_offset,
+                        bytes,
+                        first_seq_cut: analysis.next_seq,
+                        frames,
+                        kept: None,
+                    }))
+                }
+                (None, TailState::Corrupt { offset, reason }) => {
                     Some(VerifyOutcome::Corrupt(corrupt(offset as usize, reason)))
                 }
             };

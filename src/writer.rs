@@ -22,6 +22,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame;
 use crate::fs::{Fs, FsFile, OpenMode};
+use crate::mark::{Mark, MarkFile};
 use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
     GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
@@ -47,6 +48,26 @@ pub(crate) struct WriterStart {
     pub buffer_bytes: usize,
     pub flush_delay: Duration,
     pub prealloc: Preallocator,
+    /// The mark open wrote, vouching for everything before `next_seq`.
+    pub mark: MarkFile,
+    pub mark_interval: Duration,
+    /// Whether the flusher thread updates the mark (else the sync that finds it due does).
+    pub mark_in_flusher: bool,
+}
+
+/// How far the log is known durable: the last synced seq, where its frames end, and in which
+/// segment. Moves forward only.
+#[derive(Clone, Copy)]
+struct DurablePos {
+    seq: u64,
+    offset: u64,
+    segment: SegmentId,
+}
+
+/// The writer's side of the log mark (`format-spec/mark.md`).
+struct MarkState {
+    file: MarkFile,
+    written_at: Instant,
 }
 
 struct State {
@@ -104,6 +125,11 @@ pub(crate) struct Writer {
     flusher_wake: Condvar,
     segments: Mutex<Vec<SegmentMeta>>,
     prealloc: Preallocator,
+    /// Taken after `segments` when both are, never while `state` waits for `io`.
+    mark: Mutex<MarkState>,
+    mark_interval: Duration,
+    mark_in_flusher: bool,
+    durable_pos: Mutex<DurablePos>,
 }
 
 impl Writer {
@@ -156,6 +182,14 @@ impl Writer {
             flusher_wake: Condvar::new(),
             segments: Mutex::new(start.segments),
             prealloc: start.prealloc,
+            durable_pos: Mutex::new(DurablePos {
+                seq: last,
+                offset: start.end_offset,
+                segment: active.header.id,
+            }),
+            mark: Mutex::new(MarkState { file: start.mark, written_at: Instant::now() }),
+            mark_interval: start.mark_interval,
+            mark_in_flusher: start.mark_in_flusher,
         }
     }
 
@@ -471,6 +505,7 @@ impl Writer {
         let mut io = self.io.lock();
         self.check_poison()?;
         let through = state.next_seq - 1;
+        let segment = state.active.id;
         let mut state = state;
         self.synced_fresh.store(0, Ordering::Release);
         self.swap_into(&mut state, &mut io);
@@ -478,6 +513,8 @@ impl Writer {
         self.write_spare(&mut io, through)?;
         let file = Arc::clone(&io.file);
         let path = Arc::clone(&io.path);
+        // Under the io lock, the file holds exactly the frames through `through`.
+        let pos = DurablePos { seq: through, offset: io.offset, segment };
         drop(io);
         // Records before `through` that are not in `file` are in sealed segments, which were
         // synced when they were sealed.
@@ -485,6 +522,49 @@ impl Writer {
             return Err(self.poison(Error::io("fdatasync", &path, e)));
         }
         self.durable_seq.fetch_max(through, Ordering::AcqRel);
+        {
+            let mut durable = self.durable_pos.lock();
+            if pos.seq > durable.seq {
+                *durable = pos;
+            }
+        }
+        if !self.mark_in_flusher {
+            self.update_mark(false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the mark if it is due: the durable end moved past the mark's and the mark
+    /// interval has passed since the last update (`force`: at once). A mark that names an older
+    /// segment than the durable position is left to the roll that moved on.
+    fn update_mark(&self, force: bool) -> Result<()> {
+        let mut mark = self.mark.lock();
+        let pos = *self.durable_pos.lock();
+        let current = mark.file.current;
+        let due = force || mark.written_at.elapsed() >= self.mark_interval;
+        if !due || pos.segment != current.last_segment || pos.seq <= current.durable_seq {
+            return Ok(());
+        }
+        let next = Mark { clean: false, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
+        mark.file.write(next).map_err(|e| self.poison(e))?;
+        mark.written_at = Instant::now();
+        Ok(())
+    }
+
+    /// Marks the log cleanly closed: everything appended is synced (call after a synced
+    /// flush), and the mark records exactly where it ends.
+    pub(crate) fn mark_clean(&self) -> Result<()> {
+        self.check_poison()?;
+        let mut mark = self.mark.lock();
+        let pos = *self.durable_pos.lock();
+        let current = mark.file.current;
+        if pos.segment != current.last_segment || pos.seq != self.appended_seq() {
+            // Not everything is accounted for: leave the mark open, as after a crash.
+            return Ok(());
+        }
+        let next = Mark { clean: true, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
+        mark.file.write(next).map_err(|e| self.poison(e))?;
+        mark.written_at = Instant::now();
         Ok(())
     }
 
@@ -529,6 +609,28 @@ impl Writer {
             state.active.format_version,
         )
         .map_err(|e| self.poison(e))?;
+        {
+            // No frame goes into the new segment before a mark names it: a crash before this
+            // leaves an empty segment after the marked one, which open accepts.
+            let mut mark = self.mark.lock();
+            let current = mark.file.current;
+            let next = Mark {
+                clean: false,
+                last_segment: meta.header.id,
+                last_first_seq: meta.header.first_seq,
+                last_salt: meta.header.salt,
+                durable_seq: through,
+                durable_offset: SEGMENT_HEADER_BYTES as u64,
+                ..current
+            };
+            mark.file.write(next).map_err(|e| self.poison(e))?;
+            mark.written_at = Instant::now();
+            *self.durable_pos.lock() = DurablePos {
+                seq: through,
+                offset: SEGMENT_HEADER_BYTES as u64,
+                segment: meta.header.id,
+            };
+        }
         self.prealloc.request();
         {
             let mut io = self.io.lock();
@@ -592,6 +694,10 @@ impl Writer {
                 // A failure poisons the writer; the appenders report it.
                 let _ = self.sync_through(appended);
             }
+            if !self.is_poisoned() {
+                // Off the append path: a failure poisons the writer, the appenders report it.
+                let _ = self.update_mark(false);
+            }
             signal = self.flusher.lock();
         }
     }
@@ -636,6 +742,21 @@ impl Writer {
         let mut segments = self.segments.lock();
         let mut removed = 0;
         let mut bytes = 0;
+        let keep = segments
+            .iter()
+            .skip(1)
+            .take_while(|s| s.header.first_seq.0 <= keep_from)
+            .last()
+            .map(|s| s.header);
+        if let Some(first) = keep {
+            // The mark moves first: a crash before the removals leaves older segments than the
+            // mark names, which open accepts; the other order would read as lost segments.
+            self.check_poison()?;
+            let mut mark = self.mark.lock();
+            let current = mark.file.current;
+            let next = Mark { first_segment: first.id, first_seq: first.first_seq, ..current };
+            mark.file.write(next).map_err(|e| self.poison(e))?;
+        }
         // The active segment (the last) is never removed; a sealed one only if the next one
         // starts at or before `keep_from`, so that nothing at or after it goes.
         while segments.len() > 1 && segments[1].header.first_seq.0 <= keep_from {
