@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
 use crate::gaps::{self, Gaps};
 use crate::limits::ZERO_CHUNK_BYTES;
-use crate::mark::{self, Mark, MarkFile, MarkState};
+use crate::mark::{self, Mark, MarkKeeper, MarkState};
 use crate::options::Options;
 use crate::prealloc::{PreallocStats, Preallocator};
 use crate::reader::Reader;
@@ -149,7 +149,6 @@ impl Log {
         }
         if segs.is_empty() {
             let files = &mut undo.created.files;
-            files.push(dir.join(mark::MARK_FILE_NAME));
             files.push(dir.join(PREALLOC_FILE_NAME));
             files.push(dir.join(segment::file_name(Seq(1))));
             if !had_lock_file {
@@ -180,10 +179,10 @@ impl Log {
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
         fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
-        // From here on the mark vouches for what open found, and a frame is only written after
-        // a mark that names its segment ("When the mark is written").
+        // The mark found stays a true lower bound; the open's own is written before the first
+        // write to a segment (`format-spec/mark.md`, "When the mark is written").
         let open_mark = Mark::at(0, false, &segs, analysis.next_seq.0, analysis.end_offset);
-        let mark_file = MarkFile::install(&*fs, &dir, &mark_state, open_mark)?;
+        let mark_keeper = MarkKeeper::new(Arc::clone(&fs), &dir, &mark_state, open_mark)?;
         // The active segment grows up to `segment_bytes`, or keeps a longer file's length as its
         // capacity (`format-spec/segment.md`, "Capacity and growth").
         let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))?;
@@ -204,7 +203,7 @@ impl Log {
             mark: mark_state.mark().copied(),
         };
         let writer = Arc::new(Writer::new(WriterStart {
-            mark: mark_file,
+            mark: mark_keeper,
             mark_interval: options.mark_interval,
             mark_in_flusher: options.background_threads,
             dir: dir.clone(),

@@ -242,33 +242,6 @@ impl std::fmt::Debug for MarkFile {
 }
 
 impl MarkFile {
-    /// Makes `mark` the mark of `dir` (its generation is set after `previous`'s): an existing
-    /// `MARK` gets the update in its other slot, synced; a missing one is created whole.
-    pub(crate) fn install(
-        fs: &dyn Fs,
-        dir: &Path,
-        previous: &MarkState,
-        mut mark: Mark,
-    ) -> Result<MarkFile> {
-        let path = dir.join(MARK_FILE_NAME);
-        match previous {
-            MarkState::Found(old) => {
-                let file = fs
-                    .open(&path, OpenMode::ReadWrite)
-                    .map_err(|e| Error::io("open", &path, e))?;
-                mark.generation = old.generation + 1;
-                let mut out = MarkFile { path, file, current: *old };
-                out.write(mark)?;
-                Ok(out)
-            }
-            MarkState::Absent => {
-                mark.generation = 1;
-                let file = create(fs, dir, &mark)?;
-                Ok(MarkFile { path, file, current: mark })
-            }
-        }
-    }
-
     /// Writes `mark` (generation one more than the current one) into its slot and syncs it.
     pub(crate) fn write(&mut self, mut mark: Mark) -> Result<()> {
         mark.generation = self.current.generation + 1;
@@ -277,6 +250,89 @@ impl MarkFile {
         self.file.sync_data().map_err(|e| Error::io("fdatasync", &self.path, e))?;
         self.current = mark;
         Ok(())
+    }
+}
+
+/// The writer's side of the mark: the file (once there is one), the mark in force, and whether
+/// that mark still waits to be written. An open does not write the mark: the one it found stays
+/// a true lower bound (a cut only zeroes bytes after it), and a clean one stays true until the
+/// first byte is written. So the open's mark is written before the writer's first write to a
+/// segment ([`MarkKeeper::write_pending`]), and a store opened and closed without a write, or
+/// refused by a layer above, keeps its `MARK` byte for byte (and a log without one stays so).
+pub(crate) struct MarkKeeper {
+    fs: std::sync::Arc<dyn Fs>,
+    dir: PathBuf,
+    file: Option<MarkFile>,
+    /// The mark in force: the last one written, or the open's while it waits.
+    current: Mark,
+    pending: bool,
+    written_at: std::time::Instant,
+}
+
+impl MarkKeeper {
+    /// The keeper of a log whose directory held `found` and which open found at `open_mark`.
+    pub(crate) fn new(
+        fs: std::sync::Arc<dyn Fs>,
+        dir: &Path,
+        found: &MarkState,
+        open_mark: Mark,
+    ) -> Result<MarkKeeper> {
+        let file = match found {
+            MarkState::Absent => None,
+            MarkState::Found(mark) => {
+                let path = dir.join(MARK_FILE_NAME);
+                let file = fs
+                    .open(&path, OpenMode::ReadWrite)
+                    .map_err(|e| Error::io("open", &path, e))?;
+                Some(MarkFile { path, file, current: *mark })
+            }
+        };
+        Ok(MarkKeeper {
+            fs,
+            dir: dir.to_path_buf(),
+            file,
+            current: open_mark,
+            pending: true,
+            written_at: std::time::Instant::now(),
+        })
+    }
+
+    /// The mark in force.
+    pub(crate) fn current(&self) -> Mark {
+        self.current
+    }
+
+    /// Whether the open's mark still waits to be written.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.pending
+    }
+
+    /// Time since the last write.
+    pub(crate) fn since_written(&self) -> std::time::Duration {
+        self.written_at.elapsed()
+    }
+
+    /// Writes `next` as the mark (creating `MARK` whole if the log has none yet).
+    pub(crate) fn write(&mut self, next: Mark) -> Result<()> {
+        match &mut self.file {
+            Some(file) => file.write(next)?,
+            None => {
+                let mut first = next;
+                first.generation = 1;
+                let file = create(&*self.fs, &self.dir, &first)?;
+                let path = self.dir.join(MARK_FILE_NAME);
+                self.file = Some(MarkFile { path, file, current: first });
+            }
+        }
+        self.current = self.file.as_ref().map_or(next, |f| f.current);
+        self.pending = false;
+        self.written_at = std::time::Instant::now();
+        Ok(())
+    }
+
+    /// Writes the open's mark if it still waits: called before the writer's first write.
+    pub(crate) fn write_pending(&mut self) -> Result<()> {
+        if self.pending { self.write(self.current) } else { Ok(()) }
     }
 }
 

@@ -22,7 +22,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame;
 use crate::fs::{Fs, FsFile, OpenMode};
-use crate::mark::{Mark, MarkFile};
+use crate::mark::{Mark, MarkKeeper};
 use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
     GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
@@ -48,8 +48,8 @@ pub(crate) struct WriterStart {
     pub buffer_bytes: usize,
     pub flush_delay: Duration,
     pub prealloc: Preallocator,
-    /// The mark open wrote, vouching for everything before `next_seq`.
-    pub mark: MarkFile,
+    /// The mark, with the open's waiting to be written before the first write.
+    pub mark: MarkKeeper,
     pub mark_interval: Duration,
     /// Whether the flusher thread updates the mark (else the sync that finds it due does).
     pub mark_in_flusher: bool,
@@ -64,11 +64,7 @@ struct DurablePos {
     segment: SegmentId,
 }
 
-/// The writer's side of the log mark (`format-spec/mark.md`).
-struct MarkState {
-    file: MarkFile,
-    written_at: Instant,
-}
+
 
 struct State {
     buf: Vec<u8>,
@@ -126,7 +122,9 @@ pub(crate) struct Writer {
     segments: Mutex<Vec<SegmentMeta>>,
     prealloc: Preallocator,
     /// Taken after `segments` when both are, never while `state` waits for `io`.
-    mark: Mutex<MarkState>,
+    mark: Mutex<MarkKeeper>,
+    /// Whether the open's mark still waits to be written (checked before every write).
+    mark_pending: AtomicBool,
     mark_interval: Duration,
     mark_in_flusher: bool,
     durable_pos: Mutex<DurablePos>,
@@ -187,7 +185,8 @@ impl Writer {
                 offset: start.end_offset,
                 segment: active.header.id,
             }),
-            mark: Mutex::new(MarkState { file: start.mark, written_at: Instant::now() }),
+            mark: Mutex::new(start.mark),
+            mark_pending: AtomicBool::new(true),
             mark_interval: start.mark_interval,
             mark_in_flusher: start.mark_in_flusher,
         }
@@ -353,6 +352,9 @@ impl Writer {
                 self.check_poison()?;
                 self.swap_into(&mut state, &mut io);
                 self.write_spare(&mut io, seq - 1)?;
+                if self.mark_pending.load(Ordering::Acquire) {
+                    self.write_pending_mark()?;
+                }
                 self.prealloc.room_for(io.offset + big.len() as u64);
                 if let Err(e) = io.file.write_all_at(&big, io.offset) {
                     return Err(self.poison(Error::io("write", &io.path, e)));
@@ -437,6 +439,9 @@ impl Writer {
     }
 
     fn write_spare(&self, io: &mut Io, through: u64) -> Result<u64> {
+        if self.mark_pending.load(Ordering::Acquire) && !io.spare.is_empty() {
+            self.write_pending_mark()?;
+        }
         if !io.spare.is_empty() {
             self.prealloc.room_for(io.offset + io.spare.len() as u64);
             if let Err(e) = io.file.write_all_at(&io.spare, io.offset) {
@@ -540,14 +545,20 @@ impl Writer {
     fn update_mark(&self, force: bool) -> Result<()> {
         let mut mark = self.mark.lock();
         let pos = *self.durable_pos.lock();
-        let current = mark.file.current;
-        let due = force || mark.written_at.elapsed() >= self.mark_interval;
+        let current = mark.current();
+        let due = force || mark.since_written() >= self.mark_interval;
         if !due || pos.segment != current.last_segment || pos.seq <= current.durable_seq {
             return Ok(());
         }
         let next = Mark { clean: false, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
-        mark.file.write(next).map_err(|e| self.poison(e))?;
-        mark.written_at = Instant::now();
+        mark.write(next).map_err(|e| self.poison(e))
+    }
+
+    /// Writes the open's mark before the first write to a segment (with the io lock held).
+    fn write_pending_mark(&self) -> Result<()> {
+        let mut mark = self.mark.lock();
+        mark.write_pending().map_err(|e| self.poison(e))?;
+        self.mark_pending.store(false, Ordering::Release);
         Ok(())
     }
 
@@ -557,15 +568,17 @@ impl Writer {
         self.check_poison()?;
         let mut mark = self.mark.lock();
         let pos = *self.durable_pos.lock();
-        let current = mark.file.current;
+        let current = mark.current();
+        if mark.is_pending() {
+            // Nothing was written since open: the mark found is as true as it was.
+            return Ok(());
+        }
         if pos.segment != current.last_segment || pos.seq != self.appended_seq() {
             // Not everything is accounted for: leave the mark open, as after a crash.
             return Ok(());
         }
         let next = Mark { clean: true, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
-        mark.file.write(next).map_err(|e| self.poison(e))?;
-        mark.written_at = Instant::now();
-        Ok(())
+        mark.write(next).map_err(|e| self.poison(e))
     }
 
     /// Seals the active segment (written out and synced) and switches to a new one.
@@ -613,7 +626,7 @@ impl Writer {
             // No frame goes into the new segment before a mark names it: a crash before this
             // leaves an empty segment after the marked one, which open accepts.
             let mut mark = self.mark.lock();
-            let current = mark.file.current;
+            let current = mark.current();
             let next = Mark {
                 clean: false,
                 last_segment: meta.header.id,
@@ -623,8 +636,7 @@ impl Writer {
                 durable_offset: SEGMENT_HEADER_BYTES as u64,
                 ..current
             };
-            mark.file.write(next).map_err(|e| self.poison(e))?;
-            mark.written_at = Instant::now();
+            mark.write(next).map_err(|e| self.poison(e))?;
             *self.durable_pos.lock() = DurablePos {
                 seq: through,
                 offset: SEGMENT_HEADER_BYTES as u64,
@@ -753,9 +765,9 @@ impl Writer {
             // mark names, which open accepts; the other order would read as lost segments.
             self.check_poison()?;
             let mut mark = self.mark.lock();
-            let current = mark.file.current;
+            let current = mark.current();
             let next = Mark { first_segment: first.id, first_seq: first.first_seq, ..current };
-            mark.file.write(next).map_err(|e| self.poison(e))?;
+            mark.write(next).map_err(|e| self.poison(e))?;
         }
         // The active segment (the last) is never removed; a sealed one only if the next one
         // starts at or before `keep_from`, so that nothing at or after it goes.

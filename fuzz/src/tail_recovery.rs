@@ -448,7 +448,7 @@ fn check_analysis(bytes: &[u8], header: &SegmentHeader) {
     let rest = bytes.get(end..).unwrap_or_default();
     match &a.state {
         TailState::Clean => assert!(rest.iter().all(|&b| b == 0), "a clean tail is all zeros"),
-        TailState::Torn { bytes: torn } => {
+        TailState::Torn { bytes: torn, .. } => {
             let torn = usize::try_from(*torn).expect("a length inside the file");
             assert!(torn >= 1 && torn <= rest.len(), "the torn extent lies inside the file");
             assert_ne!(rest[torn - 1], 0, "the torn extent ends at a non-zero byte");
