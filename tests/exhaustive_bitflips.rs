@@ -3,7 +3,8 @@
 //! predecessors durable; plus a variant ending in four `Flushed` frames) is copied once per
 //! bit, the bit is flipped, and `factlog::verify` and a read-only open with a full read must
 //! agree on one of: corruption at the damaged frame (right file, right offset), a torn tail
-//! that cuts at most the last synced frame (the known limit of `format-spec/recovery.md`),
+//! that cuts only frames never synced (the log mark vouches for every synced one:
+//! `format-spec/mark.md`; after the clean close of the all-synced image, no torn tail at all),
 //! or nothing (the flip hit padding or zeros nobody reads; every record identical). Anything
 //! else, or a panic, is a violation. By default every bit of each file's header, frames and
 //! the 64 bytes after them is flipped, and one bit in 64 of the zero tail beyond (a
@@ -68,12 +69,15 @@ struct Image {
     name: &'static str,
     segments: Vec<Segment>,
     records: Vec<Vec<u8>>,
-    /// The smallest offset of the active segment a torn-tail cut may start at without losing
-    /// a record that is provably synced: the start of the last frame when every frame was
-    /// synced (the known limit), the end of the last synced frame when later frames exist.
+    /// The smallest offset of the active segment a torn-tail cut may start at: the end of the
+    /// last synced frame, which the log mark vouches for.
     cut_floor: usize,
     /// Offset in the active segment after the last synced frame.
     synced_end: usize,
+    /// Cleanly closed with every record synced: the mark vouches for every byte.
+    clean: bool,
+    /// The log mark `MARK`, as the writer left it.
+    mark: Vec<u8>,
 }
 
 impl Image {
@@ -109,6 +113,7 @@ impl Image {
         for segment in &self.segments {
             fs.write_file(&segment.path, &segment.bytes);
         }
+        fs.write_file(&Path::new(DIR).join(factlog::mark::MARK_FILE_NAME), &self.mark);
         fs
     }
 }
@@ -176,7 +181,11 @@ fn synced_log() -> (SimFs, Vec<Vec<u8>>) {
 fn layout(name: &'static str, fs: &SimFs, records: Vec<Vec<u8>>, synced: usize) -> Image {
     let mut segments = Vec::new();
     let mut seen = 0;
+    let mark = fs.read_file(&Path::new(DIR).join(factlog::mark::MARK_FILE_NAME)).expect("MARK");
     for path in fs.files() {
+        if path.file_name().is_some_and(|n| n == factlog::mark::MARK_FILE_NAME) {
+            continue;
+        }
         assert!(path.extension().is_some_and(|e| e == "seg"), "only segments: {path:?}");
         let bytes = fs.read_file(&path).expect("file");
         let header = factlog::segment::decode_header(&bytes, &path).expect("header");
@@ -199,11 +208,11 @@ fn layout(name: &'static str, fs: &SimFs, records: Vec<Vec<u8>>, synced: usize) 
         .rev()
         .find(|f| f.records_before < synced)
         .expect("a synced frame in the active segment");
-    let last = active.frames.last().expect("frames");
-    let all_synced = synced == records.len();
-    let cut_floor = if all_synced { last.offset } else { synced_frame.end };
+    let clean = synced == records.len();
+    // The mark vouches for every synced frame: no cut may reach into them.
+    let cut_floor = synced_frame.end;
     let synced_end = synced_frame.end;
-    Image { name, segments, records, cut_floor, synced_end }
+    Image { name, segments, records, cut_floor, synced_end, clean, mark }
 }
 
 /// The all-synced image, and the same log reopened with four `Flushed` frames appended and
@@ -266,9 +275,6 @@ enum Outcome {
     Corruption,
     /// A torn tail starting after every frame: the flip hit the active segment's zero tail.
     TornTailNothingLost,
-    /// A torn tail cutting the very last synced frame, which nothing later witnesses: the
-    /// known limit of `format-spec/recovery.md`.
-    TornTailLastSyncedFrame,
     /// A torn tail cutting only frames that were never synced.
     TornTailUnsyncedFrames,
     /// Verify clean and every record identical.
@@ -348,6 +354,7 @@ fn evaluate(image: &Image, file: usize, bit: u64) -> (Outcome, Option<String>) {
             }
             let kept = image.records_before(file, offset);
             let same_cut = matches!(&read.open, Ok(Some(c)) if *c == cut);
+            // (A read-only open keeps nothing aside, so the two cuts are equal field by field.)
             if !same_cut || read.records.len() != kept || read.error.is_some() {
                 return violation(format!(
                     "verify cut {cut:?} but the read-only open saw {:?}, {} records (expected \
@@ -357,12 +364,14 @@ fn evaluate(image: &Image, file: usize, bit: u64) -> (Outcome, Option<String>) {
                     read.error
                 ));
             }
+            if image.clean {
+                return violation(format!("a torn tail in a cleanly closed log: {cut:?}"));
+            }
+            assert!(offset >= image.synced_end, "the floor is the synced end");
             let outcome = if offset == segment.end {
                 Outcome::TornTailNothingLost
-            } else if offset >= image.synced_end {
-                Outcome::TornTailUnsyncedFrames
             } else {
-                Outcome::TornTailLastSyncedFrame
+                Outcome::TornTailUnsyncedFrames
             };
             (outcome, None)
         }

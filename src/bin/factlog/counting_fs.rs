@@ -5,6 +5,8 @@
 //! The background preallocator's zeros (thread `factlog-prealloc`) are not counted: they are
 //! written ahead, off the append path, and the bench waits for them before it starts timing.
 //! Syncs of the background flusher (thread `factlog-flusher`) are counted, and also apart.
+//! Syncs of the log mark (`MARK`, `format-spec/mark.md`) are counted on their own, not among
+//! the syncs of records.
 //! For the floor, each sync records the bytes written since the previous one.
 //!
 //! The bytes of every file the library maps (segments and snapshots are read through `map`)
@@ -30,6 +32,7 @@ const PREALLOC_THREAD_NAME: &str = "factlog-prealloc";
 pub struct Counters {
     syncs: AtomicU64,
     syncs_by_flusher: AtomicU64,
+    mark_syncs: AtomicU64,
     dir_syncs: AtomicU64,
     write_bytes: AtomicU64,
     /// Bytes written since the last counted sync.
@@ -49,6 +52,8 @@ pub struct Counts {
     pub syncs: u64,
     /// Those issued by the background flusher.
     pub syncs_by_flusher: u64,
+    /// `fdatasync`s of the log mark, not among `syncs`.
+    pub mark_syncs: u64,
     /// `fsync`s of directories.
     pub dir_syncs: u64,
     /// Bytes written.
@@ -61,6 +66,7 @@ impl Counts {
         Counts {
             syncs: self.syncs - earlier.syncs,
             syncs_by_flusher: self.syncs_by_flusher - earlier.syncs_by_flusher,
+            mark_syncs: self.mark_syncs - earlier.mark_syncs,
             dir_syncs: self.dir_syncs - earlier.dir_syncs,
             write_bytes: self.write_bytes - earlier.write_bytes,
         }
@@ -73,6 +79,7 @@ impl Counters {
         Counts {
             syncs: self.syncs.load(Ordering::Acquire),
             syncs_by_flusher: self.syncs_by_flusher.load(Ordering::Acquire),
+            mark_syncs: self.mark_syncs.load(Ordering::Acquire),
             dir_syncs: self.dir_syncs.load(Ordering::Acquire),
             write_bytes: self.write_bytes.load(Ordering::Acquire),
         }
@@ -132,7 +139,9 @@ impl Fs for CountingFs {
 
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
         let inner = RealFs.open(path, mode)?;
-        Ok(Box::new(CountingFile { inner, counters: Arc::clone(&self.counters) }))
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let mark = factlog::mark::is_mark_file(name);
+        Ok(Box::new(CountingFile { inner, counters: Arc::clone(&self.counters), mark }))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -178,6 +187,8 @@ impl Fs for CountingFs {
 struct CountingFile {
     inner: Box<dyn FsFile>,
     counters: Arc<Counters>,
+    /// The log mark: its syncs are counted apart.
+    mark: bool,
 }
 
 impl FsFile for CountingFile {
@@ -197,7 +208,9 @@ impl FsFile for CountingFile {
     fn sync_data(&self) -> io::Result<()> {
         let outcome = self.inner.sync_data();
         let thread = std::thread::current();
-        if thread.name() != Some(PREALLOC_THREAD_NAME) {
+        if self.mark {
+            self.counters.mark_syncs.fetch_add(1, Ordering::AcqRel);
+        } else if thread.name() != Some(PREALLOC_THREAD_NAME) {
             if thread.name() == Some(FLUSHER_THREAD_NAME) {
                 self.counters.syncs_by_flusher.fetch_add(1, Ordering::AcqRel);
             }

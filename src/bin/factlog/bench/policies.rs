@@ -34,6 +34,8 @@ pub struct Measured {
     pub syncs: u64,
     /// Those issued by the store's background flusher (also in `syncs`).
     pub syncs_by_flusher: u64,
+    /// `fdatasync`s of the log mark (`format-spec/mark.md`), not in `syncs`.
+    pub mark_syncs: u64,
     /// Bytes written (for a JSONL file: its length).
     pub bytes: u64,
     /// The duration of every synced append, in nanoseconds.
@@ -250,6 +252,7 @@ fn store_session(
         elapsed,
         syncs: counts.syncs,
         syncs_by_flusher: counts.syncs_by_flusher,
+        mark_syncs: counts.mark_syncs,
         bytes: counts.write_bytes,
         synced_latencies_ns: latencies.concat(),
         chunks,
@@ -299,6 +302,7 @@ pub fn raw_buffered(dir: &Path, reference: &Reference) -> Result<Measured, Faile
         elapsed: elapsed + flush,
         syncs: counts.syncs,
         syncs_by_flusher: counts.syncs_by_flusher,
+        mark_syncs: counts.mark_syncs,
         bytes: counts.write_bytes,
         synced_latencies_ns: vec![flush.as_nanos() as u64],
         chunks: Vec::new(),
@@ -378,6 +382,7 @@ pub fn jsonl(
         elapsed,
         syncs,
         syncs_by_flusher: 0,
+        mark_syncs: 0,
         bytes,
         synced_latencies_ns: latencies,
         chunks: Vec::new(),
@@ -435,6 +440,7 @@ pub fn floor(file: &File, chunks: &[u64]) -> Result<Measured, Failed> {
         elapsed,
         syncs: chunks.len() as u64,
         syncs_by_flusher: 0,
+        mark_syncs: 0,
         bytes: chunks.iter().sum(),
         synced_latencies_ns: latencies,
         chunks: Vec::new(),
@@ -451,6 +457,7 @@ pub fn floor_per_session(files: &[File], chunks: &[Vec<u64>]) -> Result<Measured
         elapsed,
         syncs: chunks.iter().map(|c| c.len() as u64).sum(),
         syncs_by_flusher: 0,
+        mark_syncs: 0,
         bytes: chunks.iter().flatten().sum(),
         synced_latencies_ns: latencies.concat(),
         chunks: Vec::new(),
@@ -570,6 +577,7 @@ pub fn raw_tiered(dir: &Path, sessions: &[LoggedSession]) -> Result<Measured, Fa
         elapsed,
         syncs: counts.syncs,
         syncs_by_flusher: counts.syncs_by_flusher,
+        mark_syncs: counts.mark_syncs,
         bytes: counts.write_bytes,
         synced_latencies_ns: latencies.concat(),
         chunks: Vec::new(),

@@ -47,6 +47,7 @@ pub struct Figures {
     pub ratio_to_floor: Spread,
     pub syncs_per_critical: f64,
     pub syncs_per_critical_by_flusher: f64,
+    pub mark_syncs_per_run: f64,
     pub synced_appends_per_run: f64,
     pub synced_p50_us: Option<f64>,
     pub synced_p99_us: Option<f64>,
@@ -84,6 +85,7 @@ impl Row {
             ratio_to_floor: Spread::of(&ratios),
             syncs_per_critical: median_of(|m| m.syncs as f64) / critical,
             syncs_per_critical_by_flusher: median_of(|m| m.syncs_by_flusher as f64) / critical,
+            mark_syncs_per_run: median_of(|m| m.mark_syncs as f64),
             synced_appends_per_run: median_of(|m| m.synced_latencies_ns.len() as f64),
             synced_p50_us: percentile(&latencies, 50.0).map(us),
             synced_p99_us: percentile(&latencies, 99.0).map(us),
@@ -176,6 +178,7 @@ pub fn json(workload: &SessionsWorkload, rows: &[Row]) -> Value {
                 "events_per_s": f.events_per_s.json(),
                 "fdatasyncs_per_critical_event": f.syncs_per_critical,
                 "fdatasyncs_per_critical_event_by_flusher": f.syncs_per_critical_by_flusher,
+                "mark_fdatasyncs_per_run": f.mark_syncs_per_run,
                 "synced_appends_per_run": f.synced_appends_per_run,
                 "synced_latency_us": {
                     "p50": f.synced_p50_us,
