@@ -440,6 +440,10 @@ pub fn check(
             CorruptionReason::MarkMismatch("the active segment is not the file the mark names"),
         ));
     }
+    if matches!(analysis.state, TailState::Corrupt { .. }) {
+        // A later frame's own evidence names the damage more precisely: recovery reports it.
+        return Ok(());
+    }
     let short = found_last < mark.durable_seq || analysis.end_offset < mark.durable_offset;
     if short {
         return Err(Error::corruption(

@@ -67,8 +67,9 @@ fn the_workload_rolls_segments_and_reopens() {
 #[test]
 fn the_checker_catches_a_lost_acknowledged_record() {
     // A checker that cannot fail proves nothing: damage the last synced frame of a clean run
-    // (recovery must cut it as a torn tail, so an acknowledged record is lost) and expect a
-    // violation.
+    // and remove the log mark that vouches for it (a log without a mark: recovery then cuts
+    // the damage as a torn tail, so an acknowledged record is lost) and expect a violation.
+    // With the mark in place the open refuses instead (`tests/mark_damage.rs`).
     let fs = factlog::fs::sim::SimFs::new(7);
     let mut acks = crash_workload::Acks::default();
     crash_workload::run(&fs, &generate(7, 100), &mut acks);
@@ -82,6 +83,8 @@ fn the_checker_catches_a_lost_acknowledged_record() {
     let verdict = factlog::verify(crash_workload::DIR, crash_workload::options(&rebooted)).unwrap();
     let used = verdict.segments.last().unwrap().used_bytes;
     assert!(rebooted.flip_bit(&last, (used - 30) * 8));
+    let mark = std::path::Path::new(crash_workload::DIR).join(factlog::mark::MARK_FILE_NAME);
+    factlog::fs::Fs::remove_file(&rebooted, &mark).unwrap();
     let err = crash_workload::check(&rebooted, CrashModel::LoseUnsynced, &acks).unwrap_err();
     assert!(err.contains("lost acknowledged records"), "{err}");
 }

@@ -2,7 +2,9 @@
 //! frame, frames after a hole that nothing proves durable), reports segment, offset and
 //! length, zeroes it so that a second open finds nothing to cut, and keeps appending; that
 //! `Strict` refuses instead and changes nothing; and that a read-only open reports without
-//! writing.
+//! writing. These logs have no mark (it is removed after each close), so the witness rule of
+//! `format-spec/recovery.md` alone decides, as after a crash before any mark covered the tail;
+//! with the mark of a clean close the same damage is refused (`tests/mark_damage.rs`).
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -23,10 +25,16 @@ fn log_with(dir: &Path, n: u64) -> (PathBuf, u64) {
     }
     let info = log.info().unwrap();
     log.close().unwrap();
+    forget_mark(dir);
     let active = info.segments.last().unwrap().path.clone();
     let report = factlog::verify(dir, options()).unwrap();
     let end = report.segments.last().unwrap().used_bytes;
     (active, end)
+}
+
+/// Removes the log mark: the log is judged as one without a mark (`format-spec/mark.md`, M1).
+fn forget_mark(dir: &Path) {
+    std::fs::remove_file(dir.join(factlog::mark::MARK_FILE_NAME)).unwrap();
 }
 
 fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
@@ -65,6 +73,7 @@ fn a_half_written_frame_is_cut() {
         let log = Log::open(dir.path(), options()).unwrap();
         log.append(b"the sixth record, torn", Durability::Synced).unwrap();
         log.close().unwrap();
+        forget_mark(dir.path());
     }
     write_at(&active, end + 20, &[0u8; 40]);
     let log = Log::open(dir.path(), options()).unwrap();
@@ -118,11 +127,19 @@ fn unsynced_frames_after_a_hole_are_cut_with_the_hole() {
         }
         log.flush(Durability::Flushed).unwrap();
         drop(log);
+        forget_mark(dir.path());
     }
     write_at(&active, end, &[0u8; 24]);
     let log = Log::open(dir.path(), options()).unwrap();
     let cut = log.recovery_report().tail_cut.clone().expect("torn");
     assert_eq!(cut.offset, end);
+    // Two valid frames followed the hole: their bytes were kept aside before the cut.
+    assert_eq!((cut.first_seq_cut, cut.frames), (Seq(3), 2));
+    let kept = cut.kept.clone().expect("kept aside");
+    assert_eq!(factlog::torn::list(&factlog::fs::RealFs, dir.path()).unwrap(), vec![kept.clone()]);
+    let bytes = std::fs::read(&kept).unwrap();
+    let tail = factlog::torn::decode(&bytes, &kept).unwrap();
+    assert_eq!((tail.offset, tail.bytes.len() as u64), (end, cut.bytes));
     assert_eq!(log.last_seq(), Some(Seq(2)));
     // The stale frames are gone: new records take their sequence numbers without confusion.
     log.append(b"new 3", Durability::Synced).unwrap();
