@@ -473,6 +473,14 @@ pub enum CorruptionReason {
     BadMark(&'static str),
     /// A torn tail kept aside by an open is damaged (what is wrong).
     BadKeptTail(&'static str),
+    /// The segments before `first_seq` were reclaimed, and no valid snapshot covers the
+    /// events they held (why the snapshots that could have fail, or that there is none).
+    BaseSnapshotLost {
+        /// The first seq the log holds.
+        first_seq: u64,
+        /// What is wrong with the snapshots that could cover the reclaimed events.
+        why: String,
+    },
 }
 
 /// What is wrong with one frame (`format-spec/record.md`, decode outcomes).
@@ -598,6 +606,12 @@ impl fmt::Display for CorruptionReason {
             CorruptionReason::BadKeptTail(what) => {
                 write!(f, "a torn tail kept aside is damaged ({what})")
             }
+            CorruptionReason::BaseSnapshotLost { first_seq, why } => write!(
+                f,
+                "the segments before seq {first_seq} were reclaimed and no valid snapshot covers \
+                 the events they held ({why}): those events survive only in a backup or a \
+                 replica"
+            ),
         }
     }
 }

@@ -2,9 +2,12 @@
 //! growth step appended after the last frame, `format-spec/segment.md`, "Capacity and
 //! growth") never changes or invents a record. A log of 72 KiB segments growing in 4 KiB steps
 //! (one sealed, one active, every record `Synced`) is copied once per flipped bit; then:
-//! - in the active segment, a writable open cuts the flip as a torn tail (reported in
-//!   `tail_cut`, at or after the last frame's end), keeps every record identical, and a second
-//!   open cuts nothing; a `Strict` open refuses with `TornTail` and changes nothing;
+//! - in the active segment of the cleanly closed log, every open refuses the flip as damage
+//!   after the end its mark vouches for (`DamagedAfterClose`, `format-spec/mark.md`) and
+//!   changes nothing; without the mark (a log written before marks), a writable open cuts the
+//!   flip as a torn tail (reported in `tail_cut`, at or after the last frame's end), keeps every
+//!   record identical, and a second open cuts nothing; a `Strict` open refuses with `TornTail`
+//!   and changes nothing;
 //! - in the sealed segment, a full read yields every record identical, or stops with
 //!   `Corruption` in that segment at the end of its frames (a flip right where a reader looks
 //!   for the next frame), never a different record.
@@ -16,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use factlog::fs::sim::{CrashModel, SimFs};
-use factlog::{Durability, ErrorKind, Log, Options, RecoveryMode, Seq};
+use factlog::{CorruptionReason, Durability, ErrorKind, Log, Options, RecoveryMode, Seq};
 
 const DIR: &str = "/log";
 const SEGMENT_BYTES: u64 = 72 * 1024;
@@ -75,7 +78,7 @@ fn read_all(fs: &SimFs) -> Result<Vec<Vec<u8>>, factlog::Error> {
 }
 
 #[test]
-fn a_flip_in_the_grown_zeros_of_the_active_segment_is_cut_as_a_torn_tail() {
+fn a_flip_in_the_grown_zeros_of_the_active_segment_is_refused_or_without_a_mark_cut() {
     let (fs, records, ends) = grown_log();
     let (path, end) = ends.last().unwrap().clone();
     let len = fs.read_file(&path).unwrap().len();
@@ -85,6 +88,17 @@ fn a_flip_in_the_grown_zeros_of_the_active_segment_is_cut_as_a_torn_tail() {
         let copy = fs.reboot(CrashModel::ProcessCrash, 0);
         assert!(copy.flip_bit(&path, bit));
         let damaged = copy.read_file(&path).unwrap();
+        let refused = Log::open(DIR, options(&copy)).expect_err("the mark vouches for every byte");
+        assert!(
+            matches!(
+                refused.kind(),
+                ErrorKind::Corruption { reason: CorruptionReason::DamagedAfterClose { .. }, .. }
+            ),
+            "bit {bit}: {refused}"
+        );
+        assert_eq!(copy.read_file(&path).unwrap(), damaged, "bit {bit}: refused, unchanged");
+        let mark = std::path::Path::new(DIR).join(factlog::mark::MARK_FILE_NAME);
+        factlog::fs::Fs::remove_file(&copy, &mark).unwrap();
         let strict = Log::open(DIR, options(&copy).recovery_mode(RecoveryMode::Strict));
         let error = strict.expect_err("a strict open refuses a torn tail");
         assert!(matches!(error.kind(), ErrorKind::TornTail { .. }), "bit {bit}: {error}");

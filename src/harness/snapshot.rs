@@ -18,7 +18,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, ErrorKind, Result, SnapshotFault};
+use crate::error::{CorruptionReason, Error, ErrorKind, Result, SnapshotFault};
 use crate::fs::{Fs, OpenMode};
 use crate::harness::state::{STATE_SCHEMA, State};
 use crate::limits::{SNAPSHOT_BODY_BYTES_MAX, SNAPSHOT_HEADER_BYTES};
@@ -422,6 +422,71 @@ pub fn list(fs: &dyn Fs, store_dir: &Path) -> Result<Vec<SnapshotFile>> {
         files.push(SnapshotFile { path, covered_seq, file_bytes });
     }
     Ok(files)
+}
+
+/// What [`check_all`] found: every snapshot with the error that makes it unusable, if any.
+#[derive(Debug)]
+pub struct SnapshotsChecked {
+    /// Each snapshot file, oldest first, with why it cannot be used (`None`: it loads).
+    pub files: Vec<(SnapshotFile, Option<Error>)>,
+    /// The damage that matters: the first unusable snapshot, or, for a log whose first seq is
+    /// above 1, the lack of a valid snapshot covering the reclaimed events (a `Corruption` with
+    /// reason [`CorruptionReason::BaseSnapshotLost`], naming the snapshot that should have).
+    pub problem: Option<Error>,
+}
+
+/// Loads every snapshot of the store in `store_dir` (`factlog verify` checks them all): a
+/// damaged one is named, and a log whose first seq is `log_first_seq > 1` must have a valid
+/// snapshot covering every event before it (`format-spec/snapshot.md`, "Reclaiming space").
+///
+/// # Errors
+/// I/O errors listing the snapshots.
+pub fn check_all(fs: &dyn Fs, store_dir: &Path, log_first_seq: u64) -> Result<SnapshotsChecked> {
+    let mut files = Vec::new();
+    for file in list(fs, store_dir)? {
+        let error = load(fs, &file).err();
+        files.push((file, error));
+    }
+    let base = base_lost(store_dir, log_first_seq, &files);
+    let problem = match base {
+        Some(lost) => Some(lost),
+        None => files.iter().find_map(|(file, error)| {
+            let error = error.as_ref()?;
+            let reason = match error.kind() {
+                ErrorKind::CorruptSnapshot { reason, .. } => reason.clone(),
+                _ => SnapshotFault::BadBody(error.to_string()),
+            };
+            Some(ErrorKind::CorruptSnapshot { path: file.path.clone(), reason }.into())
+        }),
+    };
+    Ok(SnapshotsChecked { problem, files })
+}
+
+/// The error of a log whose first seq is `first_seq` when no snapshot of `files` (each with
+/// why it cannot be loaded) covers the events before it; `None` when one does or none is
+/// needed.
+pub(crate) fn base_lost(
+    store_dir: &Path,
+    first_seq: u64,
+    files: &[(SnapshotFile, Option<Error>)],
+) -> Option<Error> {
+    if first_seq <= 1 {
+        return None;
+    }
+    let covers = |file: &SnapshotFile| file.covered_seq.0 + 1 >= first_seq;
+    if files.iter().any(|(file, error)| covers(file) && error.is_none()) {
+        return None;
+    }
+    let unusable = files.iter().rev().find(|(file, _)| covers(file));
+    let (path, why) = match unusable {
+        Some((file, error)) => (
+            file.path.clone(),
+            error.as_ref().map_or_else(String::new, |e| format!("{}: {e}", file.path.display())),
+        ),
+        None => (snapshot_dir(store_dir), "there is no snapshot".to_owned()),
+    };
+    let reason = CorruptionReason::BaseSnapshotLost { first_seq, why };
+    Some(ErrorKind::Corruption { segment: None, path, offset: 0, reason }.into())
 }
 
 /// Refuses a store that holds a snapshot file of a format version newer than this build's

@@ -213,6 +213,14 @@ pub(crate) fn fold_log(
     let mut replayed = 0;
     let mut unfolded_tasks = BTreeSet::new();
     if from <= through {
+        let first = log.first_seq()?.0;
+        if from < first {
+            // The events before the log's first seq survive only in a snapshot: name it.
+            let checked = snapshot::check_all(fs, dir, first)?;
+            if let Some(lost) = snapshot::base_lost(dir, first, &checked.files) {
+                return Err(lost);
+            }
+        }
         let mut reader = log.read_from(Seq(from))?;
         // Only a one-task read needs the ids the snapshot already names.
         let known = if only.is_some() {

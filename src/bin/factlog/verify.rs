@@ -1,7 +1,13 @@
 //! `factlog verify`: a read-only full scan of every segment, with an exit code from the table
 //! every command shares: 0 clean or only a torn tail (which an open cuts: not damage; the
-//! report says `torn_tail`), 3 corruption or an unsupported format version, 1 a log that
-//! cannot be read at all (missing, a file, an I/O error).
+//! report says `torn_tail` and why it is one), 3 corruption or an unsupported format version,
+//! 1 a log that cannot be read at all (missing, a file, an I/O error).
+//!
+//! What it checks: the log mark `MARK` against the segments (missing, extra or replaced
+//! segments, a log shorter than the durable end the mark records, bytes after a clean close:
+//! `format-spec/mark.md`), every header and frame of every segment and the sequence across
+//! them, the tail of the active segment, and every snapshot: a damaged one is exit 3, and so
+//! is a purged log that no valid snapshot covers. Kept tails (`NAME.seg.torn-*`) are listed.
 //!
 //! Finding damage is the command's answer, not its failure: the report goes to standard output
 //! (text, or one JSON object with `--json`). Only a log that cannot be read at all also gets
@@ -25,7 +31,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use factlog::harness::DeepVerify;
-use factlog::harness::snapshot::SnapshotMeta;
+use factlog::harness::snapshot::{SnapshotMeta, SnapshotsChecked};
+use factlog::mark::Mark;
 use factlog::{
     Error, ErrorKind, Options, SegmentVerify, Store, StoreOptions, TailCut, VerifyOutcome,
     VerifyReport,
@@ -45,8 +52,16 @@ const EXIT_CLEAN: u8 = 0;
 /// What the scan concluded, in the order of the exit codes.
 enum Finding<'a> {
     Clean,
-    TornTail { segment: u64, path: String, offset: u64, bytes: u64 },
+    TornTail { segment: u64, path: String, offset: u64, bytes: u64, evidence: Option<Evidence> },
     Corrupt(&'a Error),
+}
+
+/// Why a torn tail is one: where it starts, what follows its hole, and what the mark vouched
+/// for.
+struct Evidence {
+    first_seq_cut: u64,
+    frames_after_hole: u64,
+    mark_durable_seq: Option<u64>,
 }
 
 /// The file system the scans read through, counting what they map, and the progress line
@@ -72,12 +87,17 @@ pub fn run(args: &VerifyArgs) -> Outcome {
     let scan = &scan;
     match verified {
         Ok(report) => {
-            let finding = match &report.outcome {
-                VerifyOutcome::Clean => Finding::Clean,
-                VerifyOutcome::TornTail(cut) => torn_tail(cut),
-                VerifyOutcome::Corrupt(error) => Finding::Corrupt(error),
+            let first_seq = report.segments.first().map_or(1, |s| s.first_seq.0);
+            let snapshots = factlog::harness::snapshot::check_all(&*scan.fs, &args.dir, first_seq)
+                .map_err(|e| Failure::new(exit_code_of(&e), format_args!("{e}")))?;
+            let mark = report.mark.map(|m| m.durable_seq);
+            let finding = match (&report.outcome, &snapshots.problem) {
+                (VerifyOutcome::Corrupt(error), _) => Finding::Corrupt(error),
+                (_, Some(damaged)) => Finding::Corrupt(damaged),
+                (VerifyOutcome::Clean, None) => Finding::Clean,
+                (VerifyOutcome::TornTail(cut), None) => torn_tail(cut, mark),
             };
-            Ok(print(args, scan, Some(&report), &finding))
+            Ok(print(args, scan, Some((&report, &snapshots)), &finding))
         }
         // Damage found before a report could be built is still a finding, not a failure.
         Err(error) => match error.kind() {
@@ -90,6 +110,7 @@ pub fn run(args: &VerifyArgs) -> Outcome {
                     path: path.display().to_string(),
                     offset: *offset,
                     bytes: *bytes,
+                    evidence: None,
                 };
                 Ok(print(args, scan, None, &finding))
             }
@@ -131,21 +152,29 @@ fn write_stdout(text: &str) -> std::io::Result<()> {
     stdout.flush()
 }
 
-fn torn_tail(cut: &TailCut) -> Finding<'static> {
+fn torn_tail(cut: &TailCut, mark_durable_seq: Option<u64>) -> Finding<'static> {
     Finding::TornTail {
         segment: cut.segment.0,
         path: cut.path.display().to_string(),
         offset: cut.offset,
         bytes: cut.bytes,
+        evidence: Some(Evidence {
+            first_seq_cut: cut.first_seq_cut.0,
+            frames_after_hole: cut.frames,
+            mark_durable_seq,
+        }),
     }
 }
+
+/// The report of the segments and of the snapshots.
+type Reports<'a> = (&'a VerifyReport, &'a SnapshotsChecked);
 
 /// Prints the report and returns the exit code that goes with the finding (and with the deep
 /// check, when asked for and the log is readable).
 fn print(
     args: &VerifyArgs,
     scan: &Scan,
-    report: Option<&VerifyReport>,
+    report: Option<Reports<'_>>,
     finding: &Finding<'_>,
 ) -> ExitCode {
     let mut exit_code = match finding {
@@ -333,10 +362,30 @@ fn deep_json(deep: &Result<DeepVerify, Error>) -> Value {
     }
 }
 
-fn print_text(out: &mut String, report: Option<&VerifyReport>, finding: &Finding<'_>) {
-    if let Some(report) = report {
+fn print_text(out: &mut String, reports: Option<Reports<'_>>, finding: &Finding<'_>) {
+    let report = reports.map(|(report, _)| report);
+    if let Some((report, snapshots)) = reports {
+        say!(out, "{}", mark_text(report.mark.as_ref()));
         for segment in &report.segments {
             say!(out, "{}", segment_text(segment));
+        }
+        for (file, error) in &snapshots.files {
+            match error {
+                None => say!(
+                    out,
+                    "snapshot {}: covers seqs 1..={}, loads",
+                    file.path.display(),
+                    file.covered_seq.0
+                ),
+                Some(error) => say!(out, "snapshot {}: damaged: {error}", file.path.display()),
+            }
+        }
+        for kept in &report.kept_tails {
+            say!(
+                out,
+                "kept tail {}: bytes an open cut, kept for `factlog salvage`",
+                kept.display()
+            );
         }
     }
     match finding {
@@ -348,15 +397,48 @@ fn print_text(out: &mut String, report: Option<&VerifyReport>, finding: &Finding
             let plural = if segments == 1 { "" } else { "s" };
             say!(out, "clean: {segments} segment{plural}, {records} records, last seq {last}");
         }
-        Finding::TornTail { segment, path, offset, bytes } => {
+        Finding::TornTail { segment, path, offset, bytes, evidence } => {
             say!(
                 out,
                 "torn tail: segment {segment} ({path}) at offset {offset}: {bytes} bytes after \
                  the last valid record, which an open would cut"
             );
+            if let Some(evidence) = evidence {
+                say!(out, "torn tail: why it is one: {}", evidence_text(evidence));
+            }
         }
         Finding::Corrupt(error) => say!(out, "{}", corrupt_text(error)),
     }
+}
+
+/// What the mark vouches for, in one line.
+fn mark_text(mark: Option<&Mark>) -> String {
+    match mark {
+        None => "mark: none (a log written before marks: its tail is judged by the frames \
+                 alone)"
+            .to_owned(),
+        Some(mark) if mark.clean => format!(
+            "mark: closed cleanly at seq {} (segments {}..={}): every byte is accounted for",
+            mark.durable_seq, mark.first_segment.0, mark.last_segment.0
+        ),
+        Some(mark) => format!(
+            "mark: records through seq {} were on stable storage (segments {}..={}; not closed \
+             cleanly)",
+            mark.durable_seq, mark.first_segment.0, mark.last_segment.0
+        ),
+    }
+}
+
+fn evidence_text(evidence: &Evidence) -> String {
+    let mark = match evidence.mark_durable_seq {
+        Some(seq) => format!("the mark vouches for seqs through {seq} only"),
+        None => "the log has no mark".to_owned(),
+    };
+    format!(
+        "it starts at seq {}, {mark}, and none of the {} valid frames after the hole claims a \
+         cut record durable",
+        evidence.first_seq_cut, evidence.frames_after_hole
+    )
 }
 
 /// One line naming where the damage is and why, without the library's advice to run verify.
@@ -396,21 +478,61 @@ fn segment_text(segment: &SegmentVerify) -> String {
 
 fn report_json(
     args: &VerifyArgs,
-    report: Option<&VerifyReport>,
+    reports: Option<Reports<'_>>,
     finding: &Finding<'_>,
     exit_code: u8,
 ) -> Value {
+    let report = reports.map(|(report, _)| report);
     let outcome = match finding {
         Finding::Clean => "clean",
         Finding::TornTail { .. } => "torn_tail",
         Finding::Corrupt(_) => "corrupt",
     };
     let torn_tail = match finding {
-        Finding::TornTail { segment, path, offset, bytes } => {
-            json!({ "segment": segment, "path": path, "offset": offset, "bytes": bytes })
+        Finding::TornTail { segment, path, offset, bytes, evidence } => {
+            let evidence = evidence.as_ref().map_or(Value::Null, |e| {
+                json!({
+                    "first_seq_cut": e.first_seq_cut,
+                    "frames_after_hole": e.frames_after_hole,
+                    "mark_durable_seq": e.mark_durable_seq,
+                    "text": evidence_text(e),
+                })
+            });
+            json!({
+                "segment": segment, "path": path, "offset": offset, "bytes": bytes,
+                "evidence": evidence,
+            })
         }
         _ => Value::Null,
     };
+    let mark = report.and_then(|r| r.mark.as_ref()).map_or(Value::Null, |m| {
+        json!({
+            "generation": m.generation,
+            "clean": m.clean,
+            "first_segment": m.first_segment.0,
+            "last_segment": m.last_segment.0,
+            "durable_seq": m.durable_seq,
+            "durable_offset": m.durable_offset,
+        })
+    });
+    let kept: Vec<Value> = report
+        .map(|r| r.kept_tails.iter().map(|p| Value::from(p.display().to_string())).collect())
+        .unwrap_or_default();
+    let snapshots: Vec<Value> = reports
+        .map(|(_, checked)| {
+            checked
+                .files
+                .iter()
+                .map(|(file, error)| {
+                    json!({
+                        "path": file.path.display().to_string(),
+                        "covered_seq": file.covered_seq.0,
+                        "damage": error.as_ref().map(|e| e.to_string()),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let corruption = match finding {
         Finding::Corrupt(error) => error_json(error),
         _ => Value::Null,
@@ -426,6 +548,9 @@ fn report_json(
         "segments": segments,
         "torn_tail": torn_tail,
         "corruption": corruption,
+        "mark": mark,
+        "snapshots": snapshots,
+        "kept_tails": kept,
     })
 }
 
