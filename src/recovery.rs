@@ -159,6 +159,31 @@ pub struct TailCut {
     pub kept: Option<PathBuf>,
 }
 
+impl std::fmt::Display for TailCut {
+    /// One line for an operator: what was cut, from which seq, and where kept bytes are.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cut a torn tail of {} bytes at offset {} of segment {} ({}): records from seq {} \
+             on were never acknowledged as durable by the log mark nor claimed by a later frame",
+            self.bytes,
+            self.offset,
+            self.segment,
+            self.path.display(),
+            self.first_seq_cut
+        )?;
+        match &self.kept {
+            Some(kept) => write!(
+                f,
+                "; {} valid frames after the hole were kept in {} (`factlog salvage` reads them)",
+                self.frames,
+                kept.display()
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What recovery did at open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveryReport {

@@ -66,12 +66,27 @@ fn garbage_after_the_last_record_is_a_torn_tail_that_an_open_cuts() {
     let garbage = [0xa5_u8; 13];
     write_at(&segments[0], end, &garbage);
 
+    // The log was closed cleanly: its mark vouches for every byte, so garbage after the end is
+    // damage, refused by verify and by a writer open, and nothing changes.
+    let (code, report) = verify_json(&dir);
+    assert_eq!(code, Some(3), "{report}");
+    assert_eq!(report["mark"]["clean"], true, "{report}");
+    let reason = report["corruption"]["reason"].as_str().expect("a reason");
+    assert!(reason.contains("cleanly closed"), "{report}");
+    assert!(Log::open(&dir, Options::new()).expect_err("refused").is_corruption());
+    assert_eq!(read_at(&segments[0], end, 13), garbage);
+
+    // Without the mark (a log written before marks, or one that crashed before a mark covered
+    // the tail), the frames alone decide: a torn tail that an open cuts.
+    std::fs::remove_file(dir.join(factlog::mark::MARK_FILE_NAME)).expect("remove MARK");
     let (code, report) = verify_json(&dir);
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["outcome"], "torn_tail");
     assert_eq!(report["torn_tail"]["segment"], 1);
     assert_eq!(report["torn_tail"]["offset"], end);
     assert_eq!(report["torn_tail"]["bytes"], 13);
+    assert_eq!(report["torn_tail"]["evidence"]["first_seq_cut"], 6);
+    assert_eq!(report["torn_tail"]["evidence"]["mark_durable_seq"], serde_json::Value::Null);
     let text = factlog(&["verify", arg(&dir)], b"");
     assert_eq!(text.code, Some(0));
     let text = text.stdout_text();

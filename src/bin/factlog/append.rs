@@ -32,6 +32,7 @@ pub fn run(args: &AppendArgs) -> Outcome {
     refuse_store(&args.dir)?;
     let log =
         Log::open(&args.dir, Options::new()).map_err(|error| open_failure(&args.dir, &error))?;
+    crate::report_cut("append", &args.dir, log.recovery_report());
     if let Err(failure) = append_lines(&log, args.durability, args.json) {
         // Records acknowledged before the failure keep their promise either way; closing
         // also writes and syncs the buffered ones. The first failure is the one to report,

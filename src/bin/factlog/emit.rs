@@ -79,6 +79,7 @@ pub fn run(args: &EmitArgs) -> Outcome {
             };
         }
     };
+    crate::report_cut("emit", &args.dir, &store.open_report().log);
     let emitted = emit_lines(&store, args.ack);
     // Closing syncs what was appended: the acknowledged events keep their promise either way,
     // and the buffered ones become durable. The first failure is the one to report.

@@ -251,6 +251,9 @@ fn print_text(out: &mut Output, info: &LogInfo, tail_cut: Option<&TailCut>) {
         _ => writeln!(out, "seqs: none"),
     }
     writeln!(out, "durable seq: {}", seq_text(info.durable_seq));
+    for kept in kept_tails(info) {
+        writeln!(out, "kept tail: {kept} (bytes an open cut; `factlog salvage` reads them back)");
+    }
     if let Some(cut) = tail_cut {
         writeln!(
             out,
@@ -261,6 +264,12 @@ fn print_text(out: &mut Output, info: &LogInfo, tail_cut: Option<&TailCut>) {
             cut.bytes
         );
     }
+}
+
+/// The torn tails an open kept aside before cutting them (`format-spec/mark.md`).
+fn kept_tails(info: &LogInfo) -> Vec<String> {
+    let kept = factlog::torn::list(&RealFs, &info.dir).unwrap_or_default();
+    kept.iter().map(|path| path.display().to_string()).collect()
 }
 
 fn info_json(
@@ -326,6 +335,7 @@ fn info_json(
         "last_seq": info.last_seq.map(|seq| seq.0),
         "durable_seq": info.durable_seq.map(|seq| seq.0),
         "torn_tail": torn_tail,
+        "kept_tails": kept_tails(info),
         "reclaimed_through": reclaimed_through,
         "segment_bytes": info.segments.iter().map(|segment| segment.file_bytes).sum::<u64>(),
         "snapshots": snapshot_values,

@@ -1334,6 +1334,19 @@ fn library_failure(doing: impl fmt::Display, error: &factlog::Error) -> Failure 
 }
 
 /// The failure of opening `dir`: `cannot open DIR: why`.
+/// Says on standard error what the open of `dir` cut, if it cut a torn tail: every cut is
+/// reported (`format-spec/mark.md`), also by commands whose standard output is for replies.
+fn report_cut(command: &str, dir: &Path, report: &factlog::RecoveryReport) {
+    if let Some(cut) = &report.tail_cut {
+        let mark = if report.mark.is_none() {
+            " (the log had no mark: its tail was judged by the frames alone)"
+        } else {
+            ""
+        };
+        eprintln!("factlog {command}: {}: {cut}{mark}", dir.display());
+    }
+}
+
 fn open_failure(dir: &Path, error: &factlog::Error) -> Failure {
     library_failure(format_args!("cannot open {}", dir.display()), error)
 }

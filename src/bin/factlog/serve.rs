@@ -23,6 +23,7 @@ pub fn run(args: &ServeArgs) -> Outcome {
         .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("blocking signals: {error}")))?;
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
     let store = Store::open(&args.dir, options).map_err(|error| open_failure(&args.dir, &error))?;
+    crate::report_cut("serve", &args.dir, &store.open_report().log);
     let serve = ServeOptions::new()
         .allow_group(args.allow_group)
         .clients_max(args.clients_max)
