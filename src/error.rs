@@ -602,7 +602,9 @@ impl fmt::Display for CorruptionReason {
                 "{bytes} non-zero bytes after the end of a cleanly closed log, where only \
                  zeros can be"
             ),
-            CorruptionReason::BadMark(what) => write!(f, "the log's mark (MARK) is damaged ({what})"),
+            CorruptionReason::BadMark(what) => {
+                write!(f, "the log's mark (MARK) is damaged ({what})")
+            }
             CorruptionReason::BadKeptTail(what) => {
                 write!(f, "a torn tail kept aside is damaged ({what})")
             }
@@ -711,7 +713,12 @@ impl fmt::Display for Error {
                 if let Some(segment) = segment {
                     write!(f, " (segment {segment})")?;
                 }
-                let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+                // A snapshot's damage is the store's: name the store's directory.
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+                let dir = match parent {
+                    Some(p) if p.file_name().is_some_and(|n| n == "snapshots") => p.parent(),
+                    other => other,
+                };
                 let dir = dir.map_or_else(|| "DIR".to_owned(), |d| d.display().to_string());
                 write!(
                     f,

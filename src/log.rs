@@ -18,8 +18,8 @@ use crate::reader::Reader;
 use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
 use crate::rewrite;
 use crate::segment;
-use crate::torn;
 use crate::segments::{self, LOCK_FILE_NAME, PREALLOC_FILE_NAME, SegmentMeta};
+use crate::torn;
 use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
 use crate::writer::{Writer, WriterStart};
 

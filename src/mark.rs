@@ -246,7 +246,9 @@ impl MarkFile {
     pub(crate) fn write(&mut self, mut mark: Mark) -> Result<()> {
         mark.generation = self.current.generation + 1;
         let at = (mark.generation % 2) * MARK_SLOT_STRIDE;
-        self.file.write_all_at(&mark.encode(), at).map_err(|e| Error::io("write", &self.path, e))?;
+        self.file
+            .write_all_at(&mark.encode(), at)
+            .map_err(|e| Error::io("write", &self.path, e))?;
         self.file.sync_data().map_err(|e| Error::io("fdatasync", &self.path, e))?;
         self.current = mark;
         Ok(())
@@ -281,9 +283,8 @@ impl MarkKeeper {
             MarkState::Absent => None,
             MarkState::Found(mark) => {
                 let path = dir.join(MARK_FILE_NAME);
-                let file = fs
-                    .open(&path, OpenMode::ReadWrite)
-                    .map_err(|e| Error::io("open", &path, e))?;
+                let file =
+                    fs.open(&path, OpenMode::ReadWrite).map_err(|e| Error::io("open", &path, e))?;
                 Some(MarkFile { path, file, current: *mark })
             }
         };
@@ -358,24 +359,26 @@ fn create(fs: &dyn Fs, dir: &Path, mark: &Mark) -> Result<Box<dyn FsFile>> {
     Ok(file)
 }
 
-/// Writes a clean mark for a log that a tool (salvage, restore) wrote whole and synced:
-/// replaces any mark `dir` has.
+/// Writes a clean mark for the log in `dir`, which a tool (salvage, restore) wrote whole and
+/// synced itself: its segments are listed and its active segment's end found, which must be
+/// clean (only zeros after the last frame). Replaces any mark `dir` has.
 ///
 /// # Errors
-/// I/O errors.
-pub fn write_clean(
-    fs: &dyn Fs,
-    dir: &Path,
-    segments: &[SegmentMeta],
-    next_seq: u64,
-    end_offset: u64,
-) -> Result<()> {
-    let mark = Mark::at(1, true, segments, next_seq, end_offset);
-    let path = dir.join(MARK_FILE_NAME);
-    match fs.remove_file(&path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io("remove", &path, e)),
-        _ => create(fs, dir, &mark).map(|_| ()),
+/// The corruption of a log that does not end cleanly; I/O errors.
+pub fn write_clean(fs: &dyn Fs, dir: &Path) -> Result<()> {
+    let listing = crate::segments::list(fs, dir)?;
+    let Some(active) = listing.segments.last() else {
+        return Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into());
+    };
+    let map = fs.map(&active.path).map_err(|e| Error::io("map", &active.path, e))?;
+    let analysis = crate::recovery::analyze_tail(&map, &active.header);
+    if analysis.state != TailState::Clean {
+        let reason = CorruptionReason::MarkMismatch("the log written does not end cleanly");
+        return Err(Error::corruption(Some(active.header.id), &active.path, 0, reason));
     }
+    let mark = Mark::at(1, true, &listing.segments, analysis.next_seq.0, analysis.end_offset);
+    remove(fs, dir)?;
+    create(fs, dir, &mark).map(|_| ())
 }
 
 /// Removes the mark of `dir` (a rewrite gave every segment a new salt; the next writer open

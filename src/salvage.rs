@@ -103,6 +103,21 @@ pub struct SalvageReport {
     /// new one, by the seq they cover: those covering at most the new log's last seq. They
     /// keep a store whose early segments were reclaimed openable.
     pub snapshots: Vec<Seq>,
+    /// The torn tails an open of the old log kept aside before cutting them
+    /// (`format-spec/mark.md`, "Kept tails"), and whether their frames were read back.
+    pub kept_tails: Vec<KeptTailUse>,
+}
+
+/// What [`salvage`] did with one kept tail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptTailUse {
+    /// The kept file.
+    pub path: PathBuf,
+    /// Whether its bytes were put back where they were cut, so that the valid frames after
+    /// the hole are kept like any others (the lost ones are declared as a gap).
+    pub restored: bool,
+    /// Why not, when it was not.
+    pub note: Option<String>,
 }
 
 impl SalvageReport {
@@ -195,6 +210,7 @@ pub fn salvage(
         return Err(ErrorKind::RewritePending { dir: dir.to_path_buf() }.into());
     }
     let plan = scan(&*fs, dir)?;
+    let kept_tails = plan.kept_tails.clone();
     let kept = plan.kept_ranges();
     let store = plan.first_record_is_event();
     let mut report = SalvageReport {
@@ -210,6 +226,7 @@ pub fn salvage(
         store,
         recovery: None,
         snapshots: Vec::new(),
+        kept_tails,
     };
     let through = report.last_seq.map_or(0, |s| s.0);
     let snapshots: Vec<SnapshotFile> = if store {
@@ -229,6 +246,8 @@ pub fn salvage(
     // task of a salvaged store with a gap asks for a confirmation before a side effect.
     let after_loss = !report.damage.is_empty() || !report.gaps.is_empty();
     let written = plan.write(&*fs, target).and_then(|()| {
+        // The new log was written whole and synced: its mark vouches for every byte.
+        crate::mark::write_clean(&*fs, target)?;
         copy_snapshots(&*fs, target, &snapshots)?;
         if !store {
             return Ok(None);
@@ -371,6 +390,7 @@ struct Plan {
     runs: Vec<Run>,
     damage: Vec<Damage>,
     gaps: Gaps,
+    kept_tails: Vec<KeptTailUse>,
 }
 
 impl Plan {
@@ -478,12 +498,67 @@ fn scan(fs: &dyn Fs, dir: &Path) -> Result<Plan> {
         old_gaps: &old_gaps,
         last_end: None,
     };
+    let mut kept_tails: Vec<KeptTailUse> = Vec::new();
+    let kept_paths = crate::torn::list(fs, dir)?;
     for (i, (name_seq, path)) in files.iter().enumerate() {
         let bound = files.get(i + 1).map(|(seq, _)| *seq);
-        let map = fs.map(path).map_err(|e| Error::io("map", path, e))?;
+        let mut map = fs.map(path).map_err(|e| Error::io("map", path, e))?;
+        if bound.is_none() {
+            map = put_back_kept(fs, path, map, &kept_paths, &mut kept_tails)?;
+        }
         scanner.segment(*name_seq, path, map, bound)?;
     }
-    scanner.finish(fs, &files)
+    let mut plan = scanner.finish(fs, &files)?;
+    plan.kept_tails = kept_tails;
+    Ok(plan)
+}
+
+/// Puts the newest kept tail of the active segment `path` back where an open cut it, when
+/// that place still holds only zeros (nothing was written there since): the scan then keeps
+/// the valid frames after the hole like any others. Every kept tail gets a [`KeptTailUse`].
+fn put_back_kept(
+    fs: &dyn Fs,
+    path: &Path,
+    map: Bytes,
+    kept: &[PathBuf],
+    uses: &mut Vec<KeptTailUse>,
+) -> Result<Bytes> {
+    let header = segment::decode_header(&map, path).ok();
+    let mut out = map;
+    let mut restored = false;
+    for kept_path in kept.iter().rev() {
+        let bytes = fs.map(kept_path).map_err(|e| Error::io("read", kept_path, e))?;
+        let verdict = match crate::torn::decode(&bytes, kept_path) {
+            Err(e) => Err(e.to_string()),
+            Ok(tail) if Some(tail.header) != header => {
+                Err("it was cut from another segment than the active one".to_owned())
+            }
+            Ok(_) if restored => Err("a newer kept tail of this segment was put back".to_owned()),
+            Ok(tail) => {
+                let start = usize::try_from(tail.offset).unwrap_or(usize::MAX);
+                let end = start.saturating_add(tail.bytes.len());
+                match out.get(start..end) {
+                    Some(region) if last_nonzero(region).is_none() => {
+                        let mut copy = out.to_vec();
+                        copy[start..end].copy_from_slice(tail.bytes);
+                        out = Bytes::from(copy);
+                        restored = true;
+                        Ok(())
+                    }
+                    _ => Err("records were written where it was cut: its seqs were given \
+                              again, so its frames cannot be put back"
+                        .to_owned()),
+                }
+            }
+        };
+        uses.push(KeptTailUse {
+            path: kept_path.clone(),
+            restored: verdict.is_ok(),
+            note: verdict.err(),
+        });
+    }
+    uses.reverse();
+    Ok(out)
 }
 
 /// The state of the scan across segments.
@@ -732,6 +807,7 @@ impl Scanner<'_> {
             runs: self.runs,
             damage: self.damage,
             gaps: Gaps::new(ranges)?,
+            kept_tails: Vec::new(),
         })
     }
 }

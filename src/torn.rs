@@ -91,7 +91,8 @@ pub(crate) fn keep(
     let mut done = 0;
     while done < bytes {
         let n = (bytes - done).min(ZERO_CHUNK_BYTES as u64) as usize;
-        file.read_exact_at(&mut chunk[..n], offset + done).map_err(|e| Error::io("read", path, e))?;
+        file.read_exact_at(&mut chunk[..n], offset + done)
+            .map_err(|e| Error::io("read", path, e))?;
         out.write_all_at(&chunk[..n], KEPT_HEADER_BYTES as u64 + done)
             .map_err(|e| Error::io("write", &tmp, e))?;
         done += n as u64;
@@ -158,7 +159,8 @@ mod tests {
         assert!(is_kept_name("00000000000000000001.seg.torn-00000000000000004096-1"));
         assert!(!is_kept_name("00000000000000000001.seg"));
         assert!(!is_kept_name("x.seg.torn-1"));
-        let header = SegmentHeader { format_version: 2, id: SegmentId(1), first_seq: Seq(1), salt: 5 };
+        let header =
+            SegmentHeader { format_version: 2, id: SegmentId(1), first_seq: Seq(1), salt: 5 };
         let mut bytes = encode_header(&header, 4096, 3).to_vec();
         bytes.extend_from_slice(&[1, 2, 3]);
         let kept = decode(&bytes, Path::new("k")).unwrap();

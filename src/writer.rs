@@ -22,11 +22,11 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame;
 use crate::fs::{Fs, FsFile, OpenMode};
-use crate::mark::{Mark, MarkKeeper};
 use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
     GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
 };
+use crate::mark::{Mark, MarkKeeper};
 use crate::prealloc::{PreallocStats, Preallocator};
 use crate::segment::SegmentHeader;
 use crate::segments::{self, SegmentMeta};
@@ -63,8 +63,6 @@ struct DurablePos {
     offset: u64,
     segment: SegmentId,
 }
-
-
 
 struct State {
     buf: Vec<u8>,
@@ -550,7 +548,8 @@ impl Writer {
         if !due || pos.segment != current.last_segment || pos.seq <= current.durable_seq {
             return Ok(());
         }
-        let next = Mark { clean: false, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
+        let next =
+            Mark { clean: false, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
         mark.write(next).map_err(|e| self.poison(e))
     }
 
@@ -577,7 +576,8 @@ impl Writer {
             // Not everything is accounted for: leave the mark open, as after a crash.
             return Ok(());
         }
-        let next = Mark { clean: true, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
+        let next =
+            Mark { clean: true, durable_seq: pos.seq, durable_offset: pos.offset, ..current };
         mark.write(next).map_err(|e| self.poison(e))
     }
 

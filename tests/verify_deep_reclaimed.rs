@@ -129,20 +129,29 @@ fn reclaimed_events_that_no_valid_snapshot_covers_are_an_error() {
     let first = store.log().first_seq().expect("first seq").0;
     damage(&oldest.path);
     damage(&newest.path);
-    let reclaimed = |kind: &ErrorKind| match kind {
-        ErrorKind::Reclaimed { first_available, .. } => *first_available == first,
-        _ => false,
-    };
-    let error = store.verify_deep().expect_err("the reclaimed events are lost");
-    assert!(reclaimed(error.kind()), "{error}");
-    let error = Store::open_read_only(temp.path(), options()).map(drop).expect_err("no open");
-    assert!(reclaimed(error.kind()), "{error}");
+    // The deep check and an open are refused naming the damaged snapshot that was the only
+    // record of them.
+    let deep = store.verify_deep().expect_err("the reclaimed events are lost");
+    let open = Store::open_read_only(temp.path(), options()).map(drop).expect_err("no open");
+    for error in [deep, open] {
+        match error.kind() {
+            ErrorKind::Corruption {
+                path,
+                reason: factlog::CorruptionReason::BaseSnapshotLost { first_seq, .. },
+                ..
+            } => assert_eq!((path, *first_seq), (&newest.path, first), "{error}"),
+            other => panic!("expected BaseSnapshotLost, got {other:?}"),
+        }
+    }
 }
 
 /// `factlog verify DIR --deep --json`, with its exit code.
 fn verify_deep_json(dir: &Path) -> (Option<i32>, Value) {
     let run = factlog(&["verify", arg(dir), "--deep", "--json"], b"");
-    assert_eq!(run.stderr, "", "{run:?}");
+    // Damage is also named in one line on standard error.
+    if run.code != Some(3) {
+        assert_eq!(run.stderr, "", "{run:?}");
+    }
     let report = serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"));
     (run.code, report)
 }
@@ -212,23 +221,23 @@ fn cli_verify_deep_without_a_snapshot_for_the_reclaimed_events_exits_3() {
     for file in snapshot::list(&factlog::fs::RealFs, &dir).expect("list the snapshots") {
         damage(&file.path);
     }
-    // The segments themselves are intact: only the deep check finds the loss.
-    factlog(&["verify", arg(&dir)], b"").assert_success();
-
-    let run = factlog(&["verify", arg(&dir), "--deep"], b"");
+    // The segments themselves are intact, but verify checks the snapshots too: the events
+    // before the first segment exist nowhere else, so the store is damaged (exit 3), and the
+    // damaged snapshot that held them is named.
+    let run = factlog(&["verify", arg(&dir)], b"");
     assert_eq!(run.code, Some(3), "{run:?}");
-    let expected = format!(
-        "deep: the store cannot be folded: the segments before seq {first_seq} were reclaimed \
-         and no valid snapshot covers seqs 1..={}",
-        first_seq - 1
-    );
+    let expected = format!("the segments before seq {first_seq} were reclaimed");
     assert!(run.stdout_text().contains(&expected), "{run:?}");
+    assert!(run.stdout_text().contains(".snap"), "{run:?}");
 
     let (code, report) = verify_deep_json(&dir);
     assert_eq!(code, Some(3), "{report}");
     assert_eq!(report["exit_code"], 3, "{report}");
-    assert_eq!(report["outcome"], "clean", "{report}");
-    assert_eq!(report["deep"]["ok"], false, "{report}");
-    assert_eq!(report["deep"]["error"]["kind"], "reclaimed", "{report}");
-    assert_eq!(report["deep"]["error"]["first_available"], first_seq, "{report}");
+    assert_eq!(report["outcome"], "corrupt", "{report}");
+    let reason = report["corruption"]["reason"].as_str().expect("a reason");
+    assert!(reason.contains(&expected), "{report}");
+    assert!(report["snapshots"].as_array().is_some_and(|s| !s.is_empty()), "{report}");
+    assert!(report["snapshots"][0]["damage"].is_string(), "{report}");
+    // The deep check is not run on a store already found damaged.
+    assert_eq!(report["deep"], Value::Null, "{report}");
 }

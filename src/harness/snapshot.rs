@@ -479,10 +479,16 @@ pub(crate) fn base_lost(
     }
     let unusable = files.iter().rev().find(|(file, _)| covers(file));
     let (path, why) = match unusable {
-        Some((file, error)) => (
-            file.path.clone(),
-            error.as_ref().map_or_else(String::new, |e| format!("{}: {e}", file.path.display())),
-        ),
+        Some((file, error)) => {
+            let why = match error {
+                Some(e) => match e.kind() {
+                    ErrorKind::CorruptSnapshot { reason, .. } => reason.to_string(),
+                    _ => e.to_string(),
+                },
+                None => String::new(),
+            };
+            (file.path.clone(), format!("snapshot {} is damaged: {why}", file.path.display()))
+        }
         None => (snapshot_dir(store_dir), "there is no snapshot".to_owned()),
     };
     let reason = CorruptionReason::BaseSnapshotLost { first_seq, why };

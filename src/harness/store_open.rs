@@ -150,6 +150,7 @@ fn scan_log(
     let mut replayed = 0;
     let mut pending = HashMap::new();
     if from <= through {
+        refuse_lost_base(fs, dir, log, from)?;
         let scanned = lazy::scan(&mut state, &mut log.read_from(Seq(from))?, through)?;
         replayed = scanned.records;
         pending = scanned.pending;
@@ -157,6 +158,20 @@ fn scan_log(
     state.last_seq = state.last_seq.max(through);
     let folded = Folded { state, snapshot, skipped, replayed, unfolded_tasks: BTreeSet::new() };
     Ok((folded, pending))
+}
+
+/// Refuses a replay from `from` when the log's first seq is later (segments were reclaimed)
+/// and no valid snapshot holds the events before it: the error names the snapshot that should
+/// have ([`crate::CorruptionReason::BaseSnapshotLost`]).
+fn refuse_lost_base(fs: &dyn Fs, dir: &Path, log: &Log, from: u64) -> Result<()> {
+    let first = log.first_seq()?.0;
+    if from < first {
+        let checked = snapshot::check_all(fs, dir, first)?;
+        if let Some(lost) = snapshot::base_lost(dir, first, &checked.files) {
+            return Err(lost);
+        }
+    }
+    Ok(())
 }
 
 /// A state to replay from, the snapshot it was loaded from, and the snapshots skipped.
@@ -213,14 +228,7 @@ pub(crate) fn fold_log(
     let mut replayed = 0;
     let mut unfolded_tasks = BTreeSet::new();
     if from <= through {
-        let first = log.first_seq()?.0;
-        if from < first {
-            // The events before the log's first seq survive only in a snapshot: name it.
-            let checked = snapshot::check_all(fs, dir, first)?;
-            if let Some(lost) = snapshot::base_lost(dir, first, &checked.files) {
-                return Err(lost);
-            }
-        }
+        refuse_lost_base(fs, dir, log, from)?;
         let mut reader = log.read_from(Seq(from))?;
         // Only a one-task read needs the ids the snapshot already names.
         let known = if only.is_some() {
@@ -322,8 +330,13 @@ impl Store {
                 .iter()
                 .filter(|f| f.covered_seq.0 + 1 >= first_seq && f.covered_seq.0 <= through)
                 .find_map(|file| snapshot::load(&*inner.fs, file).ok());
-            let (meta, state) =
-                base.ok_or(ErrorKind::Reclaimed { requested: 1, first_available: first_seq })?;
+            let Some((meta, state)) = base else {
+                let checked = snapshot::check_all(&*inner.fs, &inner.dir, first_seq)?;
+                let lost = snapshot::base_lost(&inner.dir, first_seq, &checked.files);
+                return Err(lost.unwrap_or_else(|| {
+                    ErrorKind::Reclaimed { requested: 1, first_available: first_seq }.into()
+                }));
+            };
             (state, Some(meta))
         } else {
             (State::default(), None)

@@ -240,6 +240,9 @@ pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Resu
         restored_us: (options.store.clock)(),
     };
     let written = write_store(remote, &*fs, dir, &listing, &options, &mut report).and_then(|()| {
+        // Every restored byte was checked and synced: the mark vouches for all of them, as
+        // after a clean close (`format-spec/mark.md`).
+        crate::mark::write_clean(&*fs, dir)?;
         Store::open_read_only(dir, options.store.clone())?.close()?;
         Ok(())
     });

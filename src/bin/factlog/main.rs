@@ -1380,8 +1380,11 @@ fn open_read_only(dir: &Path) -> Result<factlog::Store, Failure> {
 fn damage_message(dir: &Path, error: &factlog::Error) -> String {
     let at = match error.kind() {
         factlog::ErrorKind::Corruption { segment, path, offset, reason } => {
-            let segment = segment.map_or_else(String::new, |id| format!("segment {} ", id.0));
-            format!("{segment}({}) at offset {offset}: {reason}", path.display())
+            let file = match segment {
+                Some(id) => format!("segment {} ({})", id.0, path.display()),
+                None => path.display().to_string(),
+            };
+            format!("{file} at offset {offset}: {reason}")
         }
         _ => error.to_string(),
     };
