@@ -63,6 +63,16 @@ fn write_text(out: &mut impl Write, report: &SalvageReport) -> io::Result<()> {
     for damage in &report.damage {
         writeln!(out, "gap: {}", damage_text(damage))?;
     }
+    for kept in &report.kept_tails {
+        match &kept.note {
+            None => writeln!(
+                out,
+                "kept tail: {}: put back where an open cut it; its valid frames are kept",
+                kept.path.display()
+            )?,
+            Some(note) => writeln!(out, "kept tail: {}: not put back: {note}", kept.path.display())?,
+        }
+    }
     if !report.snapshots.is_empty() {
         let covered: Vec<String> = report.snapshots.iter().map(|s| s.0.to_string()).collect();
         let verb = if report.dry_run { "would copy" } else { "copied" };
@@ -171,6 +181,11 @@ fn report_json(report: &SalvageReport) -> Value {
         "declared_gaps": declared,
         "store": report.store,
         "snapshots": report.snapshots.iter().map(|s| s.0).collect::<Vec<u64>>(),
+        "kept_tails": report.kept_tails.iter().map(|k| json!({
+            "path": k.path.display().to_string(),
+            "restored": k.restored,
+            "note": k.note,
+        })).collect::<Vec<Value>>(),
         "recovery": report.recovery.as_ref().map_or(Value::Null, |r| {
             serde_json::to_value(r).unwrap_or(Value::Null)
         }),
