@@ -203,6 +203,44 @@ pub struct RecoveryReport {
     pub mark: Option<crate::mark::Mark>,
 }
 
+impl RecoveryReport {
+    /// The report as JSON, one shape for every front end (the Python package's
+    /// `Store.open_report`): `mark` (null for a log without one) and `tail_cut` (null when
+    /// nothing was cut) with every field, and `message`, the line the CLI prints for a cut.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        let tail_cut = self.tail_cut.as_ref().map_or(serde_json::Value::Null, |cut| {
+            serde_json::json!({
+                "segment": cut.segment.0,
+                "path": cut.path.display().to_string(),
+                "offset": cut.offset,
+                "bytes": cut.bytes,
+                "first_seq_cut": cut.first_seq_cut.0,
+                "frames_after_hole": cut.frames,
+                "kept": cut.kept.as_ref().map(|p| p.display().to_string()),
+                "message": cut.to_string(),
+            })
+        });
+        let mark = self.mark.as_ref().map_or(serde_json::Value::Null, |mark| {
+            serde_json::json!({
+                "generation": mark.generation,
+                "clean": mark.clean,
+                "first_segment": mark.first_segment.0,
+                "last_segment": mark.last_segment.0,
+                "durable_seq": mark.durable_seq,
+                "durable_offset": mark.durable_offset,
+            })
+        });
+        serde_json::json!({
+            "segments": self.segments,
+            "records_scanned": self.records_scanned,
+            "last_seq": self.last_seq.map(|s| s.0),
+            "tail_cut": tail_cut,
+            "mark": mark,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

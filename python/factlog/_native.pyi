@@ -86,6 +86,19 @@ class Store:
     def sharing(self) -> bool:
         """Whether this handle shares its store with other processes (``share=True``)."""
     @property
+    def open_report(self) -> Optional[Dict[str, Any]]:
+        """What opening the store found and did (``None`` for a client of a served store:
+        the serving process opened it). Keys: ``segments``, ``records_scanned``,
+        ``last_seq``, ``snapshot_seq`` (the snapshot the state was loaded from, or ``None``),
+        ``replayed_events``, ``tasks``; ``mark``: what the log mark vouched for
+        (``generation``, ``clean``, ``first_segment``, ``last_segment``, ``durable_seq``,
+        ``durable_offset``), ``None`` for a store written before marks
+        (``format-spec/mark.md``); ``tail_cut``: the torn tail the open cut, ``None`` when
+        nothing was cut, else ``segment``, ``path``, ``offset``, ``bytes``,
+        ``first_seq_cut``, ``frames_after_hole``, ``kept`` (the file its bytes were kept in
+        for ``factlog salvage``, or ``None``) and ``message``. Damage the mark vouches for is
+        never cut: the open raises ``Corruption`` naming it instead."""
+    @property
     def served_by(self) -> Optional[int]:
         """The pid of the process serving the store when this handle is its client, else
         ``None``."""

@@ -323,6 +323,25 @@ impl Store {
         matches!(self.inner.lock().backend, Some(Backend::Local { server: Some(_), .. }))
     }
 
+    /// What opening the store found and did, for a handle that opened it (None for a client
+    /// of a served store: the serving process opened it): see `open_report` in
+    /// `_native.pyi`.
+    #[getter]
+    fn open_report<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let report = match &self.inner.lock().backend {
+            Some(Backend::Local { store, .. }) => {
+                let report = store.open_report();
+                let mut value = report.log.to_json();
+                value["snapshot_seq"] = report.snapshot.as_ref().map(|m| m.covered_seq.0).into();
+                value["replayed_events"] = report.replayed_events.into();
+                value["tasks"] = report.tasks.into();
+                value
+            }
+            _ => return Ok(None),
+        };
+        convert::value_to_py(py, &report).map(Some)
+    }
+
     /// The pid of the process serving the store when this handle is its client, else None.
     #[getter]
     fn served_by(&self) -> Option<u64> {
