@@ -15,11 +15,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use bodies::{
-    event_decode, frame_decode, holder_crash, ops_crash, seeds, segment_header, snapshot_decode,
-    tail_recovery,
+    damaged_tail, event_decode, frame_decode, holder_crash, ops_crash, seeds, segment_header,
+    snapshot_decode, tail_recovery,
 };
 
-const TARGETS: [&str; 7] = [
+const TARGETS: [&str; 8] = [
     "frame_decode",
     "segment_header",
     "tail_recovery",
@@ -27,6 +27,7 @@ const TARGETS: [&str; 7] = [
     "snapshot_decode",
     "event_decode",
     "holder_crash",
+    "damaged_tail",
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -163,6 +164,20 @@ fn holder_crash_corpus_replays_and_crashes_holders() {
 }
 
 #[test]
+fn damaged_tail_corpus_replays_and_reaches_every_verdict() {
+    let outcomes = corpus("damaged_tail", damaged_tail::run);
+    let reached = |what: &str, f: fn(&damaged_tail::Outcome) -> bool| {
+        assert!(outcomes.iter().any(f), "no seed reaches {what}: {outcomes:#?}");
+    };
+    reached("a refusal after a clean close", |o| o.refused && o.damaged && !o.crashed);
+    reached("a refusal after a crash", |o| o.refused && o.crashed);
+    reached("a torn tail cut after a crash", |o| o.opened && o.cut && o.records > 0);
+    reached("a cut tail kept aside", |o| o.kept);
+    reached("a loss in the mark's window", |o| o.window_loss);
+    reached("an open of a damaged clean log", |o| o.opened && o.damaged && !o.crashed);
+}
+
+#[test]
 fn regressions_stay_fixed() {
     let mut replayed = 0;
     replayed += replay(&inputs("regressions", "frame_decode"), frame_decode::run).len();
@@ -172,6 +187,7 @@ fn regressions_stay_fixed() {
     replayed += replay(&inputs("regressions", "snapshot_decode"), snapshot_decode::run).len();
     replayed += replay(&inputs("regressions", "event_decode"), event_decode::run).len();
     replayed += replay(&inputs("regressions", "holder_crash"), holder_crash::run).len();
+    replayed += replay(&inputs("regressions", "damaged_tail"), damaged_tail::run).len();
     println!("{replayed} regression inputs replayed");
 }
 

@@ -190,7 +190,8 @@ fn workload(seed: u64, kind: Kind, purge: bool) -> Vec<Step> {
             0..=59 => Step::Append(length(&mut rng, kind), tier),
             60..=71 => {
                 let n = 1 + rng.below(5);
-                Step::Batch((0..n).map(|_| length(&mut rng, kind)).collect(), tier)
+                // Small records only: a batch frame must fit in a segment.
+                Step::Batch((0..n).map(|_| length(&mut rng, kind).min(200)).collect(), tier)
             }
             72..=83 => Step::Delta(rng.within(1, 120)),
             84..=95 => Step::Flush(tier),
@@ -230,14 +231,16 @@ fn task_of(tag: u64) -> String {
 
 /// An open raw log or store.
 enum Handle {
-    Log(Log),
+    Log(Box<Log>),
     Store(Store),
 }
 
 impl Handle {
     fn open(kind: Kind, fs: &SimFs, interval: Interval) -> factlog::Result<Handle> {
         match kind {
-            Kind::Log => Log::open(LOG_DIR, log_options(fs, interval)).map(Handle::Log),
+            Kind::Log => {
+                Log::open(LOG_DIR, log_options(fs, interval)).map(|l| Handle::Log(Box::new(l)))
+            }
             Kind::Store => Store::open(STORE_DIR, store_options(fs, interval)).map(Handle::Store),
         }
     }
@@ -370,7 +373,8 @@ fn append(handle: &Handle, acks: &mut Acks, tag: u64, lens: &[usize], tier: Dura
         }
         Handle::Store(store) => {
             let task = store.task(&task_of(tag)).expect("task");
-            let bodies: Vec<Body> = lens.iter().zip(tag..).map(|(&len, t)| message(t, len)).collect();
+            let bodies: Vec<Body> =
+                lens.iter().zip(tag..).map(|(&len, t)| message(t, len)).collect();
             let options = AppendOptions { durability: Some(tier), ..AppendOptions::default() };
             task.append_batch_with(bodies, options).expect("append events");
         }
@@ -472,16 +476,15 @@ fn make_image(spec: Spec, expected: Option<&BTreeMap<u64, Vec<u8>>>) -> Result<I
             machine.reboot(model, seed ^ 0x7E57)
         }
     };
-    let name = format!(
-        "{kind:?} seed {seed}{} {end:?} {interval:?}",
-        if purge { " purged" } else { "" }
-    );
+    let name =
+        format!("{kind:?} seed {seed}{} {end:?} {interval:?}", if purge { " purged" } else { "" });
     let fail = |what: String| format!("{name}: undamaged image: {what}");
     let required = match end {
         End::Clean => last,
         End::Crash(_) => acks.synced,
     };
-    let baseline = recover(kind, &fs.reboot(CrashModel::ProcessCrash, 0), interval).map_err(fail)?;
+    let baseline =
+        recover(kind, &fs.reboot(CrashModel::ProcessCrash, 0), interval).map_err(fail)?;
     let expected: BTreeMap<u64, Vec<u8>> = match (kind, expected) {
         (Kind::Log, _) => acks.written.iter().cloned().zip(1..).map(|(r, s)| (s, r)).collect(),
         (Kind::Store, Some(expected)) => expected.clone(),
@@ -508,7 +511,10 @@ fn make_image(spec: Spec, expected: Option<&BTreeMap<u64, Vec<u8>>>) -> Result<I
         return Err(fail(format!("a clean close left the mark {mark:?}, last seq {last}")));
     }
     if interval == Interval::EveryNs && mark.durable_seq < required {
-        return Err(fail(format!("the mark vouches through {}, {required} synced", mark.durable_seq)));
+        return Err(fail(format!(
+            "the mark vouches through {}, {required} synced",
+            mark.durable_seq
+        )));
     }
     let segs = segments(&fs, kind.dir());
     if !purge && segs.len() < 3 {
@@ -619,7 +625,8 @@ fn layout(image: &Image) -> Layout {
         Ok(MarkState::Found(mark)) => mark,
         other => panic!("{}: no mark: {other:?}", image.name),
     };
-    let durable_end = if mark.last_segment == header.id { mark.durable_offset as usize } else { 64 };
+    let durable_end =
+        if mark.last_segment == header.id { mark.durable_offset as usize } else { 64 };
     let mark_path = dir.join(MARK_FILE_NAME);
     let mark_len = image.fs.read_file(&mark_path).map_or(0, |b| b.len());
     let snapshot_dir = factlog::harness::snapshot::snapshot_dir(dir);
@@ -675,10 +682,20 @@ fn damages(image: &Image, rng: &mut Rng, random: usize) -> Vec<Damage> {
     for _ in 0..random {
         let zero_tail = l.frames_end < l.len;
         let damage = match rng.below(100) {
-            0..=34 => flip("flip: last 4 KiB of frames", active, rng.within(frames_from, l.frames_end), rng),
+            0..=34 => flip(
+                "flip: last 4 KiB of frames",
+                active,
+                rng.within(frames_from, l.frames_end),
+                rng,
+            ),
             35..=56 if zero_tail => {
                 let near = (l.frames_end + PAGE).min(l.len);
-                flip("flip: first 4 KiB after the frames", active, rng.within(l.frames_end, near), rng)
+                flip(
+                    "flip: first 4 KiB after the frames",
+                    active,
+                    rng.within(l.frames_end, near),
+                    rng,
+                )
             }
             57..=66 if zero_tail => {
                 flip("flip: zero tail", active, rng.within(l.frames_end, l.len), rng)
@@ -721,8 +738,15 @@ fn damages(image: &Image, rng: &mut Rng, random: usize) -> Vec<Damage> {
     // Zeroed pages around the end of the synced records.
     let synced_page = l.durable_end.saturating_sub(1) / PAGE;
     out.push(zero_page("zero page: over the synced end", active, synced_page));
+    if l.durable_end < l.len {
+        // 4 KiB from the end of the last synced frame: the unsynced frames after it.
+        let action = Action::Write(active.clone(), l.durable_end, vec![0; PAGE]);
+        let names = vec![active.clone()];
+        out.push(Damage { kind: "zero 4 KiB: from the synced end", action, names });
+    }
     if l.durable_end.div_ceil(PAGE) * PAGE < l.len {
-        out.push(zero_page("zero page: after the synced end", active, l.durable_end.div_ceil(PAGE)));
+        let page = l.durable_end.div_ceil(PAGE);
+        out.push(zero_page("zero page: the next page after the synced end", active, page));
     }
     if let Some(damage) = stale_page(image, &l, l.durable_end.saturating_sub(1), rng) {
         out.push(damage);
@@ -735,7 +759,11 @@ fn damages(image: &Image, rng: &mut Rng, random: usize) -> Vec<Damage> {
         ("truncate: active below the synced end", rng.within(64, l.durable_end.max(65))),
         ("truncate: active after the frames", rng.within(l.frames_end, l.len)),
     ] {
-        out.push(Damage { kind, action: Action::Truncate(active.clone(), len), names: vec![active.clone()] });
+        out.push(Damage {
+            kind,
+            action: Action::Truncate(active.clone(), len),
+            names: vec![active.clone()],
+        });
     }
     let first = &l.segs[0];
     out.push(Damage {
@@ -759,11 +787,19 @@ fn damages(image: &Image, rng: &mut Rng, random: usize) -> Vec<Damage> {
     let wrong = dir.join(factlog::segment::file_name(Seq(seq + 1)));
     if !l.segs.contains(&wrong) {
         let names = [names.clone(), vec![wrong.clone()]].concat();
-        out.push(Damage { kind: "rename: wrong seq", action: Action::Rename(old.clone(), wrong), names });
+        out.push(Damage {
+            kind: "rename: wrong seq",
+            action: Action::Rename(old.clone(), wrong),
+            names,
+        });
     }
     let foreign = dir.join(format!("{name}.old"));
     let names = [names, vec![foreign.clone()]].concat();
-    out.push(Damage { kind: "rename: foreign name", action: Action::Rename(old.clone(), foreign), names });
+    out.push(Damage {
+        kind: "rename: foreign name",
+        action: Action::Rename(old.clone(), foreign),
+        names,
+    });
     for len in [0, 100, 600, 1000] {
         if rng.below(2) == 0 || len == 0 {
             let action = Action::Truncate(l.mark.clone(), len);
@@ -843,7 +879,8 @@ fn changed(before: &BTreeMap<PathBuf, Vec<u8>>, after: &BTreeMap<PathBuf, Vec<u8
         .filter(|(p, b)| before.get(*p) != Some(*b))
         .map(|(p, _)| p.display().to_string())
         .collect();
-    paths.extend(before.keys().filter(|p| !after.contains_key(*p)).map(|p| p.display().to_string()));
+    paths
+        .extend(before.keys().filter(|p| !after.contains_key(*p)).map(|p| p.display().to_string()));
     paths
 }
 
@@ -1038,7 +1075,13 @@ fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R>
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 scope.spawn(move || {
-                    items.iter().enumerate().skip(w).step_by(workers).map(|(i, t)| (i, f(t))).collect()
+                    items
+                        .iter()
+                        .enumerate()
+                        .skip(w)
+                        .step_by(workers)
+                        .map(|(i, t)| (i, f(t)))
+                        .collect()
                 })
             })
             .collect();
@@ -1064,13 +1107,13 @@ fn specs() -> Vec<Vec<Spec>> {
         }
         groups.push(group);
     };
-    for seed in 0..8 {
-        add(Kind::Log, seed, false, seed < 3);
+    for seed in 0..16 {
+        add(Kind::Log, seed, false, seed % 4 == 0);
+    }
+    for seed in 0..6 {
+        add(Kind::Store, 100 + seed, false, seed % 3 == 0);
     }
     for seed in 0..3 {
-        add(Kind::Store, 100 + seed, false, seed == 0);
-    }
-    for seed in 0..2 {
         add(Kind::Store, 200 + seed, true, seed == 0);
     }
     groups
@@ -1111,17 +1154,16 @@ fn no_damage_is_a_silent_loss() {
     for (i, image) in images.iter().enumerate() {
         let mut rng = Rng(0xDA_4A6E ^ i as u64);
         let random = match image.kind {
-            Kind::Log => 44,
-            Kind::Store => 34,
+            Kind::Log => 60,
+            Kind::Store => 40,
         };
         cases.extend(damages(image, &mut rng, random).into_iter().map(|d| (i, d)));
     }
     let results = parallel(&cases, |(i, damage)| {
         let image = &images[*i];
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            evaluate(image, damage)
-        }))
-        .unwrap_or_else(|_| Err("panicked".to_owned()));
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| evaluate(image, damage)))
+                .unwrap_or_else(|_| Err("panicked".to_owned()));
         outcome.map_err(|e| format!("{}: {} ({:?}): {e}", image.name, damage.kind, damage.action))
     });
     let mut counts: BTreeMap<(Kind, &str, String), usize> = BTreeMap::new();
@@ -1152,7 +1194,8 @@ fn no_damage_is_a_silent_loss() {
     for ((kind, class), n) in &classes {
         println!("    {kind:?} {class}: {n}");
     }
-    let total = |class: &str| classes.iter().filter(|((_, c), _)| *c == class).map(|(_, n)| n).sum();
+    let total =
+        |class: &str| classes.iter().filter(|((_, c), _)| *c == class).map(|(_, n)| n).sum();
     let (refused, opened): (usize, usize) = (total("refused"), total("opened"));
     let damaged = cases.len() - total("no change");
     println!(
@@ -1206,4 +1249,111 @@ fn the_checker_catches_a_silent_loss() {
     };
     let violation = evaluate(&image, &without_mark).expect_err("the checker must see the loss");
     assert!(violation.starts_with("silent loss"), "{violation}");
+}
+
+/// Options of the reproductions: the mark is moved only by an open's first write, a roll and
+/// a clean close (an interval no test reaches), so what it vouches for is deterministic.
+fn lazy_mark_options(fs: &SimFs) -> Options {
+    log_options(fs, Interval::Default).mark_interval(Duration::from_secs(60))
+}
+
+/// Known deviation 1 (found by the sweep): `format-spec/mark.md` says damage in the window
+/// after the mark's durable bound "is cut as a torn tail, and reported", but damage that
+/// leaves only zeros there (a truncation, a stale or zeroed page) leaves nothing to cut: the
+/// synced records are lost and the open reports nothing. Fails until the engine (or the spec)
+/// changes.
+#[test]
+#[ignore = "known deviation 1: a loss in the mark's window that leaves zeros is not reported"]
+fn known_deviation_1_a_truncated_window_loses_synced_records_unreported() {
+    let fs = SimFs::new(1);
+    let log = Log::open(LOG_DIR, lazy_mark_options(&fs)).expect("open");
+    for i in 0..3 {
+        log.append(&record(i, 40), Durability::Synced).expect("a synced append");
+    }
+    fs.halt();
+    drop(log);
+    let image = fs.reboot(CrashModel::LoseUnsynced, 0);
+    let active = segments(&image, Path::new(LOG_DIR)).pop().expect("a segment");
+    apply(&image, &Action::Truncate(active, 64));
+    let log = Log::open(LOG_DIR, lazy_mark_options(&image)).expect("the open accepts it");
+    let report = log.recovery_report();
+    assert!(
+        report.last_seq == Some(Seq(3)) || report.tail_cut.is_some(),
+        "records 1..=3 were acknowledged Synced, the open kept through {:?} and reports no cut",
+        report.last_seq
+    );
+}
+
+/// Known deviation 2 (found by the sweep): a bit flip in the newest slot of `MARK` makes the
+/// reader fall back to the older slot (as after a torn update); when that one is the clean mark
+/// of an earlier close, the open refuses the intact log with `MarkMismatch` naming the active
+/// segment, not `MARK`, which is what was damaged. Fails until the refusal names `MARK`.
+#[test]
+#[ignore = "known deviation 2: damage to MARK's newest slot is blamed on an intact segment"]
+fn known_deviation_2_a_damaged_newest_mark_slot_is_blamed_on_a_segment() {
+    let fs = SimFs::new(2);
+    let log = Log::open(LOG_DIR, lazy_mark_options(&fs)).expect("open");
+    log.append(b"one", Durability::Synced).expect("append");
+    log.close().expect("a clean close: a clean mark");
+    let log = Log::open(LOG_DIR, lazy_mark_options(&fs)).expect("reopen");
+    // The open's own mark is written in the other slot before this frame.
+    log.append(b"two", Durability::Synced).expect("append");
+    fs.halt();
+    drop(log);
+    let image = fs.reboot(CrashModel::LoseUnsynced, 0);
+    let dir = Path::new(LOG_DIR);
+    let mark = match factlog::mark::read(&image, dir) {
+        Ok(MarkState::Found(mark)) => mark,
+        other => panic!("no mark: {other:?}"),
+    };
+    assert!(!mark.clean && mark.durable_seq == 1, "{mark:?}");
+    let newest_slot = (mark.generation % 2) * factlog::mark::MARK_SLOT_STRIDE;
+    let mark_path = dir.join(MARK_FILE_NAME);
+    // A bit of the newest slot's durable seq.
+    assert!(image.flip_bit(&mark_path, (newest_slot + 64) * 8));
+    let err = Log::open(LOG_DIR, lazy_mark_options(&image)).expect_err("refused");
+    match err.kind() {
+        ErrorKind::Corruption { path, .. } => {
+            assert_eq!(*path, mark_path, "the refusal names the damaged file: {err}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Known deviation 3 (found by the sweep): a store's open runs its log's writer open first,
+/// which cuts a torn tail, and only then finds damage it refuses (a damaged sealed segment
+/// met by the replay, or the only snapshot of a purged store gone): the refusal leaves the
+/// torn tail zeroed, although a refused open is to change nothing
+/// (`format-spec/mark.md`: "nothing is cut, truncated or overwritten"), and the cut is
+/// reported nowhere. Fails until the store decides before its log cuts.
+#[test]
+#[ignore = "known deviation 3: a refused store open has cut its log's torn tail"]
+fn known_deviation_3_a_refused_store_open_cuts_the_torn_tail() {
+    let fs = SimFs::new(3);
+    let store = Store::open(STORE_DIR, store_options(&fs, Interval::EveryNs)).expect("open");
+    let task = store.task("t").expect("task");
+    let options =
+        AppendOptions { durability: Some(Durability::Synced), ..AppendOptions::default() };
+    for i in 0..80 {
+        task.append_with(message(i, 120), options).expect("append");
+    }
+    fs.halt();
+    drop((task, store));
+    let image = fs.reboot(CrashModel::LoseUnsynced, 0);
+    let dir = Path::new(STORE_DIR);
+    let segs = segments(&image, dir);
+    assert!(segs.len() >= 2, "a sealed segment and the active one");
+    // A torn tail after the last frame (no frame vouches for it), and a bit flip in the first
+    // frame of the sealed first segment.
+    let active = segs.last().expect("segments");
+    let bytes = image.read_file(active).expect("the active segment");
+    let header = factlog::segment::decode_header(&bytes, active).expect("header");
+    let end = factlog::recovery::analyze_tail(&bytes, &header).end_offset as usize;
+    apply(&image, &Action::Write(active.clone(), end + 8, vec![0xAB; 40]));
+    assert!(image.flip_bit(&segs[0], 100 * 8));
+    let before = files_of(&image);
+    let err =
+        Store::open(STORE_DIR, store_options(&image, Interval::EveryNs)).expect_err("refused");
+    assert!(err.is_corruption(), "{err}");
+    assert_eq!(changed(&before, &files_of(&image)), Vec::<String>::new(), "refused: {err}");
 }

@@ -11,7 +11,7 @@ use factlog::frame;
 use factlog::segment::SegmentHeader;
 use factlog::{SegmentId, Seq};
 
-use super::{event_decode, frame_decode, holder_crash, snapshot_decode};
+use super::{damaged_tail, event_decode, frame_decode, holder_crash, snapshot_decode};
 
 /// The salt of the format spec's examples.
 pub const SALT: u64 = 0x0123_4567_89AB_CDEF;
@@ -54,6 +54,9 @@ pub fn all() -> Vec<Seed> {
     }
     for (name, bytes) in holder_crash::seeds() {
         add("holder_crash", name, bytes);
+    }
+    for (name, bytes) in damaged_tail::seeds() {
+        add("damaged_tail", name, bytes);
     }
     seeds
 }
