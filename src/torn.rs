@@ -141,7 +141,12 @@ pub fn decode<'a>(bytes: &'a [u8], path: &Path) -> Result<KeptTail<'a>> {
     }
     let offset = u64::from_le_bytes(head[16..24].try_into().expect("eight bytes"));
     let len = u64::from_le_bytes(head[24..32].try_into().expect("eight bytes"));
-    let header = segment::decode_header(&head[PREFIX_BYTES..], path)?;
+    // A copied header that does not read is this file's damage, whatever the segment's is.
+    let header =
+        segment::decode_header(&head[PREFIX_BYTES..], path).map_err(|e| match e.kind() {
+            crate::ErrorKind::UnsupportedVersion { .. } => e,
+            _ => bad("the copied segment header"),
+        })?;
     let body = &bytes[KEPT_HEADER_BYTES..];
     if body.len() as u64 != len || offset < SEGMENT_HEADER_BYTES as u64 {
         return Err(bad("length"));

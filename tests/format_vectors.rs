@@ -1032,6 +1032,12 @@ fn is_replica_vector(stem: &str) -> bool {
     stem.get(3..).is_some_and(|rest| rest.starts_with("-replica-"))
 }
 
+/// Log mark and kept tail vectors (`NNN-mark-*`, `NNN-kept-tail*`) are checked by
+/// `tests/mark_vectors.rs`.
+fn is_mark_vector(stem: &str) -> bool {
+    stem.get(3..).is_some_and(|rest| rest.starts_with("-mark-") || rest.starts_with("-kept-tail"))
+}
+
 /// Every segment vector file in the directory and every segment vector the README describes is
 /// checked here, and numbers are not reused: a vector can be added, never dropped.
 #[test]
@@ -1055,6 +1061,7 @@ fn every_vector_is_described_and_checked() {
                 && !is_event_vector(name)
                 && !is_gaps_vector(name)
                 && !is_replica_vector(name)
+                && !is_mark_vector(name)
         })
         .collect();
     assert_eq!(described, listed, "the segment vectors of vectors/README.md, in order");
@@ -1065,7 +1072,11 @@ fn every_vector_is_described_and_checked() {
         }
         let stem = file.strip_suffix(".bin").or_else(|| file.strip_suffix(".txt"));
         if stem.is_some_and(|s| {
-            is_snapshot_vector(s) || is_event_vector(s) || is_gaps_vector(s) || is_replica_vector(s)
+            is_snapshot_vector(s)
+                || is_event_vector(s)
+                || is_gaps_vector(s)
+                || is_replica_vector(s)
+                || is_mark_vector(s)
         }) {
             continue;
         }

@@ -70,7 +70,9 @@ fn write_text(out: &mut impl Write, report: &SalvageReport) -> io::Result<()> {
                 "kept tail: {}: put back where an open cut it; its valid frames are kept",
                 kept.path.display()
             )?,
-            Some(note) => writeln!(out, "kept tail: {}: not put back: {note}", kept.path.display())?,
+            Some(note) => {
+                writeln!(out, "kept tail: {}: not put back: {note}", kept.path.display())?
+            }
         }
     }
     if !report.snapshots.is_empty() {
