@@ -182,6 +182,7 @@ enum Command {
     /// "delta_bytes","result_bytes","tasks","runs","every_turns","events_per_session"},
     /// "policies":[{"name","note","turns","tokens","ns_per_token":{"median","min","max"},
     /// "bytes_per_token","fsyncs_per_turn","fsyncs_per_turn_by_flusher",
+    /// "mark_fsyncs_per_run" (fdatasyncs of the log mark, not in fsyncs_per_turn),
     /// "synced_appends_per_run","synced_latency_us":{"p50","p99"} (null without synced
     /// appends),"ratio_to_floor":{"median","min","max"}}]}. --svg FILE writes a chart: the
     /// time per token of each policy (log scale) and the cumulative distribution of its
