@@ -137,7 +137,7 @@ impl Log {
         refuse_foreign(&listing, &dir)?;
         let mut segs = listing.segments;
         let mark_state = mark::read(&*fs, &dir)?;
-        if let (true, MarkState::Found(found)) = (segs.is_empty(), &mark_state) {
+        if segs.is_empty() {
             // The mark records segments that are gone: never start a new log over them.
             let empty = TailAnalysis {
                 end_offset: 0,
@@ -145,7 +145,7 @@ impl Log {
                 records: 0,
                 state: TailState::Clean,
             };
-            mark::check(found, &dir, &segs, &empty)?;
+            mark::check_state(&mark_state, &dir, &segs, &empty)?;
         }
         if segs.is_empty() {
             let files = &mut undo.created.files;
@@ -170,11 +170,10 @@ impl Log {
             .open(&active.path, OpenMode::ReadWrite)
             .map_err(|e| Error::io("open", &active.path, e))?;
         let analysis = analyze(&*fs, &active)?;
-        if let Some(found) = mark_state.mark() {
-            mark::check(found, &dir, &segs, &analysis)?;
-        }
+        mark::check_state(&mark_state, &dir, &segs, &analysis)?;
         let cut = Cutter { fs: &*fs, dir: &dir, file: &*file };
         let tail_cut = apply_tail(&analysis, &active, options.recovery_mode, Some(cut))?;
+        let pending_cut = tail_cut.as_ref().map(|cut| (cut.offset, cut.bytes));
         // What the scan found may sit only in the page cache after a process crash: make it
         // durable before the writer reports it as such.
         file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
@@ -204,6 +203,7 @@ impl Log {
         };
         let writer = Arc::new(Writer::new(WriterStart {
             mark: mark_keeper,
+            pending_cut,
             mark_interval: options.mark_interval,
             mark_in_flusher: options.background_threads,
             dir: dir.clone(),
@@ -244,11 +244,21 @@ impl Log {
     /// layer above (the store) whose own open failed after the log's. A log that existed
     /// before is only closed.
     pub(crate) fn discard_created(mut self) {
-        let _ = self.shutdown();
+        // Refused by the layer above: nothing of this open's deferred work is done.
+        let _ = self.shutdown(false);
         let mut created = std::mem::take(&mut self.created);
         let fs = Arc::clone(&self.fs);
         drop(self);
         created.remove(&*fs);
+    }
+
+    /// Cuts the torn tail this open found now instead of before the first write (a rewrite
+    /// reads the segments whole). A read-only log has nothing to cut.
+    pub(crate) fn cut_torn_tail_now(&self) -> Result<()> {
+        match &self.inner {
+            Inner::Writer { writer, .. } => writer.cut_torn_tail_now(),
+            Inner::ReadOnly { .. } => Ok(()),
+        }
     }
 
     /// The segment format version of this log (`format-spec/versions.md`): every segment of
@@ -320,8 +330,8 @@ impl Log {
             };
             let analysis = analyze(&*fs, &active)?;
             let checked = mark_read.and_then(|state| {
-                if let (Some(found), None) = (state.mark(), &listed_damage) {
-                    mark::check(found, &dir, &listing.segments, &analysis)?;
+                if listed_damage.is_none() {
+                    mark::check_state(&state, &dir, &listing.segments, &analysis)?;
                 }
                 Ok(state)
             });
@@ -583,10 +593,13 @@ impl Log {
     /// [`ErrorKind::Poisoned`] if an earlier I/O failure left appended records unsynced, or
     /// the error of the final sync.
     pub fn close(mut self) -> Result<()> {
-        self.shutdown()
+        self.shutdown(true)
     }
 
-    fn shutdown(&mut self) -> Result<()> {
+    /// Stops the writer. `finish`: a close, which also cuts a torn tail the open found if no
+    /// write did yet and marks the log cleanly closed; without it (an open refused by the layer
+    /// above) no file is changed.
+    fn shutdown(&mut self, finish: bool) -> Result<()> {
         let Inner::Writer { writer, flusher, lock, closed } = &mut self.inner else {
             return Ok(());
         };
@@ -598,7 +611,14 @@ impl Log {
             let _ = thread.join();
         }
         // A clean close vouches for every byte: the mark then records the exact end.
-        let outcome = writer.flush(Durability::Synced).and_then(|()| writer.mark_clean());
+        let outcome = if finish {
+            writer
+                .flush(Durability::Synced)
+                .and_then(|()| writer.cut_torn_tail_now())
+                .and_then(|()| writer.mark_clean())
+        } else {
+            writer.flush(Durability::Synced)
+        };
         writer.stop_preallocator();
         drop(lock.take());
         outcome
@@ -607,7 +627,7 @@ impl Log {
 
 impl Drop for Log {
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        let _ = self.shutdown(true);
     }
 }
 
@@ -712,8 +732,9 @@ struct Cutter<'a> {
     file: &'a dyn FsFile,
 }
 
-/// Decides, per the recovery table, what to do about the tail; with `cut`, cuts a torn tail,
-/// after keeping its bytes aside when valid frames follow its hole.
+/// Decides, per the recovery table, what to do about the tail; with `cut` (a writer open),
+/// keeps a torn tail's bytes aside when valid frames follow its hole. The writer zeroes the
+/// tail itself ([`WriterStart::pending_cut`]).
 fn apply_tail(
     analysis: &TailAnalysis,
     active: &SegmentMeta,
@@ -737,14 +758,15 @@ fn apply_tail(
                 }
                 .into());
             }
+            // The bytes are kept aside now (a new file; the segment is not changed), and zeroed
+            // by the writer before its first write or at its close: a layer above that refuses
+            // the store after this open leaves the segment as it was.
             let mut kept = None;
-            if let Some(Cutter { fs, dir, file }) = cut {
-                if frames > 0 {
-                    let header = &active.header;
-                    kept = Some(torn::keep(fs, dir, header, &active.path, file, offset, bytes)?);
-                }
-                segments::write_zeros(file, &active.path, offset, bytes)?;
-                file.sync_data().map_err(|e| Error::io("fdatasync", &active.path, e))?;
+            if let Some(Cutter { fs, dir, file }) = cut
+                && frames > 0
+            {
+                let header = &active.header;
+                kept = Some(torn::keep(fs, dir, header, &active.path, file, offset, bytes)?);
             }
             Ok(Some(TailCut {
                 segment,

@@ -185,6 +185,10 @@ pub enum MarkState {
     Absent,
     /// The newest valid slot.
     Found(Mark),
+    /// The only valid slot, beside one that holds damaged bytes (neither zeros nor a mark):
+    /// the newest update may be the damaged one, so a disagreement with the segments is laid
+    /// at `MARK`'s door ([`check_state`]).
+    FoundBesideDamagedSlot(Mark),
 }
 
 impl MarkState {
@@ -193,7 +197,7 @@ impl MarkState {
     pub fn mark(&self) -> Option<&Mark> {
         match self {
             MarkState::Absent => None,
-            MarkState::Found(mark) => Some(mark),
+            MarkState::Found(mark) | MarkState::FoundBesideDamagedSlot(mark) => Some(mark),
         }
     }
 }
@@ -217,13 +221,46 @@ pub fn read(fs: &dyn Fs, dir: &Path) -> Result<MarkState> {
     let slot = |at: u64| bytes.get(at as usize..).unwrap_or_default();
     let a = Mark::decode(slot(0), &path)?;
     let b = Mark::decode(slot(MARK_SLOT_STRIDE), &path)?;
-    let newest = match (a, b) {
-        (Some(a), Some(b)) => Some(if b.generation > a.generation { b } else { a }),
-        (a, b) => a.or(b),
+    let holds_bytes = |at: u64| {
+        let end = (at as usize + MARK_SLOT_BYTES).min(bytes.len());
+        bytes.get(at as usize..end).is_some_and(|slot| slot.iter().any(|&b| b != 0))
     };
-    match newest {
-        Some(mark) => Ok(MarkState::Found(mark)),
-        None => Err(Error::corruption(None, &path, 0, CorruptionReason::BadMark("no valid slot"))),
+    match (a, b) {
+        (Some(a), Some(b)) => Ok(MarkState::Found(if b.generation > a.generation { b } else { a })),
+        (Some(mark), None) if holds_bytes(MARK_SLOT_STRIDE) => {
+            Ok(MarkState::FoundBesideDamagedSlot(mark))
+        }
+        (None, Some(mark)) if holds_bytes(0) => Ok(MarkState::FoundBesideDamagedSlot(mark)),
+        (Some(mark), None) | (None, Some(mark)) => Ok(MarkState::Found(mark)),
+        (None, None) => {
+            Err(Error::corruption(None, &path, 0, CorruptionReason::BadMark("no valid slot")))
+        }
+    }
+}
+
+/// [`check`] against what [`read`] found (`Absent`: nothing to check). When the mark came from
+/// beside a damaged slot and disagrees with the segments, the damaged slot is the likelier
+/// culprit (its update may be the newest): the error names `MARK`.
+///
+/// # Errors
+/// As [`check`], or a `Corruption` of `MARK` with reason [`CorruptionReason::BadMark`].
+pub fn check_state(
+    state: &MarkState,
+    dir: &Path,
+    segments: &[SegmentMeta],
+    analysis: &TailAnalysis,
+) -> Result<()> {
+    match state {
+        MarkState::Absent => Ok(()),
+        MarkState::Found(mark) => check(mark, dir, segments, analysis),
+        MarkState::FoundBesideDamagedSlot(mark) => {
+            check(mark, dir, segments, analysis).map_err(|_| {
+                let reason = CorruptionReason::BadMark(
+                    "a slot is damaged, and the other one disagrees with the segments",
+                );
+                Error::corruption(None, &dir.join(MARK_FILE_NAME), 0, reason)
+            })
+        }
     }
 }
 
@@ -281,7 +318,7 @@ impl MarkKeeper {
     ) -> Result<MarkKeeper> {
         let file = match found {
             MarkState::Absent => None,
-            MarkState::Found(mark) => {
+            MarkState::Found(mark) | MarkState::FoundBesideDamagedSlot(mark) => {
                 let path = dir.join(MARK_FILE_NAME);
                 let file =
                     fs.open(&path, OpenMode::ReadWrite).map_err(|e| Error::io("open", &path, e))?;

@@ -138,7 +138,9 @@ pub fn last_nonzero(bytes: &[u8]) -> Option<usize> {
     bytes[start..start + BLOCK].iter().rposition(|&b| b != 0).map(|i| start + i)
 }
 
-/// What open did about the tail, or in a read-only open, what it would do.
+/// The torn tail a writer open cuts (zeroed and synced before its first write, or at its
+/// close if nothing is written: `format-spec/recovery.md`, step 9), or in a read-only open,
+/// what a writer open would cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TailCut {
     /// The active segment.

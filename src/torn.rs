@@ -74,10 +74,22 @@ pub(crate) fn keep(
 ) -> Result<PathBuf> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let taken = fs.list_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
-    let kept = (1..)
-        .map(|n| format!("{name}{INFIX}{offset:020}-{n}"))
-        .find(|candidate| !taken.contains(candidate))
-        .expect("an unused name");
+    let header_bytes = encode_header(header, offset, bytes);
+    let mut kept = None;
+    for n in 1.. {
+        let candidate = format!("{name}{INFIX}{offset:020}-{n}");
+        if !taken.contains(&candidate) {
+            kept = Some(candidate);
+            break;
+        }
+        // An earlier open that kept the same bytes and was then refused or crashed before its
+        // cut: keep them once.
+        let existing = dir.join(&candidate);
+        if same_bytes(fs, &existing, &header_bytes, file, path, offset, bytes)? {
+            return Ok(existing);
+        }
+    }
+    let kept = kept.expect("an unused name");
     let kept = dir.join(kept);
     let tmp = PathBuf::from(format!("{}.tmp", kept.display()));
     match fs.remove_file(&tmp) {
@@ -85,8 +97,7 @@ pub(crate) fn keep(
         _ => {}
     }
     let out = fs.open(&tmp, OpenMode::CreateNew).map_err(|e| Error::io("create", &tmp, e))?;
-    out.write_all_at(&encode_header(header, offset, bytes), 0)
-        .map_err(|e| Error::io("write", &tmp, e))?;
+    out.write_all_at(&header_bytes, 0).map_err(|e| Error::io("write", &tmp, e))?;
     let mut chunk = vec![0u8; ZERO_CHUNK_BYTES];
     let mut done = 0;
     while done < bytes {
@@ -101,6 +112,42 @@ pub(crate) fn keep(
     fs.rename(&tmp, &kept).map_err(|e| Error::io("rename", &kept, e))?;
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;
     Ok(kept)
+}
+
+/// Whether the kept file `existing` holds `header` followed by `[offset, offset + bytes)` of
+/// `file`, compared in bounded chunks.
+fn same_bytes(
+    fs: &dyn Fs,
+    existing: &Path,
+    header: &[u8],
+    file: &dyn FsFile,
+    path: &Path,
+    offset: u64,
+    bytes: u64,
+) -> Result<bool> {
+    let kept = fs.open(existing, OpenMode::Read).map_err(|e| Error::io("open", existing, e))?;
+    if kept.len().map_err(|e| Error::io("stat", existing, e))? != KEPT_HEADER_BYTES as u64 + bytes {
+        return Ok(false);
+    }
+    let mut head = [0u8; KEPT_HEADER_BYTES];
+    kept.read_exact_at(&mut head, 0).map_err(|e| Error::io("read", existing, e))?;
+    if head[..] != header[..] {
+        return Ok(false);
+    }
+    let (mut ours, mut theirs) = (vec![0u8; ZERO_CHUNK_BYTES], vec![0u8; ZERO_CHUNK_BYTES]);
+    let mut done = 0;
+    while done < bytes {
+        let n = (bytes - done).min(ZERO_CHUNK_BYTES as u64) as usize;
+        file.read_exact_at(&mut ours[..n], offset + done)
+            .map_err(|e| Error::io("read", path, e))?;
+        kept.read_exact_at(&mut theirs[..n], KEPT_HEADER_BYTES as u64 + done)
+            .map_err(|e| Error::io("read", existing, e))?;
+        if ours[..n] != theirs[..n] {
+            return Ok(false);
+        }
+        done += n as u64;
+    }
+    Ok(true)
 }
 
 fn encode_header(header: &SegmentHeader, offset: u64, bytes: u64) -> [u8; KEPT_HEADER_BYTES] {

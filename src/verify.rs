@@ -104,26 +104,25 @@ fn verify_once(dir: &Path, fs: &dyn crate::fs::Fs) -> Result<VerifyReport> {
         Err(e) => return Err(e),
     };
     report.kept_tails = crate::torn::list(fs, dir)?;
-    match mark_read {
-        Ok(state) => report.mark = state.mark().copied(),
+    let mark_state = match mark_read {
+        Ok(state) => state,
         Err(e) if e.is_corruption() => {
             report.outcome = VerifyOutcome::Corrupt(e);
             return Ok(report);
         }
         Err(e) => return Err(e),
-    }
+    };
+    report.mark = mark_state.mark().copied();
     if listing.segments.is_empty() {
-        if let Some(found) = &report.mark {
-            let none = recovery::TailAnalysis {
-                end_offset: 0,
-                next_seq: Seq(1),
-                records: 0,
-                state: TailState::Clean,
-            };
-            if let Err(e) = mark::check(found, dir, &listing.segments, &none) {
-                report.outcome = VerifyOutcome::Corrupt(e);
-                return Ok(report);
-            }
+        let none = recovery::TailAnalysis {
+            end_offset: 0,
+            next_seq: Seq(1),
+            records: 0,
+            state: TailState::Clean,
+        };
+        if let Err(e) = mark::check_state(&mark_state, dir, &listing.segments, &none) {
+            report.outcome = VerifyOutcome::Corrupt(e);
+            return Ok(report);
         }
         return Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into());
     }
@@ -183,10 +182,7 @@ fn verify_once(dir: &Path, fs: &dyn crate::fs::Fs) -> Result<VerifyReport> {
             )
         } else {
             let analysis = recovery::analyze_tail(&map, header);
-            let marked = match &report.mark {
-                Some(found) => mark::check(found, dir, &listing.segments, &analysis).err(),
-                None => None,
-            };
+            let marked = mark::check_state(&mark_state, dir, &listing.segments, &analysis).err();
             let problem = match (marked, analysis.state.clone()) {
                 (Some(damage), _) => Some(VerifyOutcome::Corrupt(damage)),
                 (None, TailState::Clean) => None,

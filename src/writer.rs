@@ -50,6 +50,9 @@ pub(crate) struct WriterStart {
     pub prealloc: Preallocator,
     /// The mark, with the open's waiting to be written before the first write.
     pub mark: MarkKeeper,
+    /// The torn tail open found in the active segment (offset, bytes): zeroed and synced
+    /// before the first write, so that a store refused after its log opened changes nothing.
+    pub pending_cut: Option<(u64, u64)>,
     pub mark_interval: Duration,
     /// Whether the flusher thread updates the mark (else the sync that finds it due does).
     pub mark_in_flusher: bool,
@@ -121,8 +124,11 @@ pub(crate) struct Writer {
     prealloc: Preallocator,
     /// Taken after `segments` when both are, never while `state` waits for `io`.
     mark: Mutex<MarkKeeper>,
-    /// Whether the open's mark still waits to be written (checked before every write).
-    mark_pending: AtomicBool,
+    /// Whether the open's deferred work (the cut of a torn tail, the open's mark) still waits
+    /// to be done before the first write (checked before every write-out, not per record).
+    open_pending: AtomicBool,
+    /// The torn tail open found, zeroed before the first write ([`Writer::finish_open`]).
+    pending_cut: Mutex<Option<(u64, u64)>>,
     mark_interval: Duration,
     mark_in_flusher: bool,
     durable_pos: Mutex<DurablePos>,
@@ -184,7 +190,8 @@ impl Writer {
                 segment: active.header.id,
             }),
             mark: Mutex::new(start.mark),
-            mark_pending: AtomicBool::new(true),
+            open_pending: AtomicBool::new(true),
+            pending_cut: Mutex::new(start.pending_cut),
             mark_interval: start.mark_interval,
             mark_in_flusher: start.mark_in_flusher,
         }
@@ -350,8 +357,8 @@ impl Writer {
                 self.check_poison()?;
                 self.swap_into(&mut state, &mut io);
                 self.write_spare(&mut io, seq - 1)?;
-                if self.mark_pending.load(Ordering::Acquire) {
-                    self.write_pending_mark()?;
+                if self.open_pending.load(Ordering::Acquire) {
+                    self.finish_open(&io)?;
                 }
                 self.prealloc.room_for(io.offset + big.len() as u64);
                 if let Err(e) = io.file.write_all_at(&big, io.offset) {
@@ -437,8 +444,8 @@ impl Writer {
     }
 
     fn write_spare(&self, io: &mut Io, through: u64) -> Result<u64> {
-        if self.mark_pending.load(Ordering::Acquire) && !io.spare.is_empty() {
-            self.write_pending_mark()?;
+        if self.open_pending.load(Ordering::Acquire) && !io.spare.is_empty() {
+            self.finish_open(io)?;
         }
         if !io.spare.is_empty() {
             self.prealloc.room_for(io.offset + io.spare.len() as u64);
@@ -553,12 +560,37 @@ impl Writer {
         mark.write(next).map_err(|e| self.poison(e))
     }
 
-    /// Writes the open's mark before the first write to a segment (with the io lock held).
-    fn write_pending_mark(&self) -> Result<()> {
+    /// The open's deferred work, before the first write to a segment (with the io lock held,
+    /// so the active file is the one open found): the torn tail it found is zeroed and synced,
+    /// then the open's mark is written (`format-spec/recovery.md`, step 9).
+    fn finish_open(&self, io: &Io) -> Result<()> {
+        self.cut_pending(io)?;
         let mut mark = self.mark.lock();
         mark.write_pending().map_err(|e| self.poison(e))?;
-        self.mark_pending.store(false, Ordering::Release);
+        self.open_pending.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// Zeroes and syncs the torn tail open found, if it is still there.
+    fn cut_pending(&self, io: &Io) -> Result<()> {
+        if let Some((offset, bytes)) = self.pending_cut.lock().take() {
+            segments::write_zeros(&*io.file, &io.path, offset, bytes)
+                .and_then(|()| io.file.sync_data().map_err(|e| Error::io("fdatasync", &io.path, e)))
+                .map_err(|e| self.poison(e))?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the torn tail open found now, if no write did yet: at a close, and before a
+    /// rewrite reads the segments. The mark is left as open found it (it vouches for nothing
+    /// the cut removed), so a log that was not written to keeps its `MARK` as it was.
+    pub(crate) fn cut_torn_tail_now(&self) -> Result<()> {
+        if self.pending_cut.lock().is_none() {
+            return Ok(());
+        }
+        let io = self.io.lock();
+        self.check_poison()?;
+        self.cut_pending(&io)
     }
 
     /// Marks the log cleanly closed: everything appended is synced (call after a synced
@@ -602,6 +634,10 @@ impl Writer {
             self.synced_fresh.store(0, Ordering::Release);
             self.swap_into(state, &mut io);
             self.write_spare(&mut io, through)?;
+            if self.open_pending.load(Ordering::Acquire) {
+                // A torn tail must be cut before the segment is sealed with it.
+                self.finish_open(&io)?;
+            }
             if self.durable_seq.load(Ordering::Acquire) < through {
                 if let Err(e) = io.file.sync_data() {
                     return Err(self.poison(Error::io("fdatasync", &io.path, e)));

@@ -6,11 +6,12 @@
 //! segment, a damaged or truncated `MARK`, and for a store whose early segments were purged
 //! after a snapshot, a damaged or deleted snapshot or a deleted first segment), a writer open
 //! either refuses it or recovers every record it owes, never something else:
-//! - a refusal is a corruption error (`Error::is_corruption`; for a store whose purged events
-//!   survive only in a damaged snapshot, `ErrorKind::Reclaimed` is also seen and counted apart)
-//!   whose path is the damaged file (for a missing or renamed segment: its name, its new name,
-//!   or the segment the listing stops at), and the refused open leaves every file byte for
-//!   byte as it found it;
+//! - a refusal is a corruption error (`Error::is_corruption`: for a purged store whose base
+//!   snapshot is damaged or gone, `BaseSnapshotLost`; an `ErrorKind::Reclaimed`, which names no
+//!   file, would be accepted there and counted apart) whose path is the damaged file (for a
+//!   missing or renamed segment: its name, its new name, or the segment the listing stops at;
+//!   for a snapshot, it or the snapshot directory), and the refused open leaves every file byte
+//!   for byte as it found it;
 //! - an open recovers a gap-free log starting where the undamaged one starts, every record
 //!   equal to what was appended at its seq; after a clean close every record, after a crash
 //!   every record acknowledged `Synced` (or preceding one) is there. Only in the cases run
@@ -22,7 +23,15 @@
 //! - an open whose read then stops (damage in a sealed segment, which open does not read)
 //!   stops with a corruption error naming the damaged file, after records that are all right.
 //!
-//! Anything else is a "silent loss" (or another violation) and fails the test with the case.
+//! Anything else is a "silent loss" (or another violation) and fails the test with the case,
+//! with one exception, the limit `format-spec/mark.md` states ("What remains indistinguishable
+//! from a tear"): in the default-interval crash images, synced records after the mark's bound
+//! whose damage left only zeros (a truncation, a stale or zeroed page) read as writes that
+//! never reached the disk; nothing is cut or reported. Those are counted and printed apart, and
+//! `a_window_loss_that_leaves_only_zeros_reads_as_writes_never_made` pins the behaviour. This
+//! sweep found two defects, fixed and pinned by tests below: damage to the newest slot of
+//! `MARK` made the older mark refuse an intact log naming a segment, and a store refused after
+//! its log's open had already cut a torn tail.
 //!
 //! How: seeded workloads of appends in all three tiers, batches, flushes, reopens (and for
 //! stores, `assistant/delta` fragments, several tasks, and a checkpoint followed by a purge)
@@ -39,7 +48,8 @@
 //! record through a torn-tail cut, and the checker calls it a silent loss.
 //!
 //! Run `cargo nextest run --test mark_damage_sweep --no-capture` (or `cargo test --test
-//! mark_damage_sweep -- --nocapture`) to see the counts per damage kind and outcome.
+//! mark_damage_sweep -- --nocapture`) to see the counts per damage kind and outcome: 121
+//! images, about 8,000 damages, under 2 s in a debug build on two cores.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -505,6 +515,7 @@ fn make_image(spec: Spec, expected: Option<&BTreeMap<u64, Vec<u8>>>) -> Result<I
     }
     let mark = match factlog::mark::read(&fs, kind.dir()) {
         Ok(MarkState::Found(mark)) => mark,
+        Ok(MarkState::FoundBesideDamagedSlot(mark)) => panic!("a damaged slot: {mark:?}"),
         other => return Err(fail(format!("no mark: {other:?}"))),
     };
     if end == End::Clean && (!mark.clean || mark.durable_seq != last) {
@@ -826,15 +837,10 @@ fn reason_name(reason: &impl std::fmt::Debug) -> String {
     format!("{reason:?}").chars().take_while(char::is_ascii_alphanumeric).collect()
 }
 
-/// Deviations from the rule this sweep found in the engine (each reproduced by an ignored test
-/// below, `known_deviation_*`): tolerated only as characterised here, counted and printed
-/// apart, so that anything else still fails. Remove a tolerance once the engine is fixed.
-const KNOWN_WINDOW_LOSS: &str = "KNOWN DEVIATION 1: synced records lost in the mark's window, \
-                                 no tail cut reported (the damage left nothing to cut)";
-const KNOWN_MARK_BLAMES_SEGMENT: &str = "KNOWN DEVIATION 2: MARK's newest slot damaged, the older \
-                                         mark refuses naming an intact segment";
-const KNOWN_STORE_CUT_THEN_REFUSED: &str = "KNOWN DEVIATION 3: store refused after its log open \
-                                            had cut the torn tail";
+/// The documented limit (`format-spec/mark.md`, "What remains indistinguishable from a tear"),
+/// tolerated only as characterised here, counted and printed apart.
+const KNOWN_WINDOW_LOSS: &str = "KNOWN LIMIT: synced records after the mark's bound lost with \
+                                 only zeros left (writes never made, as far as the disk says)";
 
 /// Whether `damage` touched `MARK`.
 fn on_mark(damage: &Damage) -> bool {
@@ -862,11 +868,6 @@ fn check_refusal(image: &Image, damage: &Damage, e: &Error) -> Result<String, St
         return Err(format!("the message does not name {}: {e}", path.display()));
     }
     if !damage.names.contains(path) {
-        let blames_segment = is_segment(path)
-            && ["MarkMismatch", "SegmentUnmarked", "DamagedAfterClose"].contains(&&*reason);
-        if on_mark(damage) && blames_segment {
-            return Ok(KNOWN_MARK_BLAMES_SEGMENT.to_owned());
-        }
         return Err(format!("the refusal names {}, not the damaged file: {e}", path.display()));
     }
     Ok(format!("refused: {reason}"))
@@ -950,18 +951,19 @@ fn refused(
 ) -> Result<String, String> {
     let label = check_refusal(image, damage, e)?;
     if after != before {
-        // A store's own checks run after its log's open, which may have cut a torn tail the
-        // undamaged image has too.
-        let cut_first = image.kind == Kind::Store
-            && image.baseline_cut.is_some()
-            && check_changes(before, after, image.baseline_cut.as_ref()).is_ok();
-        if !cut_first {
+        // Only a kept copy of a torn tail may appear (a new file; no byte of the store changes).
+        let only_kept = changed(before, after).iter().all(|path| {
+            !before.contains_key(Path::new(path))
+                && Path::new(path)
+                    .file_name()
+                    .is_some_and(|n| factlog::torn::is_kept_name(&n.to_string_lossy()))
+        });
+        if !only_kept {
             return Err(format!(
                 "the refused open ({e}) changed the image: {:?}",
                 changed(before, after)
             ));
         }
-        return Ok(KNOWN_STORE_CUT_THEN_REFUSED.to_owned());
     }
     Ok(label)
 }
@@ -1139,7 +1141,6 @@ fn images() -> Vec<Image> {
 fn class(label: &str) -> &'static str {
     match label {
         "VIOLATION" => "silent loss or other violation",
-        KNOWN_MARK_BLAMES_SEGMENT | KNOWN_STORE_CUT_THEN_REFUSED => "refused",
         _ if label.starts_with("no change") => "no change",
         _ if label.starts_with("refused") => "refused",
         _ if label.starts_with("read stops") => "opened, then a read stops at the damage",
@@ -1257,14 +1258,12 @@ fn lazy_mark_options(fs: &SimFs) -> Options {
     log_options(fs, Interval::Default).mark_interval(Duration::from_secs(60))
 }
 
-/// Known deviation 1 (found by the sweep): `format-spec/mark.md` says damage in the window
-/// after the mark's durable bound "is cut as a torn tail, and reported", but damage that
-/// leaves only zeros there (a truncation, a stale or zeroed page) leaves nothing to cut: the
-/// synced records are lost and the open reports nothing. Fails until the engine (or the spec)
-/// changes.
+/// The limit `format-spec/mark.md` states: damage after the mark's durable bound that leaves
+/// only zeros there (a truncation, a stale or zeroed page) reads exactly as writes that never
+/// reached the disk; the open keeps what is there and has nothing to cut or report. The mark
+/// interval bounds it (here 60 s, so the mark vouches for nothing of these appends).
 #[test]
-#[ignore = "known deviation 1: a loss in the mark's window that leaves zeros is not reported"]
-fn known_deviation_1_a_truncated_window_loses_synced_records_unreported() {
+fn a_window_loss_that_leaves_only_zeros_reads_as_writes_never_made() {
     let fs = SimFs::new(1);
     let log = Log::open(LOG_DIR, lazy_mark_options(&fs)).expect("open");
     for i in 0..3 {
@@ -1277,20 +1276,16 @@ fn known_deviation_1_a_truncated_window_loses_synced_records_unreported() {
     apply(&image, &Action::Truncate(active, 64));
     let log = Log::open(LOG_DIR, lazy_mark_options(&image)).expect("the open accepts it");
     let report = log.recovery_report();
-    assert!(
-        report.last_seq == Some(Seq(3)) || report.tail_cut.is_some(),
-        "records 1..=3 were acknowledged Synced, the open kept through {:?} and reports no cut",
-        report.last_seq
-    );
+    assert_eq!((report.last_seq, &report.tail_cut), (None, &None), "{report:?}");
+    assert_eq!(report.mark.map(|m| m.durable_seq), Some(0), "the mark vouched for none");
 }
 
-/// Known deviation 2 (found by the sweep): a bit flip in the newest slot of `MARK` makes the
-/// reader fall back to the older slot (as after a torn update); when that one is the clean mark
-/// of an earlier close, the open refuses the intact log with `MarkMismatch` naming the active
-/// segment, not `MARK`, which is what was damaged. Fails until the refusal names `MARK`.
+/// Found by the sweep, fixed: a bit flip in the newest slot of `MARK` makes the reader fall
+/// back to the older slot (as after a torn update); when that one is the clean mark of an
+/// earlier close, it disagrees with the intact log, and the refusal names `MARK`, which is what
+/// was damaged, not the active segment.
 #[test]
-#[ignore = "known deviation 2: damage to MARK's newest slot is blamed on an intact segment"]
-fn known_deviation_2_a_damaged_newest_mark_slot_is_blamed_on_a_segment() {
+fn a_damaged_newest_mark_slot_is_named_not_an_intact_segment() {
     let fs = SimFs::new(2);
     let log = Log::open(LOG_DIR, lazy_mark_options(&fs)).expect("open");
     log.append(b"one", Durability::Synced).expect("append");
@@ -1320,15 +1315,12 @@ fn known_deviation_2_a_damaged_newest_mark_slot_is_blamed_on_a_segment() {
     }
 }
 
-/// Known deviation 3 (found by the sweep): a store's open runs its log's writer open first,
-/// which cuts a torn tail, and only then finds damage it refuses (a damaged sealed segment
-/// met by the replay, or the only snapshot of a purged store gone): the refusal leaves the
-/// torn tail zeroed, although a refused open is to change nothing
-/// (`format-spec/mark.md`: "nothing is cut, truncated or overwritten"), and the cut is
-/// reported nowhere. Fails until the store decides before its log cuts.
+/// Found by the sweep, fixed: a store's open runs its log's writer open first, which finds a
+/// torn tail, and only then finds damage it refuses (a damaged sealed segment met by the
+/// replay, or the only snapshot of a purged store gone). The log defers the cut to its first
+/// write or its close, so the refused open leaves every segment as it was.
 #[test]
-#[ignore = "known deviation 3: a refused store open has cut its log's torn tail"]
-fn known_deviation_3_a_refused_store_open_cuts_the_torn_tail() {
+fn a_refused_store_open_leaves_its_torn_tail_uncut() {
     let fs = SimFs::new(3);
     let store = Store::open(STORE_DIR, store_options(&fs, Interval::EveryNs)).expect("open");
     let task = store.task("t").expect("task");

@@ -122,6 +122,8 @@ pub fn migrate(
     let seen = position(&probe)?;
     drop(probe);
     let store = Store::open(dir, store_options.clone())?;
+    // The rewrite reads every segment whole: the torn tail this open found goes first.
+    store.log().cut_torn_tail_now()?;
     if position(&store)? == seen {
         return switch(store, store_options, options, report, planned);
     }
