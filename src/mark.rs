@@ -221,12 +221,22 @@ pub fn read(fs: &dyn Fs, dir: &Path) -> Result<MarkState> {
     let slot = |at: u64| bytes.get(at as usize..).unwrap_or_default();
     let a = Mark::decode(slot(0), &path)?;
     let b = Mark::decode(slot(MARK_SLOT_STRIDE), &path)?;
+    // `MARK` is created whole: a shorter (or longer) file lost or gained bytes, and the slot
+    // it cut may have been the newer one.
+    let whole = len == MARK_FILE_BYTES;
     let holds_bytes = |at: u64| {
         let end = (at as usize + MARK_SLOT_BYTES).min(bytes.len());
-        bytes.get(at as usize..end).is_some_and(|slot| slot.iter().any(|&b| b != 0))
+        !whole || bytes.get(at as usize..end).is_some_and(|slot| slot.iter().any(|&b| b != 0))
     };
     match (a, b) {
-        (Some(a), Some(b)) => Ok(MarkState::Found(if b.generation > a.generation { b } else { a })),
+        (Some(a), Some(b)) => {
+            let newest = if b.generation > a.generation { b } else { a };
+            Ok(if whole {
+                MarkState::Found(newest)
+            } else {
+                MarkState::FoundBesideDamagedSlot(newest)
+            })
+        }
         (Some(mark), None) if holds_bytes(MARK_SLOT_STRIDE) => {
             Ok(MarkState::FoundBesideDamagedSlot(mark))
         }

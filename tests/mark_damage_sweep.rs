@@ -415,8 +415,6 @@ struct Image {
     first_seq: u64,
     /// The last seq an open of the undamaged image recovers.
     baseline_last: u64,
-    /// The torn tail an open of the undamaged image cuts.
-    baseline_cut: Option<TailCut>,
     /// The mark's durable seq in the undamaged image.
     vouched: u64,
     /// Earlier copies of the image's active segment file, taken while the workload ran.
@@ -436,11 +434,10 @@ impl Image {
     }
 }
 
-/// The records an open of `fs` reads, from its first seq, and the tail it cut.
+/// The records an open of `fs` reads, from its first seq.
 struct Recovered {
     first: u64,
     records: Vec<(u64, Vec<u8>)>,
-    cut: Option<TailCut>,
 }
 
 fn recover(kind: Kind, fs: &SimFs, interval: Interval) -> Result<Recovered, String> {
@@ -452,9 +449,8 @@ fn recover(kind: Kind, fs: &SimFs, interval: Interval) -> Result<Recovered, Stri
         let record = record.map_err(|e| format!("read: {e}"))?;
         records.push((record.seq.0, record.payload.to_vec()));
     }
-    let cut = log.recovery_report().tail_cut.clone();
     handle.close().map_err(|e| format!("close: {e}"))?;
-    Ok(Recovered { first, records, cut })
+    Ok(Recovered { first, records })
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -544,7 +540,6 @@ fn make_image(spec: Spec, expected: Option<&BTreeMap<u64, Vec<u8>>>) -> Result<I
         required,
         first_seq: baseline.first,
         baseline_last,
-        baseline_cut: baseline.cut,
         vouched: mark.durable_seq,
         history,
     })

@@ -469,7 +469,8 @@ fn check(name: &str) {
             let damaged_beside = slots.iter().any(|s| matches!(s, SlotOutcome::NoMark))
                 && (0..2).any(|i| {
                     let at = i * SLOT_1;
-                    matches!(slots[i], SlotOutcome::NoMark) && bytes[at..at + SLOT].iter().any(|&b| b != 0)
+                    matches!(slots[i], SlotOutcome::NoMark)
+                        && bytes[at..at + SLOT].iter().any(|&b| b != 0)
                 });
             match state {
                 MarkState::Found(mark) if !damaged_beside => {
