@@ -652,6 +652,14 @@ impl Error {
         ErrorKind::InvalidOptions { reason: reason.into() }.into()
     }
 
+    /// True for an I/O error that says a file or directory is not there: a file removed
+    /// between a directory listing and its open (a snapshot pruned, a segment reclaimed) is
+    /// the normal outcome of that race, not a failure.
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        matches!(&*self.kind, ErrorKind::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
     /// True for corruption and unsupported-version errors: the bytes on disk are not what
     /// this build can trust, as opposed to an operating failure.
     #[must_use]

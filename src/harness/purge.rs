@@ -158,6 +158,8 @@ fn oldest_valid(fs: &dyn Fs, dir: &Path) -> Result<(Option<SnapshotFile>, Vec<Sk
     for file in snapshot::list(fs, dir)? {
         match snapshot::load(fs, &file) {
             Ok(_) => return Ok((Some(file), skipped)),
+            // Pruned since the listing: not one of the store's snapshots any more.
+            Err(error) if error.is_not_found() => {}
             Err(error) => {
                 skipped.push(SkippedSnapshot { path: file.path, reason: Some(error.to_string()) });
             }

@@ -417,7 +417,12 @@ pub fn list(fs: &dyn Fs, store_dir: &Path) -> Result<Vec<SnapshotFile>> {
     let dir = snapshot_dir(store_dir);
     let mut files = Vec::new();
     for (covered_seq, path) in snapshots_by_name(fs, &dir)? {
-        let file = fs.open(&path, OpenMode::Read).map_err(|e| Error::io("open", &path, e))?;
+        let file = match fs.open(&path, OpenMode::Read) {
+            Ok(file) => file,
+            // Pruned (or purged) since the listing: a race with a writer, not a failure.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
         let file_bytes = file.len().map_err(|e| Error::io("stat", &path, e))?;
         files.push(SnapshotFile { path, covered_seq, file_bytes });
     }
@@ -444,8 +449,11 @@ pub struct SnapshotsChecked {
 pub fn check_all(fs: &dyn Fs, store_dir: &Path, log_first_seq: u64) -> Result<SnapshotsChecked> {
     let mut files = Vec::new();
     for file in list(fs, store_dir)? {
-        let error = load(fs, &file).err();
-        files.push((file, error));
+        match load(fs, &file) {
+            // Pruned since the listing: it is no longer one of the store's snapshots.
+            Err(error) if error.is_not_found() => {}
+            outcome => files.push((file, outcome.err())),
+        }
     }
     let base = base_lost(store_dir, log_first_seq, &files);
     let problem = match base {
@@ -503,7 +511,12 @@ pub(crate) fn base_lost(
 pub fn refuse_newer(fs: &dyn Fs, store_dir: &Path) -> Result<()> {
     let dir = snapshot_dir(store_dir);
     for (_, path) in snapshots_by_name(fs, &dir)? {
-        let file = fs.open(&path, OpenMode::Read).map_err(|e| Error::io("open", &path, e))?;
+        let file = match fs.open(&path, OpenMode::Read) {
+            Ok(file) => file,
+            // Pruned since the listing: nothing of it to refuse.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
         let mut head = [0u8; VERSION_AT + 2];
         if file.len().map_err(|e| Error::io("stat", &path, e))? < head.len() as u64 {
             continue;
@@ -544,6 +557,8 @@ pub fn load_newest(
         });
         match outcome {
             Ok(found) => return Ok(Loaded { loaded: Some(found), skipped }),
+            // Pruned since the listing: an older one is looked at, as for a damaged one.
+            Err(error) if error.is_not_found() => {}
             Err(error) => skipped.push(SkippedSnapshot { path, error }),
         }
     }
