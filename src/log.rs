@@ -147,8 +147,11 @@ impl Log {
             };
             mark::check_state(&mark_state, &dir, &segs, &empty)?;
         }
-        if segs.is_empty() {
+        let creating = segs.is_empty();
+        if creating {
             let files = &mut undo.created.files;
+            files.push(dir.join(mark::MARK_FILE_NAME));
+            files.push(dir.join(mark::MARK_TMP_FILE_NAME));
             files.push(dir.join(PREALLOC_FILE_NAME));
             files.push(dir.join(segment::file_name(Seq(1))));
             if !had_lock_file {
@@ -181,7 +184,12 @@ impl Log {
         // The mark found stays a true lower bound; the open's own is written before the first
         // write to a segment (`format-spec/mark.md`, "When the mark is written").
         let open_mark = Mark::at(0, false, &segs, analysis.next_seq.0, analysis.end_offset);
-        let mark_keeper = MarkKeeper::new(Arc::clone(&fs), &dir, &mark_state, open_mark)?;
+        let mut mark_keeper = MarkKeeper::new(Arc::clone(&fs), &dir, &mark_state, open_mark)?;
+        if creating {
+            // A log this open created has nothing to leave as it was (a failure removes it
+            // whole): its mark is written now, not on the first append's path.
+            mark_keeper.write_pending()?;
+        }
         // The active segment grows up to `segment_bytes`, or keeps a longer file's length as its
         // capacity (`format-spec/segment.md`, "Capacity and growth").
         let file_bytes = file.len().map_err(|e| Error::io("stat", &active.path, e))?;

@@ -394,14 +394,28 @@ fn create(fs: &dyn Fs, dir: &Path, mark: &Mark) -> Result<Box<dyn FsFile>> {
         }
         _ => {}
     }
-    let file = fs.open(&tmp, OpenMode::CreateNew).map_err(|e| Error::io("create", &tmp, e))?;
-    let mut bytes = vec![0u8; MARK_FILE_BYTES as usize];
-    let at = ((mark.generation % 2) * MARK_SLOT_STRIDE) as usize;
-    bytes[at..at + MARK_SLOT_BYTES].copy_from_slice(&mark.encode());
-    file.write_all_at(&bytes, 0).map_err(|e| Error::io("write", &tmp, e))?;
-    file.sync_data().map_err(|e| Error::io("fdatasync", &tmp, e))?;
+    let written = (|| {
+        let file = fs.open(&tmp, OpenMode::CreateNew).map_err(|e| Error::io("create", &tmp, e))?;
+        let mut bytes = vec![0u8; MARK_FILE_BYTES as usize];
+        let at = ((mark.generation % 2) * MARK_SLOT_STRIDE) as usize;
+        bytes[at..at + MARK_SLOT_BYTES].copy_from_slice(&mark.encode());
+        file.write_all_at(&bytes, 0).map_err(|e| Error::io("write", &tmp, e))?;
+        file.sync_data().map_err(|e| Error::io("fdatasync", &tmp, e))?;
+        Ok(file)
+    })();
+    let file = match written {
+        Ok(file) => file,
+        Err(error) => {
+            // Nothing refers to the temporary file: a full disk must not leave it behind.
+            let _ = fs.remove_file(&tmp);
+            return Err(error);
+        }
+    };
     let path = dir.join(MARK_FILE_NAME);
-    fs.rename(&tmp, &path).map_err(|e| Error::io("rename", &path, e))?;
+    if let Err(e) = fs.rename(&tmp, &path) {
+        let _ = fs.remove_file(&tmp);
+        return Err(Error::io("rename", &path, e));
+    }
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;
     Ok(file)
 }
