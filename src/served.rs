@@ -46,6 +46,19 @@ pub fn held_by_another(dir: &Path, error: &Error) -> Option<Held> {
     Some(Held::NotServed { pid: lock_holder(dir) })
 }
 
+/// Who holds the store in `dir` now, told without opening it (for read-only commands that must
+/// answer as the holder would: `factlog recover --dry-run`): `None` when no process holds its
+/// lock (or the system cannot tell), else whether the holder shares it.
+#[must_use]
+pub fn holder_of(dir: &Path) -> Option<Held> {
+    let pid = lock_holder(dir)?;
+    let socket = socket_path(dir);
+    if socket.exists() {
+        return Some(Held::Served { socket });
+    }
+    Some(Held::NotServed { pid: Some(pid) })
+}
+
 /// The message of a store that cannot be opened because a process that does not share it
 /// holds it: `locked` (the open's error), the holder (its pid when known) and how to share
 /// the store; `then` says what the caller does once it is shared ("emit connects to it").

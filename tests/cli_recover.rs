@@ -245,8 +245,12 @@ fn recover_refuses_a_missing_or_locked_store() {
     let run = factlog(&["recover", arg(&dir)], b"");
     run.assert_one_line_error(1);
     assert!(run.stderr.contains("locked"), "{}", run.stderr);
-    // A dry run takes no lock: it works beside a writer.
+    // A dry run previews what the run would do, and the run is refused: so is the preview
+    // (a read-only plan beside the holder would not know which tasks it holds).
     let dry = factlog(&["recover", arg(&dir), "--dry-run", "--json"], b"");
-    dry.assert_success();
+    dry.assert_one_line_error(1);
+    assert!(dry.stderr.contains("locked"), "{}", dry.stderr);
     writer.close().expect("close");
+    // Once nobody holds it, the preview is the read-only plan again.
+    factlog(&["recover", arg(&dir), "--dry-run", "--json"], b"").assert_success();
 }

@@ -636,7 +636,13 @@ impl Store {
             }
             let mut state = cell.state.lock().clone();
             state.revision = revision;
-            report.tasks.push(plan_task(&cell.id, &state).0);
+            // A task this store holds is not taken over by `recover` either: the same report.
+            let planned = if cell.held.load(Ordering::Acquire) {
+                report_last(&cell.id, &state)
+            } else {
+                plan_task(&cell.id, &state).0
+            };
+            report.tasks.push(planned);
         }
         report
     }

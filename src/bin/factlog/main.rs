@@ -971,7 +971,9 @@ struct RecoverArgs {
     /// Print a single JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// Open the store read-only and only print what recovery would do.
+    /// Only print what recovery would do, writing nothing: read-only, or on a served store
+    /// asked of the serving process (the plan the run will carry out); refused, as the run is,
+    /// on a store another process holds without sharing it.
     #[arg(long)]
     dry_run: bool,
 }

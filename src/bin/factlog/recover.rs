@@ -6,7 +6,9 @@
 //! written) and [`Store::plan_recovery`] says what a real run would decide.
 //!
 //! A store locked by a process that shares it (`format-spec/server.md`) is recovered by that
-//! process, through its socket: the same report.
+//! process, through its socket: the same report; `--dry-run` asks that process for its plan
+//! too, so the preview leaves its clients' tasks alone exactly as the run will. A store held
+//! by a process that does not share it is refused with or without `--dry-run`.
 //!
 //! The JSON form is the library's `RecoveryReport` serialised as it is, so its shape is the
 //! library's contract; the text form is one block per task.
@@ -26,6 +28,30 @@ use crate::{
 
 pub fn run(args: &RecoverArgs) -> Outcome {
     require_store(&args.dir)?;
+    if args.dry_run {
+        // A preview must be the plan `recover` would carry out: through the serving process
+        // on a served store (its clients' tasks are left alone there), and the same refusal
+        // on a store a process holds without sharing it.
+        match factlog::served::holder_of(&args.dir) {
+            Some(factlog::served::Held::Served { .. }) => {
+                let report = Client::connect(&args.dir)
+                    .and_then(|mut client| client.recover(true))
+                    .map_err(|error| {
+                        Failure::new(
+                            EXIT_FAILURE,
+                            format_args!("cannot ask {} for its plan: {error}", args.dir.display()),
+                        )
+                    })?;
+                return print_report(args, &report);
+            }
+            Some(factlog::served::Held::NotServed { .. }) => {
+                let locked: factlog::Error =
+                    factlog::ErrorKind::Locked { dir: args.dir.clone() }.into();
+                return Err(open_or_share_failure(&args.dir, &locked));
+            }
+            None => {}
+        }
+    }
     let open = if args.dry_run { Store::open_read_only } else { Store::open };
     let report = match open(&args.dir, StoreOptions::new()) {
         Ok(store) => {
@@ -58,13 +84,18 @@ pub fn run(args: &RecoverArgs) -> Outcome {
         }
         Err(error) => return Err(open_or_share_failure(&args.dir, &error)),
     };
+    print_report(args, &report)
+}
+
+/// Prints the report, as text or with `--json` as one object.
+fn print_report(args: &RecoverArgs, report: &RecoveryReport) -> Outcome {
     if args.json {
-        let text = serde_json::to_string(&report).map_err(|error| {
+        let text = serde_json::to_string(report).map_err(|error| {
             Failure::new(EXIT_FAILURE, format_args!("cannot format the report: {error}"))
         })?;
         print_out(&format!("{text}\n"))?;
     } else {
-        print_out(&report_text(&report))?;
+        print_out(&report_text(report))?;
     }
     Ok(ExitCode::SUCCESS)
 }
