@@ -287,6 +287,24 @@ pub const SERVER_INPUT_BUFFER_BYTES: usize = 64 * 1024;
 /// full: the client stopped reading) before it disconnects the client, in milliseconds.
 pub const SERVER_WRITE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 
+/// Default longest time a new connection of a served store may take to send its hello line, in
+/// milliseconds: a client sends it at once, so a connection silent this long holds a slot for
+/// nothing and is closed (connections that never say hello cannot lock others out).
+pub const SERVER_HELLO_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// Default longest time a served store waits for a client's next request line, in
+/// milliseconds: an idle connection is closed after it (its tasks are handed over, as when it
+/// leaves). A harness that idles longer between requests reconnects.
+pub const SERVER_IDLE_TIMEOUT_MS_DEFAULT: u64 = 30 * 60 * 1000;
+
+/// When a served store admits other users (`--allow-group`), one user holds at most this
+/// fraction (numerator over [`SERVER_SLOTS_SHARE_DENOMINATOR`]) of its client slots, so one
+/// local user cannot take every slot from another admitted one.
+pub const SERVER_SLOTS_SHARE_NUMERATOR: usize = 3;
+
+/// See [`SERVER_SLOTS_SHARE_NUMERATOR`].
+pub const SERVER_SLOTS_SHARE_DENOMINATOR: usize = 4;
+
 /// Most distinct tasks one client connection may touch: the server remembers each until the
 /// client leaves, to hand them over then (`format-spec/server.md`, "Holders").
 pub const SERVER_TASKS_PER_CLIENT_MAX: usize = 65_536;

@@ -52,6 +52,10 @@ pub enum End {
     },
     /// The first line was not a hello of a version this server speaks; it was answered.
     HelloRefused,
+    /// No hello line came within the server's hello timeout.
+    HelloTimedOut,
+    /// No request line came within the server's idle timeout.
+    IdleTimedOut,
     /// A line longer than [`SERVER_LINE_BYTES_MAX`]: answered `LIMIT_EXCEEDED`, then the end.
     LineTooLong,
     /// The store failed in a way that ends the stream (its reply was written).
@@ -70,6 +74,10 @@ pub enum End {
 pub trait Holds {
     /// The connection touches task `task` for the first time (it is about to append to it).
     fn touch(&self, task: &str);
+
+    /// The connection's hello was answered: the server now bounds its idle time instead.
+    /// Default: nothing.
+    fn hello_done(&self) {}
 
     /// Whether the server is stopping: a request that waits (`follow`) ends its wait. The
     /// server wakes such waits ([`crate::Log`]'s waiters) after this turns true. Default:
@@ -145,6 +153,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             }
             let line = match self.read_line(SERVER_LINE_BYTES_MAX) {
                 Ok(line) => line,
+                Err(error) if timed_out(&error) => return self.finish(End::IdleTimedOut),
                 Err(error) => return End::ReadFailed(error),
             };
             let reply = match line {
@@ -177,6 +186,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             match self.read_line(SERVER_HELLO_BYTES_MAX) {
                 Ok(Line::Complete) if self.line.iter().all(u8::is_ascii_whitespace) => {}
                 Ok(line) => break line,
+                Err(error) if timed_out(&error) => return Some(End::HelloTimedOut),
                 Err(error) => return Some(End::ReadFailed(error)),
             }
         };
@@ -197,6 +207,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if let Err(error) = write_line(&mut self.output, &reply) {
             return Some(End::WriteFailed(error));
         }
+        self.holds.hello_done();
         None
     }
 
@@ -602,6 +613,11 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             Err(error) => End::WriteFailed(error),
         }
     }
+}
+
+/// Whether a read ended because the socket's read timeout passed.
+fn timed_out(error: &io::Error) -> bool {
+    matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
 
 /// The reply to a hello line: the server's hello, or an error that ends the connection.

@@ -39,7 +39,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::limits::{SERVER_CLIENTS_MAX, SERVER_WRITE_TIMEOUT_MS_DEFAULT};
+use crate::limits::{
+    SERVER_CLIENTS_MAX, SERVER_HELLO_TIMEOUT_MS_DEFAULT, SERVER_IDLE_TIMEOUT_MS_DEFAULT,
+    SERVER_SLOTS_SHARE_DENOMINATOR, SERVER_SLOTS_SHARE_NUMERATOR, SERVER_WRITE_TIMEOUT_MS_DEFAULT,
+};
 use crate::protocol::reply::error_object;
 use crate::{Durability, Store};
 use parking_lot::Mutex;
@@ -98,6 +101,8 @@ pub struct ServeOptions {
     allow_group: Option<u32>,
     clients_max: usize,
     write_timeout: Duration,
+    hello_timeout: Duration,
+    idle_timeout: Duration,
     log: fn(&str),
 }
 
@@ -116,6 +121,8 @@ impl ServeOptions {
             allow_group: None,
             clients_max: SERVER_CLIENTS_MAX,
             write_timeout: Duration::from_millis(SERVER_WRITE_TIMEOUT_MS_DEFAULT),
+            hello_timeout: Duration::from_millis(SERVER_HELLO_TIMEOUT_MS_DEFAULT),
+            idle_timeout: Duration::from_millis(SERVER_IDLE_TIMEOUT_MS_DEFAULT),
             log: |_| {},
         }
     }
@@ -143,6 +150,22 @@ impl ServeOptions {
         self
     }
 
+    /// How long a new connection may take to send its hello before it is closed (at least
+    /// 1 ms). Default: [`SERVER_HELLO_TIMEOUT_MS_DEFAULT`] ms.
+    #[must_use]
+    pub fn hello_timeout(mut self, timeout: Duration) -> ServeOptions {
+        self.hello_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a connection may stay without sending a request before it is closed and its
+    /// tasks handed over (at least 1 ms). Default: [`SERVER_IDLE_TIMEOUT_MS_DEFAULT`] ms.
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: Duration) -> ServeOptions {
+        self.idle_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
     /// Where the server writes one line per connection event (accepted, refused, ended and
     /// how). Default: nowhere.
     #[must_use]
@@ -159,6 +182,8 @@ struct Shared {
     path: PathBuf,
     stopping: AtomicBool,
     clients: AtomicUsize,
+    /// Open connections per peer user, for the fair share of slots.
+    per_user: Mutex<HashMap<u32, usize>>,
     next_client: AtomicU64,
     /// Each open connection's socket, to shut its input down at stop.
     streams: Mutex<HashMap<u64, UnixStream>>,
@@ -237,6 +262,7 @@ impl Server {
             path,
             stopping: AtomicBool::new(false),
             clients: AtomicUsize::new(0),
+            per_user: Mutex::new(HashMap::new()),
             next_client: AtomicU64::new(1),
             streams: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
@@ -353,19 +379,17 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
 /// Checks the peer and the client count, then starts the connection's thread.
 fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
     let _ = stream.set_write_timeout(Some(shared.options.write_timeout));
-    if let Err(reason) = check_peer(shared, &stream) {
-        (shared.options.log)(&format!("refused a client: {reason}"));
-        refuse(&mut stream, CODE_PERMISSION_DENIED, &reason);
-        return;
-    }
-    let clients = shared.clients.fetch_add(1, Ordering::AcqRel);
-    if clients >= shared.options.clients_max {
-        shared.clients.fetch_sub(1, Ordering::AcqRel);
-        let reason = format!(
-            "the server serves {} clients already, its limit: retry once one has closed its \
-             connection, or serve with a higher --clients-max",
-            shared.options.clients_max
-        );
+    // A connection that says nothing holds a slot for nothing: closed after the hello bound.
+    let _ = stream.set_read_timeout(Some(shared.options.hello_timeout));
+    let uid = match check_peer(shared, &stream) {
+        Ok(uid) => uid,
+        Err(reason) => {
+            (shared.options.log)(&format!("refused a client: {reason}"));
+            refuse(&mut stream, CODE_PERMISSION_DENIED, &reason);
+            return;
+        }
+    };
+    if let Err(reason) = take_slot(shared, uid) {
         (shared.options.log)(&format!("refused a client: {reason}"));
         refuse(&mut stream, CODE_SERVER_BUSY, &reason);
         return;
@@ -377,24 +401,76 @@ fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
     let connection = Arc::clone(shared);
     let spawned = std::thread::Builder::new()
         .name(format!("factlog-client-{number}"))
-        .spawn(move || serve_client(&connection, number, &stream));
+        .spawn(move || serve_client(&connection, number, uid, &stream));
     match spawned {
         Ok(thread) => shared.threads.lock().push(thread),
         Err(error) => {
             (shared.options.log)(&format!("could not start a client thread: {error}"));
             shared.streams.lock().remove(&number);
-            shared.clients.fetch_sub(1, Ordering::AcqRel);
+            give_slot_back(shared, uid);
         }
     }
 }
 
-/// Whether the peer may use the store: its own user, or the allowed group.
-fn check_peer(shared: &Shared, stream: &UnixStream) -> std::result::Result<(), String> {
+/// The most connections one user may hold: every slot when only the server's user is
+/// admitted, a share of them when another group is (`limits::SERVER_SLOTS_SHARE_*`).
+fn slots_per_user(shared: &Shared) -> usize {
+    let max = shared.options.clients_max;
+    if shared.options.allow_group.is_none() {
+        return max;
+    }
+    (max * SERVER_SLOTS_SHARE_NUMERATOR / SERVER_SLOTS_SHARE_DENOMINATOR).max(1)
+}
+
+/// Takes a client slot for a connection of user `uid`, or says why there is none.
+fn take_slot(shared: &Shared, uid: u32) -> std::result::Result<(), String> {
+    let mut per_user = shared.per_user.lock();
+    let held = per_user.get(&uid).copied().unwrap_or(0);
+    let share = slots_per_user(shared);
+    // With one user admitted its share is every slot: the server's limit says it below.
+    if share < shared.options.clients_max && held >= share {
+        return Err(format!(
+            "user {uid} holds {held} connections, its share of the server's {} slots: retry once \
+             one of them has closed (a connection that sends no hello within {} ms, or no request \
+             within {} ms, is closed)",
+            shared.options.clients_max,
+            shared.options.hello_timeout.as_millis(),
+            shared.options.idle_timeout.as_millis()
+        ));
+    }
+    let clients = shared.clients.fetch_add(1, Ordering::AcqRel);
+    if clients >= shared.options.clients_max {
+        shared.clients.fetch_sub(1, Ordering::AcqRel);
+        return Err(format!(
+            "the server serves {} clients already, its limit: retry once one has closed its \
+             connection (a connection that sends no hello within {} ms is closed), or serve \
+             with a higher --clients-max",
+            shared.options.clients_max,
+            shared.options.hello_timeout.as_millis()
+        ));
+    }
+    *per_user.entry(uid).or_insert(0) += 1;
+    Ok(())
+}
+
+fn give_slot_back(shared: &Shared, uid: u32) {
+    let mut per_user = shared.per_user.lock();
+    if let Some(held) = per_user.get_mut(&uid) {
+        *held -= 1;
+        if *held == 0 {
+            per_user.remove(&uid);
+        }
+    }
+    shared.clients.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Whether the peer may use the store (its own user, or the allowed group): its user.
+fn check_peer(shared: &Shared, stream: &UnixStream) -> std::result::Result<u32, String> {
     let cred = rustix::net::sockopt::socket_peercred(stream)
         .map_err(|error| format!("its credentials cannot be read ({error})"))?;
     let (uid, gid, pid) = (cred.uid.as_raw(), cred.gid.as_raw(), cred.pid.as_raw_nonzero());
     if uid == shared.uid || shared.options.allow_group == Some(gid) {
-        return Ok(());
+        return Ok(uid);
     }
     Err(format!(
         "process {pid} runs as user {uid} (group {gid}) and the store is served to user {} \
@@ -416,7 +492,7 @@ fn refuse(stream: &mut UnixStream, code: &str, reason: &str) {
 }
 
 /// Counts the connection as a holder of each task it touches.
-struct ClientHolds<'a>(&'a Shared);
+struct ClientHolds<'a>(&'a Shared, &'a UnixStream);
 
 impl Holds for ClientHolds<'_> {
     fn touch(&self, task: &str) {
@@ -426,10 +502,15 @@ impl Holds for ClientHolds<'_> {
     fn stopping(&self) -> bool {
         self.0.stopping.load(Ordering::SeqCst)
     }
+
+    fn hello_done(&self) {
+        // From now on the bound is the idle one.
+        let _ = self.1.set_read_timeout(Some(self.0.options.idle_timeout));
+    }
 }
 
-fn serve_client(shared: &Shared, number: u64, stream: &UnixStream) {
-    let holds = ClientHolds(shared);
+fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream) {
+    let holds = ClientHolds(shared, stream);
     let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, stream, stream);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     shared.streams.lock().remove(&number);
@@ -465,6 +546,12 @@ fn serve_client(shared: &Shared, number: u64, stream: &UnixStream) {
             format!("its input ended mid-line ({bytes} bytes discarded)")
         }
         End::HelloRefused => "its hello was refused".to_owned(),
+        End::HelloTimedOut => {
+            format!("it sent no hello within {} ms", shared.options.hello_timeout.as_millis())
+        }
+        End::IdleTimedOut => {
+            format!("it sent no request for {} ms", shared.options.idle_timeout.as_millis())
+        }
         End::LineTooLong => "it sent a line over the limit".to_owned(),
         End::Fatal { message } => format!("the store failed: {message}"),
         End::ReadFailed(error) => format!("reading failed: {error}"),
@@ -475,5 +562,5 @@ fn serve_client(shared: &Shared, number: u64, stream: &UnixStream) {
     (shared.options.log)(&format!(
         "client {number} disconnected: {how}; {released} task(s) handed over"
     ));
-    shared.clients.fetch_sub(1, Ordering::AcqRel);
+    give_slot_back(shared, uid);
 }

@@ -912,6 +912,13 @@ struct ServeArgs {
     /// stopped reading).
     #[arg(long, default_value_t = factlog::limits::SERVER_WRITE_TIMEOUT_MS_DEFAULT)]
     write_timeout_ms: u64,
+    /// Close a new connection that has not sent its hello within this many milliseconds.
+    #[arg(long, default_value_t = factlog::limits::SERVER_HELLO_TIMEOUT_MS_DEFAULT)]
+    hello_timeout_ms: u64,
+    /// Close a connection that has sent no request for this many milliseconds (its tasks are
+    /// handed over, as when it leaves).
+    #[arg(long, default_value_t = factlog::limits::SERVER_IDLE_TIMEOUT_MS_DEFAULT)]
+    idle_timeout_ms: u64,
     /// As emit --refuse-unmarked-secrets, for every client.
     #[arg(long)]
     refuse_unmarked_secrets: bool,

@@ -22,12 +22,31 @@ pub fn run(args: &ServeArgs) -> Outcome {
     let signals = signals::block_termination()
         .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("blocking signals: {error}")))?;
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
-    let store = Store::open(&args.dir, options).map_err(|error| open_failure(&args.dir, &error))?;
+    let store = Store::open(&args.dir, options).map_err(|error| {
+        match factlog::served::held_by_another(&args.dir, &error) {
+            // A second server on a served store: say so, by whom, and what to do instead.
+            Some(factlog::served::Held::Served { socket }) => Failure::new(
+                EXIT_FAILURE,
+                format_args!(
+                    "{} is already served{} over {}: connect to it (factlog emit, the Python \
+                     package and the Rust client do so by themselves), or stop that server \
+                     first (SIGTERM) to serve it from here",
+                    args.dir.display(),
+                    factlog::server::lock_holder(&args.dir)
+                        .map_or_else(String::new, |pid| format!(" by process {pid}")),
+                    socket.display()
+                ),
+            ),
+            _ => open_failure(&args.dir, &error),
+        }
+    })?;
     crate::report_cut("serve", &args.dir, &store.open_report().log);
     let serve = ServeOptions::new()
         .allow_group(args.allow_group)
         .clients_max(args.clients_max)
         .write_timeout(Duration::from_millis(args.write_timeout_ms))
+        .hello_timeout(Duration::from_millis(args.hello_timeout_ms))
+        .idle_timeout(Duration::from_millis(args.idle_timeout_ms))
         .log(|line| eprintln!("factlog serve: {line}"));
     let server = match store.serve(serve) {
         Ok(server) => server,
