@@ -623,7 +623,7 @@ impl Log {
             writer
                 .flush(Durability::Synced)
                 .and_then(|()| writer.cut_torn_tail_now())
-                .and_then(|()| writer.mark_clean())
+                .and_then(|()| writer.close_mark())
         } else {
             writer.flush(Durability::Synced)
         };

@@ -120,8 +120,8 @@ impl Mark {
     }
 
     /// Decodes one slot. `Ok(None)` for a slot that holds no mark (zeros, a torn or damaged
-    /// update: the checks of `format-spec/mark.md`, "Reading"); a slot of another version is
-    /// refused.
+    /// update: the checks of `format-spec/mark.md`, "Reading"); a whole slot of another
+    /// version is refused.
     ///
     /// # Errors
     /// [`ErrorKind::UnsupportedVersion`] for a slot with the magic and another version.
@@ -134,6 +134,12 @@ impl Mark {
         let u64_at = |at: usize| {
             u64::from_le_bytes(slot[at..at + 8].try_into().expect("eight bytes of a slot"))
         };
+        // The checksum first: its place and range are frozen for every version, so a flipped
+        // bit in the version field reads as a damaged slot, never as a newer build's mark.
+        let crc = u32::from_le_bytes(slot[CRC_AT..].try_into().expect("four bytes"));
+        if crc != crc32fast::hash(&slot[..CRC_AT]) {
+            return Ok(None);
+        }
         let version = u16_at(8);
         if version != MARK_VERSION {
             return Err(ErrorKind::UnsupportedVersion {
@@ -142,10 +148,6 @@ impl Mark {
                 supported: MARK_VERSION,
             }
             .into());
-        }
-        let crc = u32::from_le_bytes(slot[CRC_AT..].try_into().expect("four bytes"));
-        if crc != crc32fast::hash(&slot[..CRC_AT]) {
-            return Ok(None);
         }
         let flags = u16_at(10);
         let reserved_zero = slot[12..16] == [0; 4] && slot[80..CRC_AT].iter().all(|&b| b == 0);
@@ -353,6 +355,12 @@ impl MarkKeeper {
     /// Whether the open's mark still waits to be written.
     pub(crate) fn is_pending(&self) -> bool {
         self.pending
+    }
+
+    /// Whether the log has a `MARK` file (a log written before marks has none until its first
+    /// write).
+    pub(crate) fn has_file(&self) -> bool {
+        self.file.is_some()
     }
 
     /// Time since the last write.
@@ -626,6 +634,10 @@ mod tests {
         assert_eq!(Mark::decode(&[0; MARK_SLOT_BYTES], Path::new("MARK")).unwrap(), None);
         let mut future = sample().encode();
         future[8] = 2;
+        // With its version flipped and its checksum as it was, the slot is only damaged.
+        assert_eq!(Mark::decode(&future, Path::new("MARK")).unwrap(), None);
+        let crc = crc32fast::hash(&future[..CRC_AT]);
+        future[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
         let err = Mark::decode(&future, Path::new("MARK")).unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::UnsupportedVersion { found: 2, .. }), "{err}");
     }

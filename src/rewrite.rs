@@ -333,9 +333,13 @@ pub fn finish(fs: &dyn Fs, dir: &Path) -> Result<Option<Marker>> {
         fs.rename(&from, &to).map_err(|e| Error::io("rename", &to, e))?;
     }
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;
-    // The log mark names the old files (their salts); the next writer open writes a new one.
-    // A writer still holding the old mark open writes only to the removed file.
-    crate::mark::remove(fs, dir)?;
+    // The log mark names the old files (their salts): the rewritten log, whole and synced,
+    // gets a clean one (or none, if it does not end cleanly: the next write gives it one). A
+    // writer still holding the old mark open writes only to the replaced file.
+    match crate::mark::write_clean(fs, dir) {
+        Err(e) if e.is_corruption() => crate::mark::remove(fs, dir)?,
+        outcome => outcome?,
+    }
     let path = dir.join(MARKER_FILE_NAME);
     fs.remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;

@@ -4,7 +4,10 @@
 //! Locks, always taken in this order: `state` (the buffer and sequence numbers; the one lock
 //! of the hot path), then `io` (the active file and its write offset; serialises writes in
 //! log order). `sync` only guards which thread leads a group commit and is never held while
-//! the other two are taken. No lock is held during `fdatasync`.
+//! the other two are taken. No lock is held during the `fdatasync` of a group commit; a roll
+//! syncs the sealed segment and writes the log mark under the state lock (once a segment).
+//! `mark` (then `durable_pos`) and `pending_cut` are taken after the others and never wait
+//! for them.
 //!
 //! Invariants: `durable_seq <= written_seq <= appended_seq`; bytes reach the file in sequence
 //! order, at consecutive offsets; a sealed segment was fully synced before the next one got
@@ -539,7 +542,9 @@ impl Writer {
             }
         }
         if !self.mark_in_flusher {
-            self.update_mark(false)?;
+            // The records are durable whatever happens to the mark: a failed mark write
+            // poisons the writer for the appends after this one, not this one.
+            let _ = self.update_mark(false);
         }
         Ok(())
     }
@@ -591,6 +596,22 @@ impl Writer {
         let io = self.io.lock();
         self.check_poison()?;
         self.cut_pending(&io)
+    }
+
+    /// At a clean close: the mark records exactly where the log ends, whether or not this open
+    /// wrote (after a crash the mark found may lag the records the open found and synced). A
+    /// log without a `MARK` that was not written to stays without one.
+    pub(crate) fn close_mark(&self) -> Result<()> {
+        let has_file = self.mark.lock().has_file();
+        if !has_file && self.open_pending.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if self.open_pending.load(Ordering::Acquire) {
+            let io = self.io.lock();
+            self.check_poison()?;
+            self.finish_open(&io)?;
+        }
+        self.mark_clean()
     }
 
     /// Marks the log cleanly closed: everything appended is synced (call after a synced

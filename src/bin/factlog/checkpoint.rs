@@ -20,6 +20,7 @@ pub fn run(args: &CheckpointArgs) -> Outcome {
     require_store(&args.dir)?;
     let (path, covered_seq) = match Store::open(&args.dir, StoreOptions::new()) {
         Ok(store) => {
+            crate::report_cut("checkpoint", &args.dir, &store.open_report().log);
             let meta = store
                 .checkpoint()
                 .map_err(|error| library_failure("cannot write a snapshot", &error))?;

@@ -1343,7 +1343,6 @@ fn library_failure(doing: impl fmt::Display, error: &factlog::Error) -> Failure 
     Failure::new(exit_code_of(error), format_args!("{doing}: {error}"))
 }
 
-/// The failure of opening `dir`: `cannot open DIR: why`.
 /// Says on standard error what the open of `dir` cut, if it cut a torn tail: every cut is
 /// reported (`format-spec/mark.md`), also by commands whose standard output is for replies.
 fn report_cut(command: &str, dir: &Path, report: &factlog::RecoveryReport) {
@@ -1357,6 +1356,7 @@ fn report_cut(command: &str, dir: &Path, report: &factlog::RecoveryReport) {
     }
 }
 
+/// The failure of opening `dir`: `cannot open DIR: why`.
 fn open_failure(dir: &Path, error: &factlog::Error) -> Failure {
     library_failure(format_args!("cannot open {}", dir.display()), error)
 }

@@ -70,6 +70,7 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<PurgeReport, Failure>
     }
     match Store::open(&args.dir, StoreOptions::new().log(log_options)) {
         Ok(store) => {
+            crate::report_cut("purge", &args.dir, &store.open_report().log);
             let report = store
                 .purge()
                 .map_err(|error| library_failure("cannot reclaim segments", &error))?;

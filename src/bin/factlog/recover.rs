@@ -55,6 +55,9 @@ pub fn run(args: &RecoverArgs) -> Outcome {
     let open = if args.dry_run { Store::open_read_only } else { Store::open };
     let report = match open(&args.dir, StoreOptions::new()) {
         Ok(store) => {
+            if !args.dry_run {
+                crate::report_cut("recover", &args.dir, &store.open_report().log);
+            }
             let report = if args.dry_run {
                 store.plan_recovery()
             } else {
