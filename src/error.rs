@@ -473,6 +473,14 @@ pub enum CorruptionReason {
     BadMark(&'static str),
     /// A torn tail kept aside by an open is damaged (what is wrong).
     BadKeptTail(&'static str),
+    /// A valid snapshot covers events after the end of the log: they were on stable storage
+    /// when it was written.
+    SnapshotBeyondLog {
+        /// The last seq the snapshot covers.
+        covered: u64,
+        /// The last seq the log holds (0: none).
+        last: u64,
+    },
     /// The segments before `first_seq` were reclaimed, and no valid snapshot covers the
     /// events they held (why the snapshots that could have fail, or that there is none).
     BaseSnapshotLost {
@@ -608,6 +616,13 @@ impl fmt::Display for CorruptionReason {
             CorruptionReason::BadKeptTail(what) => {
                 write!(f, "a torn tail kept aside is damaged ({what})")
             }
+            CorruptionReason::SnapshotBeyondLog { covered, last } => write!(
+                f,
+                "this snapshot covers events through seq {covered}, but the log ends at seq \
+                 {last}: records {} to {covered} were on stable storage when it was written and \
+                 are damaged or missing",
+                last + 1
+            ),
             CorruptionReason::BaseSnapshotLost { first_seq, why } => write!(
                 f,
                 "the segments before seq {first_seq} were reclaimed and no valid snapshot covers \

@@ -260,6 +260,15 @@ impl Log {
         created.remove(&*fs);
     }
 
+    /// Writes the log mark now if the durable end moved past it (a snapshot is about to cover
+    /// what is synced: the mark must vouch for it too). A read-only log has no mark to write.
+    pub(crate) fn update_mark_now(&self) -> Result<()> {
+        match &self.inner {
+            Inner::Writer { writer, .. } => writer.update_mark_now(),
+            Inner::ReadOnly { .. } => Ok(()),
+        }
+    }
+
     /// Cuts the torn tail this open found now instead of before the first write (a rewrite
     /// reads the segments whole). A read-only log has nothing to cut.
     pub(crate) fn cut_torn_tail_now(&self) -> Result<()> {

@@ -266,12 +266,22 @@ pub fn check_state(
         MarkState::Absent => Ok(()),
         MarkState::Found(mark) => check(mark, dir, segments, analysis),
         MarkState::FoundBesideDamagedSlot(mark) => {
+            let bad = |what| Error::corruption(None, &dir.join(MARK_FILE_NAME), 0, what);
             check(mark, dir, segments, analysis).map_err(|_| {
-                let reason = CorruptionReason::BadMark(
+                bad(CorruptionReason::BadMark(
                     "a slot is damaged, and the other one disagrees with the segments",
-                );
-                Error::corruption(None, &dir.join(MARK_FILE_NAME), 0, reason)
-            })
+                ))
+            })?;
+            // A slot fits in one sector, which storage writes whole: a damaged slot is damage,
+            // not a torn update, and what it vouched for is unknown, so a tail after the other
+            // slot's bound cannot be judged a tear.
+            if matches!(analysis.state, TailState::Torn { .. }) {
+                return Err(bad(CorruptionReason::BadMark(
+                    "a slot is damaged, so the tail after the other slot's bound cannot be told \
+                     from a tear",
+                )));
+            }
+            Ok(())
         }
     }
 }

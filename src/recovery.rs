@@ -167,7 +167,7 @@ impl std::fmt::Display for TailCut {
         write!(
             f,
             "cut a torn tail of {} bytes at offset {} of segment {} ({}): records from seq {} \
-             on were never acknowledged as durable by the log mark nor claimed by a later frame",
+             on were not vouched for by the log mark nor claimed durable by a later frame",
             self.bytes,
             self.offset,
             self.segment,
@@ -177,7 +177,8 @@ impl std::fmt::Display for TailCut {
         match &self.kept {
             Some(kept) => write!(
                 f,
-                "; {} valid frames after the hole were kept in {} (`factlog salvage` reads them)",
+                "; {} valid frames after the hole were kept in {} (`factlog salvage` puts them \
+                 back if run before anything is written to the log)",
                 self.frames,
                 kept.display()
             ),

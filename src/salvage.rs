@@ -508,6 +508,28 @@ fn scan(fs: &dyn Fs, dir: &Path) -> Result<Plan> {
         }
         scanner.segment(*name_seq, path, map, bound)?;
     }
+    // The log mark vouches for records the segments may no longer hold (a truncation, a lost
+    // page, a deleted last segment): they are declared lost, and the new log continues after
+    // them, so that no seq it recorded is given again (`format-spec/mark.md`).
+    if let Ok(state) = crate::mark::read(fs, dir)
+        && let Some(mark) = state.mark()
+    {
+        let cursor = scanner.cursor.unwrap_or(1);
+        if mark.durable_seq >= cursor {
+            let (path, segment, offset) = scanner.last_end.clone().unwrap_or_else(|| {
+                let (_, path) = files.last().expect("at least one segment file");
+                (path.clone(), None, 0)
+            });
+            let reason = CorruptionReason::BelowDurableMark {
+                marked: mark.durable_seq,
+                found: cursor - 1,
+                fault: None,
+            };
+            let lost = lost(cursor, mark.durable_seq + 1);
+            scanner.damage.push(Damage { path, segment, offset, bytes: 0, reason, lost });
+            scanner.cursor = Some(mark.durable_seq + 1);
+        }
+    }
     let mut plan = scanner.finish(fs, &files)?;
     plan.kept_tails = kept_tails;
     Ok(plan)

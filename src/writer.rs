@@ -598,6 +598,17 @@ impl Writer {
         self.cut_pending(&io)
     }
 
+    /// Writes the mark at once if the durable end moved past it (the open's pending mark
+    /// first, if no write did it yet).
+    pub(crate) fn update_mark_now(&self) -> Result<()> {
+        if self.open_pending.load(Ordering::Acquire) {
+            let io = self.io.lock();
+            self.check_poison()?;
+            self.finish_open(&io)?;
+        }
+        self.update_mark(true)
+    }
+
     /// At a clean close: the mark records exactly where the log ends, whether or not this open
     /// wrote (after a crash the mark found may lag the records the open found and synced). A
     /// log without a `MARK` that was not written to stays without one.

@@ -33,7 +33,7 @@ use factlog::harness::event::{
     ApprovalDeny, BudgetUsage, ContextCompacted, Effect, Plan, Risk, Scope, Signal, Todo, ToolCall,
 };
 use factlog::harness::{Body, Event, RequestKey, State, TaskId, apply, request_key};
-use factlog::{AppendOptions, Appended, ErrorKind, Seq, Store};
+use factlog::{AppendOptions, Appended, ErrorKind, Seq, Store, StoreOptions};
 use serde_json::json;
 
 const TASKS: [&str; 3] = ["task-a", "task-b", "task-c"];
@@ -672,8 +672,11 @@ fn damaged_snapshots_fall_back_to_full_replay_with_the_same_state() {
 }
 
 #[test]
-fn a_snapshot_claiming_more_events_than_the_log_holds_is_skipped() {
-    // A snapshot of a longer history (say, copied from another store) must not be trusted.
+fn a_snapshot_claiming_more_events_than_the_log_holds_is_refused_or_skipped() {
+    // A snapshot of a longer history (say, copied from another store) must not be trusted: a
+    // writer open refuses it as damage naming it (a snapshot covers only synced events, so the
+    // log is shorter than what was on stable storage: `format-spec/mark.md`), and a read-only
+    // open, which may run beside a writer that wrote it after its scan, skips it.
     let dir = tempfile::tempdir().expect("temporary directory");
     let (_, metas) = store_with_two_snapshots(dir.path());
     let other = tempfile::tempdir().expect("temporary directory");
@@ -684,7 +687,10 @@ fn a_snapshot_claiming_more_events_than_the_log_holds_is_skipped() {
     let target = other.path().join("snapshots").join(metas[1].path.file_name().expect("name"));
     std::fs::create_dir_all(target.parent().expect("parent")).expect("snapshots directory");
     std::fs::copy(&metas[1].path, &target).expect("copy the snapshot");
-    let store = open(other.path());
+    let error = Store::open(other.path(), StoreOptions::new()).map(drop).expect_err("refused");
+    assert!(error.is_corruption(), "{error}");
+    assert!(error.to_string().contains(&target.display().to_string()), "{error}");
+    let store = Store::open_read_only(other.path(), StoreOptions::new()).expect("read-only");
     assert!(store.open_report().snapshot.is_none());
     assert_eq!(store.open_report().skipped_snapshots.len(), 1);
     assert_eq!(store.state(), folded);

@@ -107,6 +107,16 @@ fn a_closed_store_cut_to_100_bytes_is_refused_not_emptied() {
     assert!(reason.contains("through 50"), "names the seqs at stake: {report}");
     assert_refused(&dir, "truncated to 100 bytes", 0);
     assert_eq!(std::fs::metadata(&segment).unwrap().len(), 100, "nothing truncated or grown");
+    // Salvage declares the seqs the mark vouched for as lost, and its store goes on after
+    // them: no seq is given twice.
+    let target = PathBuf::from(format!("{}-declared", dir.display()));
+    let run = factlog(&["salvage", arg(&dir), "--to", arg(&target), "--json"], b"");
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("salvage JSON");
+    assert_eq!(report["seqs_lost"], 50, "{report}");
+    let emitted = emit(&target, b"{\"task\":\"p\",\"type\":\"user/message\",\"text\":\"next\"}\n");
+    emitted.assert_success();
+    let reply: serde_json::Value = serde_json::from_slice(&emitted.stdout).expect("a reply");
+    assert_eq!(reply["seq"], 51, "{reply}");
 }
 
 #[test]
@@ -311,4 +321,29 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
         }
     }
+}
+
+#[test]
+fn a_log_that_ends_before_its_snapshot_is_refused_naming_the_snapshot() {
+    // A snapshot covers only synced events: a log shorter than it lost synced records, even
+    // where no mark vouches for them (here the mark is gone too).
+    let (_temp, dir) = temp_log();
+    let store = factlog::Store::open(&dir, factlog::StoreOptions::new()).expect("open");
+    let task = store.task("t").expect("task");
+    for i in 0..40 {
+        task.delta(&format!("token {i}")).expect("delta");
+    }
+    drop(task);
+    let snapshot = store.checkpoint().expect("checkpoint");
+    store.close().expect("close");
+    std::fs::remove_file(dir.join(factlog::mark::MARK_FILE_NAME)).unwrap();
+    let segment = segment_paths(&dir).remove(0);
+    let end = used_bytes(&dir);
+    write_at(&segment, end - 200, &[0u8; 200]);
+    let before = image(&dir);
+    let error =
+        factlog::Store::open(&dir, factlog::StoreOptions::new()).map(drop).expect_err("refused");
+    assert!(error.is_corruption(), "{error}");
+    assert!(error.to_string().contains(&snapshot.path.display().to_string()), "{error}");
+    assert_eq!(image(&dir), before, "the refused open changed nothing");
 }

@@ -81,7 +81,13 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
     };
     let fs = Arc::clone(&options.log.fs);
     let through = log.last_seq().map_or(0, |s| s.0);
-    let (folded, mut pending) = match scan_log(&*fs, dir, &log, through) {
+    let scanned = if read_only {
+        // Beside a live writer, a snapshot newer than what this open saw is normal.
+        scan_log(&*fs, dir, &log, through)
+    } else {
+        refuse_snapshot_beyond(&*fs, dir, through).and_then(|()| scan_log(&*fs, dir, &log, through))
+    };
+    let (folded, mut pending) = match scanned {
         Ok(scanned) => scanned,
         Err(error) => {
             // A store this open created leaves nothing behind.
@@ -158,6 +164,32 @@ fn scan_log(
     state.last_seq = state.last_seq.max(through);
     let folded = Folded { state, snapshot, skipped, replayed, unfolded_tasks: BTreeSet::new() };
     Ok((folded, pending))
+}
+
+/// Refuses a log that ends before a valid snapshot's covered seq: a snapshot covers only
+/// events that were synced when it was written, so the records after the log's end up to it
+/// were on stable storage and are damaged or gone. Skipping the snapshot would hand their seqs
+/// out again, and the snapshot would come back as the newest once the log grows past it.
+fn refuse_snapshot_beyond(fs: &dyn Fs, dir: &Path, through: u64) -> Result<()> {
+    for file in snapshot::list(fs, dir)?.into_iter().rev() {
+        if file.covered_seq.0 <= through {
+            break;
+        }
+        if snapshot::load(fs, &file).is_ok() {
+            let reason = crate::error::CorruptionReason::SnapshotBeyondLog {
+                covered: file.covered_seq.0,
+                last: through,
+            };
+            return Err(ErrorKind::Corruption {
+                segment: None,
+                path: file.path,
+                offset: 0,
+                reason,
+            }
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a replay from `from` when the log's first seq is later (segments were reclaimed)
@@ -415,6 +447,9 @@ pub(crate) fn checkpoint_locked(inner: &Inner) -> Result<SnapshotMeta> {
     // back as dispatched). So everything up to `through` is synced before it is folded.
     let through = inner.log.last_seq().map_or(0, |s| s.0);
     inner.log.flush(crate::types::Durability::Synced)?;
+    // The log mark vouches for every event the snapshot covers, so that their loss is never
+    // taken for a tear (`format-spec/mark.md`).
+    inner.log.update_mark_now()?;
     // The folded state is dropped once serialised, before the body is compressed: the two
     // never need to be in memory together with the compressor.
     let body = {
