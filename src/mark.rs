@@ -230,6 +230,11 @@ pub fn read(fs: &dyn Fs, dir: &Path) -> Result<MarkState> {
         let end = (at as usize + MARK_SLOT_BYTES).min(bytes.len());
         !whole || bytes.get(at as usize..end).is_some_and(|slot| slot.iter().any(|&b| b != 0))
     };
+    if !whole {
+        // `MARK` is created whole and never resized: no crash leaves it another length.
+        let reason = CorruptionReason::BadMark("the file is not 1024 bytes long");
+        return Err(Error::corruption(None, &path, 0, reason));
+    }
     match (a, b) {
         (Some(a), Some(b)) => {
             let newest = if b.generation > a.generation { b } else { a };

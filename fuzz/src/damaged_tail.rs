@@ -339,7 +339,10 @@ impl Case {
             // Only in the window the mark leaves open, with the cut reported at the first lost
             // seq (checked above), or nothing left to cut (only zeros: the limit
             // `format-spec/mark.md` states).
-            let in_window = self.crashed && self.lazy_mark && last >= vouched;
+            // With `MARK` damaged too, what its lost slot vouched for is unknown: a second
+            // damage to the log there reads as a window loss (`format-spec/mark.md`, "Reading").
+            let mark_hit = names.iter().any(|p| p.ends_with(MARK_FILE_NAME));
+            let in_window = (self.crashed && self.lazy_mark && last >= vouched) || mark_hit;
             if !in_window {
                 return Err(format!(
                     "silent loss: records {}..={owed} were acknowledged, the open kept through \
