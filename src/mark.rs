@@ -93,6 +93,20 @@ impl Mark {
         }
     }
 
+    /// What the mark vouches for, as JSON: the one shape of `verify --json`'s `mark` and of
+    /// the open report's (`RecoveryReport::to_json`).
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "generation": self.generation,
+            "clean": self.clean,
+            "first_segment": self.first_segment.0,
+            "last_segment": self.last_segment.0,
+            "durable_seq": self.durable_seq,
+            "durable_offset": self.durable_offset,
+        })
+    }
+
     /// The 128 bytes of one slot (`format-spec/mark.md`, "Slot").
     #[must_use]
     pub fn encode(&self) -> [u8; MARK_SLOT_BYTES] {

@@ -224,16 +224,7 @@ impl RecoveryReport {
                 "message": cut.to_string(),
             })
         });
-        let mark = self.mark.as_ref().map_or(serde_json::Value::Null, |mark| {
-            serde_json::json!({
-                "generation": mark.generation,
-                "clean": mark.clean,
-                "first_segment": mark.first_segment.0,
-                "last_segment": mark.last_segment.0,
-                "durable_seq": mark.durable_seq,
-                "durable_offset": mark.durable_offset,
-            })
-        });
+        let mark = self.mark.as_ref().map_or(serde_json::Value::Null, crate::mark::Mark::to_json);
         serde_json::json!({
             "segments": self.segments,
             "records_scanned": self.records_scanned,

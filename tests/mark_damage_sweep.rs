@@ -51,6 +51,9 @@
 //! mark_damage_sweep -- --nocapture`) to see the counts per damage kind and outcome: 121
 //! images, about 8,000 damages, under 2 s in a debug build on two cores.
 
+#[path = "../fuzz/src/changes.rs"]
+mod changes;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,7 +65,7 @@ use factlog::harness::Body;
 use factlog::harness::event::UserMessage;
 use factlog::mark::{MARK_FILE_NAME, MarkState};
 use factlog::{
-    AppendOptions, Durability, Error, ErrorKind, Log, Options, Seq, Store, StoreOptions, TailCut,
+    AppendOptions, Durability, Error, ErrorKind, Log, Options, Seq, Store, StoreOptions,
 };
 
 /// The directory of the raw logs inside the simulated machine.
@@ -880,62 +883,6 @@ fn changed(before: &BTreeMap<PathBuf, Vec<u8>>, after: &BTreeMap<PathBuf, Vec<u8
     paths
 }
 
-/// Checks that an open changed nothing but the tail it reports cut (and created nothing but
-/// the kept copy of that tail and the preallocation).
-fn check_changes(
-    before: &BTreeMap<PathBuf, Vec<u8>>,
-    after: &BTreeMap<PathBuf, Vec<u8>>,
-    cut: Option<&TailCut>,
-) -> Result<(), String> {
-    for (path, old) in before {
-        let Some(new) = after.get(path) else {
-            return Err(format!("the open removed {}", path.display()));
-        };
-        if new == old {
-            continue;
-        }
-        let Some(cut) = cut.filter(|c| c.path == *path) else {
-            return Err(format!("the open changed {} and reported no cut of it", path.display()));
-        };
-        let range = cut.offset as usize..(cut.offset + cut.bytes) as usize;
-        let outside = old
-            .iter()
-            .zip(new)
-            .enumerate()
-            .find(|(i, (a, b))| a != b && !(range.contains(i) && **b == 0));
-        if let Some((i, _)) = outside {
-            let path = path.display();
-            return Err(format!("the open changed byte {i} of {path}, outside its cut {cut:?}"));
-        }
-        if new.len() < old.len() || new[old.len()..].iter().any(|&b| b != 0) {
-            return Err(format!("the open changed the length of {}", path.display()));
-        }
-    }
-    for path in after.keys().filter(|p| !before.contains_key(*p)) {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let kept = cut.is_some_and(|c| c.kept.as_ref() == Some(path));
-        if !kept && name != factlog::segments::PREALLOC_FILE_NAME {
-            return Err(format!("the open created {}", path.display()));
-        }
-    }
-    if let Some(cut) = cut {
-        match (&cut.kept, cut.frames) {
-            (None, 0) => {}
-            (Some(kept), frames) if frames > 0 => {
-                let bytes = after.get(kept).ok_or("the kept tail is missing")?;
-                let tail = factlog::torn::decode(bytes, kept).map_err(|e| e.to_string())?;
-                let old = before.get(&cut.path).ok_or("the cut segment is missing")?;
-                let range = cut.offset as usize..(cut.offset + cut.bytes) as usize;
-                if tail.offset != cut.offset || old.get(range) != Some(tail.bytes) {
-                    return Err(format!("the kept tail does not hold the cut bytes: {cut:?}"));
-                }
-            }
-            _ => return Err(format!("a cut with frames after its hole is kept exactly: {cut:?}")),
-        }
-    }
-    Ok(())
-}
-
 /// Checks a refused open: a refusal naming the damage that changed nothing.
 fn refused(
     image: &Image,
@@ -979,7 +926,7 @@ fn evaluate(image: &Image, damage: &Damage) -> Result<String, String> {
     let log = handle.log();
     let report = log.recovery_report().clone();
     let cut = report.tail_cut.clone();
-    check_changes(&before, &files_of(&fs), cut.as_ref())?;
+    changes::check_changes(&before, &files_of(&fs), cut.as_ref())?;
     let first = log.first_seq().map_err(|e| format!("first seq: {e}"))?.0;
     if first != image.first_seq {
         return Err(format!(

@@ -309,7 +309,7 @@ impl Case {
         let cut = report.tail_cut.clone();
         outcome.cut = cut.is_some();
         outcome.kept = cut.as_ref().is_some_and(|c| c.kept.is_some());
-        check_changes(&before, &files_of(&image), cut.as_ref())?;
+        super::changes::check_changes(&before, &files_of(&image), cut.as_ref())?;
         let first = log.first_seq().map_err(|e| format!("first seq: {e}"))?;
         if first != Seq(1) {
             return Err(format!("silent loss: the log now starts at {first}"));
@@ -527,58 +527,6 @@ fn check_refusal(e: &Error, names: &[PathBuf]) -> Result<(), String> {
     }
     if !names.contains(path) {
         return Err(format!("the refusal names {}, not a damaged file: {e}", path.display()));
-    }
-    Ok(())
-}
-
-/// Every byte an open changed lies in the cut it reports; the only file it may create is the
-/// kept copy of that cut (or the preallocation), which holds the cut bytes exactly.
-fn check_changes(
-    before: &BTreeMap<PathBuf, Vec<u8>>,
-    after: &BTreeMap<PathBuf, Vec<u8>>,
-    cut: Option<&TailCut>,
-) -> Result<(), String> {
-    for (path, old) in before {
-        let Some(new) = after.get(path) else {
-            return Err(format!("the open removed {}", path.display()));
-        };
-        if new == old {
-            continue;
-        }
-        let Some(cut) = cut.filter(|c| c.path == *path) else {
-            return Err(format!("the open changed {} and reported no cut", path.display()));
-        };
-        let range = cut.offset as usize..(cut.offset + cut.bytes) as usize;
-        let outside = old
-            .iter()
-            .zip(new)
-            .enumerate()
-            .any(|(i, (a, b))| a != b && !(range.contains(&i) && *b == 0));
-        if outside || new.len() < old.len() || new[old.len()..].iter().any(|&b| b != 0) {
-            return Err(format!("the open changed {} outside its cut {cut:?}", path.display()));
-        }
-    }
-    for path in after.keys().filter(|p| !before.contains_key(*p)) {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let kept = cut.is_some_and(|c| c.kept.as_ref() == Some(path));
-        if !kept && name != factlog::segments::PREALLOC_FILE_NAME {
-            return Err(format!("the open created {}", path.display()));
-        }
-    }
-    if let Some(cut) = cut {
-        match (&cut.kept, cut.frames) {
-            (None, 0) => {}
-            (Some(kept), frames) if frames > 0 => {
-                let bytes = after.get(kept).ok_or("the kept tail is missing")?;
-                let tail = factlog::torn::decode(bytes, kept).map_err(|e| e.to_string())?;
-                let old = before.get(&cut.path).ok_or("the cut segment is missing")?;
-                let range = cut.offset as usize..(cut.offset + cut.bytes) as usize;
-                if tail.offset != cut.offset || old.get(range) != Some(tail.bytes) {
-                    return Err(format!("the kept tail does not hold the cut bytes: {cut:?}"));
-                }
-            }
-            _ => return Err(format!("a cut with frames after its hole is kept exactly: {cut:?}")),
-        }
     }
     Ok(())
 }

@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod changes;
 pub mod damaged_tail;
 pub mod event_decode;
 pub mod frame_decode;

@@ -505,16 +505,7 @@ fn report_json(
         }
         _ => Value::Null,
     };
-    let mark = report.and_then(|r| r.mark.as_ref()).map_or(Value::Null, |m| {
-        json!({
-            "generation": m.generation,
-            "clean": m.clean,
-            "first_segment": m.first_segment.0,
-            "last_segment": m.last_segment.0,
-            "durable_seq": m.durable_seq,
-            "durable_offset": m.durable_offset,
-        })
-    });
+    let mark = report.and_then(|r| r.mark.as_ref()).map_or(Value::Null, Mark::to_json);
     let kept: Vec<Value> = report
         .map(|r| r.kept_tails.iter().map(|p| Value::from(p.display().to_string())).collect())
         .unwrap_or_default();
