@@ -186,6 +186,25 @@ pub enum ErrorKind {
         /// What is wrong with it.
         reason: String,
     },
+    /// A replica of an older format (version 1), whose objects do not name the replica they
+    /// belong to: it is not read; a store re-seeds a replica at a new location.
+    ReplicaOutdated {
+        /// The replica's location.
+        location: String,
+        /// The version it has.
+        found: u16,
+        /// The version this build reads.
+        supported: u16,
+    },
+    /// Another `factlog restore` is writing the same target now; nothing was written.
+    RestoreInProgress {
+        /// The target directory.
+        target: PathBuf,
+        /// The other restore's process id, as its staging directory records it.
+        pid: u32,
+        /// Its staging directory.
+        staging: PathBuf,
+    },
     /// A replica misses objects between others; nothing was restored.
     ReplicaGap {
         /// What is missing, and where.
@@ -704,6 +723,7 @@ impl Error {
                     | ErrorKind::ReplicaDamaged { .. }
                     | ErrorKind::ReplicaGap { .. }
                     | ErrorKind::ReplicaDiverged { .. }
+                    | ErrorKind::ReplicaOutdated { .. }
             )
     }
 }
@@ -851,6 +871,21 @@ impl fmt::Display for Error {
                 f,
                 "replica object {object:?} is damaged: {reason}; nothing was restored: restore \
                  with --seq below the damage, or from another replica"
+            ),
+            ErrorKind::ReplicaOutdated { location, found, supported } => write!(
+                f,
+                "replica {location} has format version {found}, whose objects do not name the \
+                 replica they belong to; this build reads version {supported} only: re-seed it \
+                 (factlog replicate DIR --to A_NEW_LOCATION from the store, or restore it with \
+                 the factlog that wrote it and replicate the result to a new location); nothing \
+                 was read or written"
+            ),
+            ErrorKind::RestoreInProgress { target, pid, staging } => write!(
+                f,
+                "another factlog restore (pid {pid}) is writing {} now, staged in {}; nothing \
+                 was written: wait for it to finish, or restore into another directory",
+                target.display(),
+                staging.display()
             ),
             ErrorKind::ReplicaGap { missing } => write!(
                 f,

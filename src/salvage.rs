@@ -295,20 +295,17 @@ fn copy_snapshots(fs: &dyn Fs, target: &Path, files: &[SnapshotFile]) -> Result<
 /// Removes everything under `target` (which was empty or missing before the salvage), and
 /// `target` itself when the salvage created it. Best effort: the salvage already failed.
 pub(crate) fn discard(fs: &dyn Fs, target: &Path, created: bool) {
-    fn empty(fs: &dyn Fs, dir: &Path) {
-        for name in fs.list_dir(dir).unwrap_or_default() {
-            let path = dir.join(name);
+    if created {
+        crate::fs::remove_tree(fs, target);
+    } else {
+        for name in fs.list_dir(target).unwrap_or_default() {
+            let path = target.join(name);
             if fs.list_dir(&path).is_ok() {
-                empty(fs, &path);
-                let _ = fs.remove_dir(&path);
+                crate::fs::remove_tree(fs, &path);
             } else {
                 let _ = fs.remove_file(&path);
             }
         }
-    }
-    empty(fs, target);
-    if created {
-        let _ = fs.remove_dir(target);
     }
 }
 

@@ -109,7 +109,7 @@ fn refusals_say_what_to_do() {
 
     // A lease left by a run that did not stop cleanly: refused, then taken over.
     let remote = DirRemote::create(&url(replica_dir.path()), replica_dir.path()).expect("remote");
-    factlog::replica::ensure_identity(&remote).expect("identity");
+    factlog::replica::ensure_identity(&remote, 1, Path::new("/elsewhere"), 7).expect("identity");
     factlog::replica::lease::take(&remote, Path::new("/elsewhere"), false, 7).expect("a lease");
     let held = once(store_dir.path(), replica_dir.path(), &[]);
     held.assert_one_line_error(1);

@@ -105,10 +105,12 @@ fn a_retention_cut_off_half_way_restores_and_replicates_the_same() {
     let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     replicated(store_dir.path(), replica_dir.path());
     let remote = DirRemote::create(&url(replica_dir.path()), replica_dir.path()).expect("remote");
-    let plan = factlog::replica::retain::plan(&remote).expect("plan");
+    let plan = factlog::replica::retain::plan(&remote, 1).expect("plan");
     assert!(plan.parts.len() >= 2, "{plan:?}");
-    // The marker and the first part only, as if the retention stopped there.
-    remote.put_new(&factlog::replica::retain::marker_name(plan.covered_seq), b"").expect("marker");
+    // The record and the first part only, as if the retention stopped there.
+    let record = plan.record.as_ref().expect("a record");
+    let name = factlog::replica::retain::record_name(plan.covered_seq);
+    remote.put_new(&name, &record.encode()).expect("record");
     remote.delete(&plan.parts[0]).expect("delete");
     let target = tempfile::tempdir().unwrap();
     let restored = target.path().join("store");

@@ -28,8 +28,8 @@ use std::sync::atomic::Ordering;
 use common::damage::{segment_files, small_options};
 use common::harness::{events, fold};
 use common::replica_fixture::{
-    Replica, SECOND_US, TIMED_JUMP_TURN, TIMED_TURNS, frame_boundaries, last_seq, segment_of, ship,
-    source_store, timed_source_store, turn_time_us,
+    FIXTURE_REPLICA_ID, Replica, SECOND_US, TIMED_JUMP_TURN, TIMED_TURNS, encode_part,
+    frame_boundaries, last_seq, segment_of, ship, source_store, timed_source_store, turn_time_us,
 };
 use factlog::replica::{self, Remote, RestoreOptions, RestoreReport, part, restore};
 use factlog::{Error, ErrorKind, Seq, Store};
@@ -371,7 +371,11 @@ fn a_damaged_part_is_refused_and_named() {
     let (_, start, end) = replica::parse_part_name(&name).expect("a part name");
     let (header, body) = part::decode(&name, &original, start, end).expect("the original");
     // A part of another incarnation of the segment (another salt): its frames would not check.
-    overwrite(&setup.replica, &name, &part::encode(start, header.salt ^ 1, body));
+    overwrite(
+        &setup.replica,
+        &name,
+        &part::encode(part::PartHeader { salt: header.salt ^ 1, ..header }, body),
+    );
     match setup.refused(RestoreOptions::new()).kind() {
         ErrorKind::ReplicaDamaged { object, reason } => {
             assert_eq!(object, &name);
@@ -381,7 +385,7 @@ fn a_damaged_part_is_refused_and_named() {
     }
     let mut body = body.to_vec();
     body[30] ^= 0x01;
-    overwrite(&setup.replica, &name, &part::encode(start, header.salt, &body));
+    overwrite(&setup.replica, &name, &part::encode(header, &body));
     match setup.refused(RestoreOptions::new()).kind() {
         ErrorKind::ReplicaDamaged { object, reason } => {
             assert_eq!(object, &name);
@@ -413,7 +417,9 @@ fn a_part_that_ends_inside_a_frame_is_refused() {
         [(a, cut, early.clone()), (cut, c, replica::part_name(first_seq, cut, c))]
     {
         let body = &bytes[start as usize..end as usize];
-        remote.put_new(&name, &part::encode(start, header.salt, body)).expect("put");
+        remote
+            .put_new(&name, &encode_part(FIXTURE_REPLICA_ID, start, header.salt, body))
+            .expect("put");
     }
     match setup.refused(RestoreOptions::new()).kind() {
         ErrorKind::ReplicaDamaged { object, reason } => {
@@ -445,9 +451,13 @@ fn a_part_that_ends_inside_a_frames_padding_is_refused() {
     let first_seq = header.first_seq.0;
     let early = replica::part_name(first_seq, 0, cut as u64);
     let late = replica::part_name(first_seq, cut as u64, scan.end_offset as u64);
-    remote.put_new(&early, &part::encode(0, header.salt, &bytes[..cut])).expect("put");
+    remote
+        .put_new(&early, &encode_part(FIXTURE_REPLICA_ID, 0, header.salt, &bytes[..cut]))
+        .expect("put");
     let late_body = &bytes[cut..scan.end_offset];
-    remote.put_new(&late, &part::encode(cut as u64, header.salt, late_body)).expect("put");
+    remote
+        .put_new(&late, &encode_part(FIXTURE_REPLICA_ID, cut as u64, header.salt, late_body))
+        .expect("put");
     match setup.refused(RestoreOptions::new()).kind() {
         ErrorKind::ReplicaDamaged { object, reason } => {
             assert_eq!(object, &early);
@@ -596,12 +606,22 @@ fn another_identity_version_is_refused() {
     overwrite(
         &setup.replica,
         replica::IDENTITY_NAME,
-        br#"{"format":"factlog-replica","version":2}"#,
+        br#"{"format":"factlog-replica","version":3}"#,
     );
     match setup.refused(RestoreOptions::new()).kind() {
-        ErrorKind::UnsupportedVersion { found: 2, supported: 1, .. } => {}
+        ErrorKind::UnsupportedVersion { found: 3, supported: 2, .. } => {}
         other => panic!("{other:?}"),
     }
+    // A replica of version 1 names no replica in its objects: refused, saying how to re-seed.
+    overwrite(
+        &setup.replica,
+        replica::IDENTITY_NAME,
+        br#"{"format":"factlog-replica","version":1}"#,
+    );
+    let outdated = setup.refused(RestoreOptions::new());
+    assert!(matches!(outdated.kind(), ErrorKind::ReplicaOutdated { found: 1, .. }), "{outdated}");
+    assert!(outdated.to_string().contains("re-seed"), "{outdated}");
+    assert!(outdated.is_damaged_or_refused_data());
 }
 
 #[test]

@@ -299,7 +299,8 @@ fn opened_from_the_environment_in_a_child() {
     assert!(std::env::var_os("FACTLOG_S3_CHILD").is_some(), "run by its parent test only");
     let remote = factlog::replica::remote::open(&format!("s3://{BUCKET}/from-env"))
         .expect("open from the environment");
-    factlog::replica::ensure_identity(remote.as_ref()).expect("create and check the identity");
+    factlog::replica::ensure_identity(remote.as_ref(), 1, std::path::Path::new("/s"), 1)
+        .expect("create and check the identity");
     assert!(!remote.put_new("factlog-replica.json", b"{}").expect("put again"));
 }
 

@@ -91,3 +91,18 @@ pub trait FsFile: Send + Sync + fmt::Debug {
 
 /// A held directory lock; dropping it releases the lock.
 pub trait DirLock: Send + Sync + fmt::Debug {}
+
+/// Removes `dir` and everything below it, as far as it can (best effort: what cannot be
+/// removed stays). Only for a directory the caller created and owns alone: a staging or
+/// target directory of its own that it gives up.
+pub(crate) fn remove_tree(fs: &dyn Fs, dir: &Path) {
+    for name in fs.list_dir(dir).unwrap_or_default() {
+        let path = dir.join(name);
+        if fs.list_dir(&path).is_ok() {
+            remove_tree(fs, &path);
+        } else {
+            let _ = fs.remove_file(&path);
+        }
+    }
+    let _ = fs.remove_dir(dir);
+}

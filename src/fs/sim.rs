@@ -75,6 +75,9 @@ struct Inode {
 #[derive(Debug, Clone)]
 struct NameChange {
     edits: Vec<(PathBuf, Option<u64>)>,
+    /// A directory renamed, `(from, to)`: one entry of `to`'s parent, which moves every name
+    /// below it (the edits) at once.
+    moved_dir: Option<(PathBuf, PathBuf)>,
 }
 
 fn apply(names: &mut BTreeMap<PathBuf, u64>, change: &NameChange) {
@@ -140,9 +143,39 @@ impl State {
     }
 
     fn change_names(&mut self, edits: Vec<(PathBuf, Option<u64>)>) {
-        let change = NameChange { edits };
+        let change = NameChange { edits, moved_dir: None };
         apply(&mut self.names, &change);
         self.name_log.push(change);
+    }
+
+    /// `rename(2)` of a directory: `to` must not exist or be an empty directory; every name
+    /// below `from` moves below `to` in one change of `to`'s parent.
+    fn rename_dir(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        if self.names.contains_key(to) {
+            // ENOTDIR, as rename(2) reports a directory renamed onto a file.
+            return Err(io::Error::from_raw_os_error(20));
+        }
+        let below = |p: &Path, dir: &Path| p != dir && p.starts_with(dir);
+        if self.names.keys().chain(self.dirs.iter()).any(|p| below(p, to)) {
+            // ENOTEMPTY, as rename(2) reports a non-empty target directory.
+            return Err(io::Error::from_raw_os_error(39));
+        }
+        let moved = |p: &Path| to.join(p.strip_prefix(from).expect("below from"));
+        let mut edits = Vec::new();
+        for (path, inode) in self.names.iter().filter(|(p, _)| below(p, from)) {
+            edits.push((path.clone(), None));
+            edits.push((moved(path), Some(*inode)));
+        }
+        let dirs: Vec<PathBuf> =
+            self.dirs.iter().filter(|d| d.starts_with(from)).cloned().collect();
+        for dir in dirs {
+            self.dirs.remove(&dir);
+            self.dirs.insert(moved(&dir));
+        }
+        let change = NameChange { edits, moved_dir: Some((from.to_path_buf(), to.to_path_buf())) };
+        apply(&mut self.names, &change);
+        self.name_log.push(change);
+        Ok(())
     }
 
     fn inode_of(&self, path: &Path) -> io::Result<u64> {
@@ -474,6 +507,9 @@ impl Fs for SimFs {
         if let Some(fault) = state.op()? {
             return Err(fault_error(fault));
         }
+        if state.dirs.contains(from) {
+            return state.rename_dir(from, to);
+        }
         let inode = state.inode_of(from)?;
         state.change_names(vec![(from.to_path_buf(), None), (to.to_path_buf(), Some(inode))]);
         Ok(())
@@ -514,10 +550,25 @@ impl Fs for SimFs {
         }
         let in_dir = |p: &Path| p.parent() == Some(path);
         let log = std::mem::take(&mut state.name_log);
-        let (synced, pending): (Vec<_>, Vec<_>) =
-            log.into_iter().partition(|c| c.edits.iter().any(|(p, _)| in_dir(p)));
+        let (synced, pending): (Vec<_>, Vec<_>) = log.into_iter().partition(|c| {
+            c.edits.iter().any(|(p, _)| in_dir(p))
+                || c.moved_dir.as_ref().is_some_and(|(_, to)| in_dir(to))
+        });
         for change in &synced {
             apply(&mut state.durable_names, change);
+            if let Some((from, to)) = &change.moved_dir {
+                // The directories below a renamed one move with it.
+                let below: Vec<PathBuf> = state
+                    .durable_dirs
+                    .iter()
+                    .filter(|d| d.starts_with(from) && *d != from)
+                    .cloned()
+                    .collect();
+                for dir in below {
+                    state.durable_dirs.remove(&dir);
+                    state.durable_dirs.insert(to.join(dir.strip_prefix(from).expect("below")));
+                }
+            }
         }
         state.name_log = pending;
         let subdirs: Vec<PathBuf> = state.dirs.iter().filter(|d| in_dir(d)).cloned().collect();

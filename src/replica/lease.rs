@@ -104,6 +104,27 @@ pub fn take(remote: &dyn Remote, store_dir: &Path, takeover: bool, now_us: u64) 
     Ok(Lease { epoch, takeover: held.is_some() })
 }
 
+/// The lease objects of every epoch below the highest (their `.json` and `.released`): a
+/// later epoch supersedes them, and only the highest tells whether the lease is held, so
+/// retention removes them ([`super::retain`]).
+///
+/// # Errors
+///
+/// [`ErrorKind::Remote`].
+pub fn superseded(remote: &dyn Remote) -> Result<Vec<String>> {
+    let names = remote.list(LEASE_PREFIX)?;
+    let epoch_of = |name: &str| -> Option<u64> {
+        let file = name.strip_prefix(LEASE_PREFIX)?;
+        let digits = file.strip_suffix(".json").or_else(|| file.strip_suffix(".released"))?;
+        (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse().ok())?
+    };
+    let Some(highest) = names.iter().filter_map(|n| epoch_of(n)).max() else {
+        return Ok(Vec::new());
+    };
+    Ok(names.into_iter().filter(|n| epoch_of(n).is_some_and(|e| e < highest)).collect())
+}
+
 /// Checks that `lease` was not taken over (no lease of a later epoch exists).
 ///
 /// # Errors
@@ -152,6 +173,8 @@ mod tests {
         release(&remote, second).expect("release");
         let third = take(&remote, store, false, 4).expect("after a release");
         assert_eq!(third.epoch, 3);
+        let old = superseded(&remote).expect("list");
+        assert_eq!(old, [lease_name(1), lease_name(2), released_name(2)]);
         let recorded = remote.get(&lease_name(2)).expect("get").expect("the takeover's lease");
         let recorded: Value = serde_json::from_slice(&recorded).expect("json");
         assert_eq!(recorded["takeover"], json!(true));

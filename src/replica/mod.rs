@@ -4,18 +4,27 @@
 //! - [`remote`]: the seam every object-store request goes through, and its `file://` form;
 //! - [`object`]: its `s3://`, `gs://` and `az://` forms (feature `object-store`), with
 //!   [`aws_profile`] for the shared credentials files of `s3://`;
+//! - [`identity`]: the replica's identity object and the id each of its objects carries;
 //! - [`part`]: a part, the self-checking object that holds a range of a segment file;
+//! - [`snapshot_object`]: a snapshot object, the self-checking copy of a snapshot file;
+//! - [`listing`]: what a replica holds, listed once and sorted by kind;
 //! - [`lease`]: one replicating run per replica;
-//! - [`retain`]: the remote objects a newer remote snapshot makes unnecessary, removed;
+//! - [`retain`]: the remote objects a newer remote snapshot makes unnecessary, removed, and
+//!   the retention record that says where the history then begins;
 //! - [`restored`]: the file a restored store keeps, naming the replica it came from;
 //! - [`ship`]: the replicator, which ships what the store's files hold;
 //! - [`background`]: a store replicating in its own process ([`crate::Store::replicate`]);
-//! - [`restore`](mod@restore): a store rebuilt from a replica, every object checked first.
+//! - [`restore`](mod@restore): a store rebuilt from a replica, every object checked first,
+//!   written in a [`staging`] directory of its own and moved into place;
+//! - [`inspect`]: `factlog replicas`: what a replica holds, and a scrub of it.
 
 #[cfg(feature = "object-store")]
 pub mod aws_profile;
 pub mod background;
+pub mod identity;
+pub mod inspect;
 pub mod lease;
+pub mod listing;
 #[cfg(feature = "object-store")]
 pub mod object;
 pub mod part;
@@ -25,22 +34,19 @@ pub mod restore;
 pub mod restored;
 pub mod retain;
 pub mod ship;
+pub mod snapshot_object;
+mod staging;
 
 pub use background::{ReplicateOptions, Replication};
+pub use identity::{
+    IDENTITY_FORMAT, IDENTITY_NAME, Identity, REPLICA_VERSION, check_identity, ensure_identity,
+};
 #[cfg(feature = "object-store")]
 pub use object::{ObjectOptions, ObjectRemote};
 pub use remote::{DirRemote, Remote};
 pub use restore::{RecordTime, RestoreOptions, RestoreReport, restore};
 pub use ship::{Replicator, ShipOptions, ShipStatus};
 
-use crate::error::{ErrorKind, Result};
-
-/// The name of a replica's identity object.
-pub const IDENTITY_NAME: &str = "factlog-replica.json";
-/// The `format` of the identity object.
-pub const IDENTITY_FORMAT: &str = "factlog-replica";
-/// The replica format version this build writes and reads.
-pub const REPLICA_VERSION: u16 = 1;
 /// The prefix of part objects.
 pub const SEGMENTS_PREFIX: &str = "segments/";
 /// The prefix of snapshot objects.
@@ -74,48 +80,6 @@ fn number20(text: &str) -> Option<u64> {
     (text.len() == 20 && text.bytes().all(|b| b.is_ascii_digit())).then(|| text.parse().ok())?
 }
 
-/// Creates the replica's identity object if it is missing, and checks it.
-///
-/// # Errors
-///
-/// Those of [`check_identity`], and [`ErrorKind::Remote`].
-pub fn ensure_identity(remote: &dyn Remote) -> Result<()> {
-    let identity = serde_json::json!({"format": IDENTITY_FORMAT, "version": REPLICA_VERSION});
-    remote.put_new(IDENTITY_NAME, identity.to_string().as_bytes())?;
-    check_identity(remote)
-}
-
-/// Checks that the location holds a replica of a version this build reads.
-///
-/// # Errors
-///
-/// [`ErrorKind::NotAReplica`] without an identity object; [`ErrorKind::UnsupportedVersion`]
-/// for another version; [`ErrorKind::ReplicaDamaged`] for an identity that is not one.
-pub fn check_identity(remote: &dyn Remote) -> Result<()> {
-    let Some(bytes) = remote.get(IDENTITY_NAME)? else {
-        return Err(ErrorKind::NotAReplica { location: remote.location().to_owned() }.into());
-    };
-    let damaged = |reason: &str| -> crate::Error {
-        ErrorKind::ReplicaDamaged { object: IDENTITY_NAME.to_owned(), reason: reason.to_owned() }
-            .into()
-    };
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|_| damaged("not a JSON object"))?;
-    if value.get("format").and_then(serde_json::Value::as_str) != Some(IDENTITY_FORMAT) {
-        return Err(damaged("its \"format\" is not \"factlog-replica\""));
-    }
-    match value.get("version").and_then(serde_json::Value::as_u64) {
-        Some(v) if v == u64::from(REPLICA_VERSION) => Ok(()),
-        Some(v) => Err(ErrorKind::UnsupportedVersion {
-            path: IDENTITY_NAME.into(),
-            found: u16::try_from(v).unwrap_or(u16::MAX),
-            supported: REPLICA_VERSION,
-        }
-        .into()),
-        None => Err(damaged("its \"version\" is not a number")),
-    }
-}
-
 /// The name of this machine, as leases and restore reports name devices.
 #[must_use]
 pub fn device_name() -> String {
@@ -144,26 +108,5 @@ mod tests {
         {
             assert_eq!(parse_part_name(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn the_identity_is_created_once_and_checked() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let remote = DirRemote::create("file:///r", dir.path()).expect("remote");
-        assert!(matches!(
-            check_identity(&remote).unwrap_err().kind(),
-            ErrorKind::NotAReplica { .. }
-        ));
-        ensure_identity(&remote).expect("created");
-        ensure_identity(&remote).expect("checked");
-        std::fs::write(
-            dir.path().join(IDENTITY_NAME),
-            br#"{"format":"factlog-replica","version":2}"#,
-        )
-        .expect("write");
-        assert!(matches!(
-            check_identity(&remote).unwrap_err().kind(),
-            ErrorKind::UnsupportedVersion { found: 2, .. }
-        ));
     }
 }

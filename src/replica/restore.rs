@@ -13,21 +13,23 @@
 //!   follow each other, within the segment and from one segment to the next.
 //! - A point in time ends the restored log: no frame after the first one left out by the
 //!   point is fetched, checked or written.
-//! - A refusal leaves the target as it was found: the target and the replica's identity are
-//!   checked before anything is written, and whatever was written is removed when a later
-//!   check fails.
+//! - Every object used belongs to this replica (its `replica_id`) and holds what its name
+//!   says (range, seqs, covered seq); the history begins at seq 1, or where the newest
+//!   retention record says, with the snapshot it kept.
+//! - A refusal leaves the target as it was found: everything is written into a staging
+//!   directory of this restore's own ([`super::staging`]), moved into place by one `rename`
+//!   only when every check passed, and removed otherwise. No other file is ever removed.
 //! - Memory is bounded by one part: each part is checked and written before the next one is
 //!   fetched.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::lease::LEASE_PREFIX;
-use super::{
-    Remote, SEGMENTS_PREFIX, SNAPSHOTS_PREFIX, check_identity, device_name, parse_part_name, part,
-};
+use super::identity::{Identity, foreign};
+use super::listing::Listing;
+use super::staging::Staging;
+use super::{Remote, device_name, part, snapshot_object};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{self, Decoded, Frame};
 use crate::fs::{Fs, OpenMode};
@@ -44,6 +46,7 @@ use crate::types::Seq;
 pub struct RestoreOptions {
     seq: Option<Seq>,
     time_us: Option<u64>,
+    dry_run: bool,
     store: StoreOptions,
 }
 
@@ -52,7 +55,7 @@ impl RestoreOptions {
     /// `StoreOptions::new()`.
     #[must_use]
     pub fn new() -> RestoreOptions {
-        RestoreOptions { seq: None, time_us: None, store: StoreOptions::new() }
+        RestoreOptions { seq: None, time_us: None, dry_run: false, store: StoreOptions::new() }
     }
 
     /// Restore the log as it was at `seq`: keep the frames whose records all have seqs up to
@@ -82,6 +85,15 @@ impl RestoreOptions {
         self
     }
 
+    /// Check everything a restore checks (the target, the identity, every object the
+    /// restore would use, fetched and checked) and report what it would produce, without
+    /// writing anything. Default: `false`.
+    #[must_use]
+    pub fn dry_run(mut self, on: bool) -> RestoreOptions {
+        self.dry_run = on;
+        self
+    }
+
     /// The options the restored store is opened with, as a check; their file system
     /// ([`crate::Options::fs`]) is the one the new store is written through, and their clock
     /// gives `restored_us`. Default: `StoreOptions::new()`.
@@ -103,6 +115,15 @@ impl Default for RestoreOptions {
 pub struct RestoreReport {
     /// The replica's location.
     pub location: String,
+    /// The replica's id (32 hex digits), which every object used carried.
+    pub replica_id: String,
+    /// Whether this was a dry run: nothing was written.
+    pub dry_run: bool,
+    /// The newest retention record's `(covered_seq, first_kept_seq)`, if a retention ran.
+    pub retention: Option<(Seq, Seq)>,
+    /// Staging directories of earlier restores of the same target that did not finish
+    /// (killed): nobody holds them, and this restore does not remove them (remove them).
+    pub stale_staging: Vec<PathBuf>,
     /// The new store's directory.
     pub target: PathBuf,
     /// The seq asked for with [`RestoreOptions::seq`], if any.
@@ -178,22 +199,28 @@ pub struct SkippedObject {
 }
 
 /// Builds a store in `dir` (a directory that does not exist or is empty) from the replica
-/// in `remote`: checks its identity, every part of every segment up to the requested seq or
-/// time, their frames and the continuity of their seqs, writes the segment files, the
-/// snapshots covering at most the last restored seq and `RESTORED.json`, syncs them, and
-/// opens the result read-only as a check.
+/// in `remote`: checks its identity, where its history begins (seq 1, or the newest
+/// retention record's first kept seq with the snapshot it kept), every part of every segment
+/// up to the requested seq or time (of this replica, holding the seqs its header says),
+/// their frames and the continuity of their seqs; writes the segment files, the snapshots
+/// covering at most the last restored seq and `RESTORED.json` into a staging directory of
+/// its own, syncs them, opens the result read-only as a check, and moves it into place. With
+/// [`RestoreOptions::dry_run`], checks the same and writes nothing.
 ///
 /// # Errors
 ///
 /// [`ErrorKind::InvalidOptions`] for both a seq and a time (nothing read or written);
-/// [`ErrorKind::TargetNotEmpty`] (nothing written); those of [`check_identity`];
-/// [`ErrorKind::ReplicaDamaged`] naming an object that is not valid or whose frames are not;
-/// [`ErrorKind::ReplicaGap`] naming the byte range or the seqs the replica misses (also the
-/// seqs retention removed when the first record the replica holds is after the requested
-/// time: the log as it was then is not in the replica);
-/// [`ErrorKind::UnsupportedVersion`] for a part or segment of a newer format;
-/// [`ErrorKind::Remote`]; I/O errors; the errors of opening the result. On every error after
-/// the checks of the target, what was written is removed.
+/// [`ErrorKind::TargetNotEmpty`] (nothing written; also when another restore filled the
+/// target meanwhile); [`ErrorKind::RestoreInProgress`] when another restore of the same
+/// target runs; those of [`super::identity::check_identity`] (a replica of version 1 is
+/// [`ErrorKind::ReplicaOutdated`]); [`ErrorKind::ReplicaDamaged`] naming an object that is not
+/// valid, whose frames are not, that belongs to another replica, or a retention record that
+/// is not one; [`ErrorKind::ReplicaGap`] naming the byte range or the seqs the replica
+/// misses (also a history that does not begin where it may, and the seqs retention removed
+/// when the first record the replica holds is after the requested time: the log as it was
+/// then is not in the replica); [`ErrorKind::UnsupportedVersion`] for an object or segment
+/// of a newer format; [`ErrorKind::Remote`]; I/O errors; the errors of opening the result.
+/// On every error, the target is as it was found.
 pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Result<RestoreReport> {
     if let (Some(seq), Some(time_us)) = (options.seq, options.time_us) {
         return Err(Error::invalid_options(format!(
@@ -204,11 +231,59 @@ pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Resu
     }
     let fs = Arc::clone(&options.store.log.fs);
     check_target(&*fs, dir)?;
-    check_identity(remote)?;
+    if options.dry_run {
+        return check(remote, dir, &options);
+    }
+    let (listing, mut report) = prepare(remote, dir, &options)?;
+    let staging = Staging::create(&*fs, dir)?;
+    report.stale_staging.clone_from(&staging.stale);
+    let out = staging.dir().to_path_buf();
+    let written =
+        write_store(remote, &*fs, Some(&out), &listing, &options, &mut report).and_then(|()| {
+            // Every restored byte was checked and synced: the mark vouches for all of them,
+            // as after a clean close (`format-spec/mark.md`).
+            crate::mark::write_clean(&*fs, &out)?;
+            Store::open_read_only(&out, options.store.clone())?.close()?;
+            Ok(())
+        });
+    match written {
+        Ok(()) => staging.commit().map(|()| report),
+        Err(error) => {
+            staging.discard();
+            Err(error)
+        }
+    }
+}
+
+/// Checks everything a restore into `dir` with `options` checks, fetching every object it
+/// would use, and reports what it would produce; writes nothing.
+///
+/// # Errors
+///
+/// Those of [`restore`] but the target's.
+pub(crate) fn check(
+    remote: &dyn Remote,
+    dir: &Path,
+    options: &RestoreOptions,
+) -> Result<RestoreReport> {
+    let (listing, mut report) = prepare(remote, dir, options)?;
+    report.dry_run = true;
+    let fs = Arc::clone(&options.store.log.fs);
+    write_store(remote, &*fs, None, &listing, options, &mut report)?;
+    Ok(report)
+}
+
+/// Lists the replica, checks where its history begins, and starts the report.
+fn prepare(
+    remote: &dyn Remote,
+    dir: &Path,
+    options: &RestoreOptions,
+) -> Result<(Listing, RestoreReport)> {
     let listing = Listing::read(remote)?;
     let Some((&first, _)) = listing.segments.first_key_value() else {
         return Err(gap("every segment: the replica holds no parts (nothing was shipped yet)"));
     };
+    check_history_start(remote, &listing, first)?;
     if let Some(seq) = options.seq
         && seq.0.saturating_add(1) < first
     {
@@ -219,9 +294,12 @@ pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Resu
             seq.0
         )));
     }
-    let created = matches!(fs.list_dir(dir), Err(e) if e.kind() == io::ErrorKind::NotFound);
-    let mut report = RestoreReport {
+    let report = RestoreReport {
         location: remote.location().to_owned(),
+        replica_id: listing.identity.id_hex(),
+        dry_run: options.dry_run,
+        retention: listing.retention.as_ref().map(|r| (Seq(r.covered_seq), Seq(r.first_kept_seq))),
+        stale_staging: Vec::new(),
         target: dir.to_path_buf(),
         requested_seq: options.seq,
         requested_time_us: options.time_us,
@@ -235,24 +313,11 @@ pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Resu
         snapshots: Vec::new(),
         snapshots_skipped: Vec::new(),
         ignored: listing.ignored.clone(),
-        source_device: listing.source_device.clone(),
+        source_device: listing.source_device(remote)?,
         device: device_name(),
         restored_us: (options.store.clock)(),
     };
-    let written = write_store(remote, &*fs, dir, &listing, &options, &mut report).and_then(|()| {
-        // Every restored byte was checked and synced: the mark vouches for all of them, as
-        // after a clean close (`format-spec/mark.md`).
-        crate::mark::write_clean(&*fs, dir)?;
-        Store::open_read_only(dir, options.store.clone())?.close()?;
-        Ok(())
-    });
-    match written {
-        Ok(()) => Ok(report),
-        Err(error) => {
-            crate::salvage::discard(&*fs, dir, created);
-            Err(error)
-        }
-    }
+    Ok((listing, report))
 }
 
 /// Refuses a target that exists and holds anything; writes nothing.
@@ -265,6 +330,62 @@ fn check_target(fs: &dyn Fs, dir: &Path) -> Result<()> {
     }
 }
 
+/// Checks that the replica's history begins where it may: at seq 1 without a retention
+/// record; at the newest record's first kept seq with it, the snapshot it kept present and
+/// the one it names. `first` is the first seq of the replica's oldest (not retained) segment.
+fn check_history_start(remote: &dyn Remote, listing: &Listing, first: u64) -> Result<()> {
+    let Some(record) = &listing.retention else {
+        if first > 1 {
+            return Err(gap(&format!(
+                "seqs 1..={}: the replica's oldest segment begins at seq {first}, and no \
+                 retention record says they were removed on purpose (were objects deleted?)",
+                first - 1
+            )));
+        }
+        return Ok(());
+    };
+    let name = super::retain::record_name(record.covered_seq);
+    if first < record.first_kept_seq {
+        return Err(damaged(
+            &name,
+            format!(
+                "it says the history begins at seq {}, but the replica holds segment {first}, \
+                 which retention would have removed: the record is not this replica's history",
+                record.first_kept_seq
+            ),
+        ));
+    }
+    if first > record.first_kept_seq {
+        return Err(gap(&format!(
+            "seqs {}..={}: the retention record {name} says the history begins at seq {}, and \
+             the replica's oldest segment begins at seq {first} (were objects deleted?)",
+            record.first_kept_seq,
+            first - 1,
+            record.first_kept_seq
+        )));
+    }
+    if first == 1 {
+        return Ok(());
+    }
+    let kept = match remote.get(&record.snapshot)? {
+        None => Err("it is missing".to_owned()),
+        Some(bytes) if crc32fast::hash(&bytes) != record.snapshot_crc => {
+            Err("it is not the object the record names (another checksum)".to_owned())
+        }
+        Some(bytes) => check_snapshot_object(&record.snapshot, &bytes, record.covered_seq, listing)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+    };
+    kept.map_err(|reason| {
+        gap(&format!(
+            "seqs 1..={}: retention removed them ({name}), and the snapshot it kept for them, \
+             {}, cannot stand for them: {reason}",
+            first - 1,
+            record.snapshot
+        ))
+    })
+}
+
 fn gap(missing: &str) -> Error {
     ErrorKind::ReplicaGap { missing: missing.to_owned() }.into()
 }
@@ -273,98 +394,16 @@ fn damaged(object: &str, reason: String) -> Error {
     ErrorKind::ReplicaDamaged { object: object.to_owned(), reason }.into()
 }
 
-/// The replica's objects by kind, as listed once at the start.
-#[derive(Debug)]
-struct Listing {
-    /// The parts of each segment by its first seq: `(start, end, name)`, by `start`.
-    segments: BTreeMap<u64, Vec<(u64, u64, String)>>,
-    /// The snapshot objects by the seq they cover.
-    snapshots: BTreeMap<u64, String>,
-    ignored: Vec<String>,
-    source_device: Option<String>,
-}
-
-impl Listing {
-    fn read(remote: &dyn Remote) -> Result<Listing> {
-        let mut segments: BTreeMap<u64, Vec<(u64, u64, String)>> = BTreeMap::new();
-        let mut ignored = Vec::new();
-        for name in remote.list(SEGMENTS_PREFIX)? {
-            match parse_part_name(&name) {
-                // Seq 0 names no segment (`format-spec/segment.md`, "Validity rules").
-                Some((first_seq, start, end)) if first_seq > 0 => {
-                    segments.entry(first_seq).or_default().push((start, end, name));
-                }
-                _ => ignored.push(name),
-            }
-        }
-        for parts in segments.values_mut() {
-            parts.sort();
-        }
-        // Segments a retention removed records of (`retained/` markers): their parts left by
-        // a retention cut off half way are not part of the replica any more.
-        let retained = super::retain::retained_through(remote)?;
-        let firsts: Vec<u64> = segments.keys().copied().collect();
-        for pair in firsts.windows(2) {
-            if pair[1] - 1 <= retained
-                && let Some(parts) = segments.remove(&pair[0])
-            {
-                ignored.extend(parts.into_iter().map(|(_, _, name)| name));
-            }
-        }
-        let mut snapshots = BTreeMap::new();
-        for name in remote.list(SNAPSHOTS_PREFIX)? {
-            let covered = name
-                .strip_prefix(SNAPSHOTS_PREFIX)
-                .filter(|file| !file.contains('/'))
-                .and_then(snapshot::parse_file_name);
-            match covered {
-                Some(seq) => {
-                    snapshots.insert(seq.0, name);
-                }
-                None => ignored.push(name),
-            }
-        }
-        let mut latest_lease: Option<(u64, String)> = None;
-        for name in remote.list(LEASE_PREFIX)? {
-            let file = name.strip_prefix(LEASE_PREFIX).unwrap_or_default();
-            let epoch = |suffix: &str| -> Option<u64> {
-                let digits = file.strip_suffix(suffix)?;
-                (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| digits.parse().ok())?
-            };
-            if let Some(epoch) = epoch(".json") {
-                if latest_lease.as_ref().is_none_or(|(e, _)| epoch > *e) {
-                    latest_lease = Some((epoch, name));
-                }
-            } else if epoch(".released").is_none() {
-                ignored.push(name);
-            }
-        }
-        let source_device = match latest_lease {
-            Some((_, name)) => remote.get(&name)?.and_then(|bytes| {
-                let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-                value.get("device")?.as_str().map(str::to_owned)
-            }),
-            None => None,
-        };
-        Ok(Listing { segments, snapshots, ignored, source_device })
-    }
-}
-
-/// Writes the segments and snapshots into `dir` and `RESTORED.json`, checking each object
-/// before its bytes are written, then syncs `dir`.
+/// Writes the segments and snapshots into `out` (nothing for a dry run, `None`) and
+/// `RESTORED.json`, checking each object before its bytes are written, then syncs `out`.
 fn write_store(
     remote: &dyn Remote,
     fs: &dyn Fs,
-    dir: &Path,
+    out: Option<&Path>,
     listing: &Listing,
     options: &RestoreOptions,
     report: &mut RestoreReport,
 ) -> Result<()> {
-    fs.create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs.sync_dir(parent).map_err(|e| Error::io("fsync directory", parent, e))?;
-    }
     let mut before: Option<(u64, SegmentHeader)> = None;
     let mut next = report.first_seq.0;
     let mut cut = false;
@@ -397,7 +436,8 @@ fn write_store(
         }
         let expected = before.map(|(_, header)| header);
         let bound = Bound { seq: options.seq, time_us: options.time_us };
-        let restored = restore_segment(remote, fs, dir, first_seq, parts, expected, bound)?;
+        let into = SegmentInto { out, identity: &listing.identity, before: expected, bound };
+        let restored = restore_segment(remote, fs, into, first_seq, parts)?;
         next = restored.next_seq;
         cut = restored.segment.cut;
         report.first_after_time = restored.first_after_time;
@@ -420,7 +460,7 @@ fn write_store(
             after.timestamp_us
         )));
     }
-    copy_snapshots(remote, fs, dir, listing, report)?;
+    copy_snapshots(remote, fs, out, listing, report)?;
     if first > 1 && !report.snapshots.iter().any(|covered| covered.0 >= first - 1) {
         let skipped: Vec<String> = report
             .snapshots_skipped
@@ -440,6 +480,7 @@ fn write_store(
             report.through_seq.0
         )));
     }
+    let Some(out) = out else { return Ok(()) };
     let restored = super::restored::Restored {
         version: super::restored::RESTORED_VERSION,
         from: report.location.clone(),
@@ -448,8 +489,8 @@ fn write_store(
         restored_us: report.restored_us,
         device: report.device.clone(),
     };
-    super::restored::write(fs, dir, &restored)?;
-    fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))
+    super::restored::write(fs, out, &restored)?;
+    fs.sync_dir(out).map_err(|e| Error::io("fsync directory", out, e))
 }
 
 /// A segment written into the new store.
@@ -484,20 +525,34 @@ enum Stop {
     Time(RecordTime),
 }
 
+/// Where and how [`restore_segment`] restores a segment.
+struct SegmentInto<'a> {
+    /// The directory the segment file is written into (`None`: a dry run).
+    out: Option<&'a Path>,
+    /// The replica's identity, which every part must carry.
+    identity: &'a Identity,
+    /// The header of the restored segment before it, which this one must follow.
+    before: Option<SegmentHeader>,
+    bound: Bound,
+}
+
 /// Checks the parts of the segment beginning at `first_seq` in order and writes their bytes
-/// into its file, up to the last frame within `bound`. `before` is the header of the
-/// restored segment before it, which this one must follow.
+/// into its file, up to the last frame within `into.bound`.
 fn restore_segment(
     remote: &dyn Remote,
     fs: &dyn Fs,
-    dir: &Path,
+    into: SegmentInto<'_>,
     first_seq: u64,
     parts: &[(u64, u64, String)],
-    before: Option<SegmentHeader>,
-    bound: Bound,
 ) -> Result<Restored> {
-    let path = dir.join(segment::file_name(Seq(first_seq)));
-    let file = fs.open(&path, OpenMode::CreateNew).map_err(|e| Error::io("create", &path, e))?;
+    let SegmentInto { out, identity, before, bound } = into;
+    let path = out.map(|dir| dir.join(segment::file_name(Seq(first_seq))));
+    let file = match &path {
+        Some(path) => {
+            Some(fs.open(path, OpenMode::CreateNew).map_err(|e| Error::io("create", path, e))?)
+        }
+        None => None,
+    };
     let mut header: Option<SegmentHeader> = None;
     let (mut end, mut next, mut used, mut cut) = (0_u64, first_seq, 0_usize, false);
     let mut first_after_time = None;
@@ -534,6 +589,18 @@ fn restore_segment(
             gap(&format!("object {name}: it was listed, then not found (was it removed?)"))
         })?;
         let (part_header, body) = part::decode(name, &bytes, start, part_end)?;
+        if part_header.replica_id != identity.replica_id {
+            return Err(foreign(name, part_header.replica_id, identity));
+        }
+        if part_header.first_seq != next {
+            return Err(damaged(
+                name,
+                format!(
+                    "its header says it holds seqs {}..={}, where seq {next} follows",
+                    part_header.first_seq, part_header.last_seq
+                ),
+            ));
+        }
         // The first part begins with the segment header; the frames follow it.
         let (header, frames_from) = match header {
             Some(header) => (header, 0),
@@ -555,7 +622,21 @@ fn restore_segment(
         let place = Place { object: name, segment: first_seq, start };
         let (kept, stop) =
             check_frames(place, body, frames_from, header.salt_crc(), &mut next, bound)?;
-        file.write_all_at(&body[..kept], start).map_err(|e| Error::io("write", &path, e))?;
+        if stop.is_none() && next - 1 != part_header.last_seq {
+            return Err(damaged(
+                name,
+                format!(
+                    "its header says it holds seqs {}..={}, its frames hold seqs {}..={}",
+                    part_header.first_seq,
+                    part_header.last_seq,
+                    part_header.first_seq,
+                    next - 1
+                ),
+            ));
+        }
+        if let (Some(file), Some(path)) = (&file, &path) {
+            file.write_all_at(&body[..kept], start).map_err(|e| Error::io("write", path, e))?;
+        }
         used += 1;
         end = start + kept as u64;
         if let Some(stop) = stop {
@@ -569,7 +650,9 @@ fn restore_segment(
     let Some(header) = header else {
         unreachable!("a segment is listed only with a part, and its first part sets the header");
     };
-    file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
+    if let (Some(file), Some(path)) = (&file, &path) {
+        file.sync_data().map_err(|e| Error::io("fdatasync", path, e))?;
+    }
     let segment = RestoredSegment {
         first_seq: Seq(first_seq),
         last_seq: (next > first_seq).then(|| Seq(next - 1)),
@@ -728,57 +811,80 @@ fn segment_header(
 }
 
 /// Copies the valid snapshot objects covering at most the restored seq into
-/// `dir/snapshots/`, and reports those that are not usable.
+/// `out/snapshots/` (nothing for a dry run), and reports those that are not usable. One that
+/// belongs to another replica refuses the restore.
 fn copy_snapshots(
     remote: &dyn Remote,
     fs: &dyn Fs,
-    dir: &Path,
+    out: Option<&Path>,
     listing: &Listing,
     report: &mut RestoreReport,
 ) -> Result<()> {
-    let snapshots = snapshot::snapshot_dir(dir);
+    let snapshots = out.map(snapshot::snapshot_dir);
     for (&covered, name) in listing.snapshots.range(..=report.through_seq.0) {
         let Some(bytes) = remote.get(name)? else {
             let reason = "listed, then not found".to_owned();
             report.snapshots_skipped.push(SkippedObject { object: name.clone(), reason });
             continue;
         };
-        if let Err(error) = check_snapshot(name, &bytes, Seq(covered)) {
-            let reason = error.to_string();
-            report.snapshots_skipped.push(SkippedObject { object: name.clone(), reason });
-            continue;
+        // An object of another replica is no damage to pass over: it was put here.
+        if let Ok((header, _)) = snapshot_object::decode(name, &bytes, covered)
+            && header.replica_id != listing.identity.replica_id
+        {
+            return Err(foreign(name, header.replica_id, &listing.identity));
         }
-        if report.snapshots.is_empty() {
-            fs.create_dir_all(&snapshots)
-                .map_err(|e| Error::io("create directory", &snapshots, e))?;
+        let file = match check_snapshot_object(name, &bytes, covered, listing) {
+            Ok(file) => file,
+            Err(error) => {
+                let reason = error.to_string();
+                report.snapshots_skipped.push(SkippedObject { object: name.clone(), reason });
+                continue;
+            }
+        };
+        if let Some(snapshots) = &snapshots {
+            if report.snapshots.is_empty() {
+                fs.create_dir_all(snapshots)
+                    .map_err(|e| Error::io("create directory", snapshots, e))?;
+            }
+            write_file(fs, &snapshots.join(snapshot::file_name(Seq(covered))), file)?;
         }
-        write_file(fs, &snapshots.join(snapshot::file_name(Seq(covered))), &bytes)?;
         report.snapshots.push(Seq(covered));
     }
-    if !report.snapshots.is_empty() {
+    if let Some(snapshots) = snapshots.filter(|_| !report.snapshots.is_empty()) {
         fs.sync_dir(&snapshots).map_err(|e| Error::io("fsync directory", &snapshots, e))?;
     }
     Ok(())
 }
 
-/// Checks that a snapshot object is one an open would load: it decodes, holds the seq of its
-/// name and a state this build folds ([`snapshot::load`]'s rules, on bytes).
-fn check_snapshot(name: &str, bytes: &[u8], covered: Seq) -> Result<()> {
+/// Checks that a snapshot object is one of this replica covering `covered` whose file an
+/// open would load (it decodes, holds the seq of its name and a state this build folds:
+/// [`snapshot::load`]'s rules, on bytes). Returns the file's bytes.
+pub(crate) fn check_snapshot_object<'a>(
+    name: &str,
+    bytes: &'a [u8],
+    covered: u64,
+    listing: &Listing,
+) -> Result<&'a [u8]> {
+    let (header, file) = snapshot_object::decode(name, bytes, covered)?;
+    if header.replica_id != listing.identity.replica_id {
+        return Err(foreign(name, header.replica_id, &listing.identity));
+    }
     let path = Path::new(name);
-    let decoded = snapshot::decode(path, bytes)?;
-    if decoded.covered_seq != covered {
+    let decoded = snapshot::decode(path, file)?;
+    if decoded.covered_seq != Seq(covered) {
         return Err(damaged(
             name,
-            format!("it covers seq {}, its name says {}", decoded.covered_seq.0, covered.0),
+            format!("its file covers seq {}, its name says {covered}", decoded.covered_seq.0),
         ));
     }
     let meta = SnapshotMeta {
         path: path.to_path_buf(),
         covered_seq: decoded.covered_seq,
         state_schema: decoded.state_schema,
-        file_bytes: bytes.len() as u64,
+        file_bytes: file.len() as u64,
     };
-    snapshot::decode_state(&meta, &decoded.body).map(|_| ())
+    snapshot::decode_state(&meta, &decoded.body)?;
+    Ok(file)
 }
 
 /// Creates `path` (owner-only) holding `bytes`, synced.

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::identity::{Identity, foreign};
 use super::lease::{self, Lease};
+use super::retain::{self, RetentionRecord};
+use super::snapshot_object::{self, SnapshotObjectHeader};
 use super::{Remote, SEGMENTS_PREFIX, SNAPSHOTS_PREFIX, part, part_name, snapshot_name};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{self, Decoded};
@@ -95,8 +98,10 @@ struct Shipped {
     sealed: bool,
 }
 
-/// A part to ship: bytes `[start, end)` of one segment.
+/// A part to ship: bytes `[start, end)` of one segment, holding seqs `first_seq` up to
+/// `next_seq - 1`.
 struct Pending {
+    first_seq: u64,
     start: u64,
     end: u64,
     next_seq: u64,
@@ -105,6 +110,9 @@ struct Pending {
 /// Ships one store's files to one replica, holding the replica's lease.
 pub struct Replicator {
     remote: Box<dyn Remote>,
+    identity: Identity,
+    /// When this run started, in µs since the Unix epoch (the caller's clock).
+    started_us: u64,
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     lease: Lease,
@@ -147,10 +155,13 @@ impl Replicator {
         options: ShipOptions,
         now_us: u64,
     ) -> Result<Replicator> {
-        super::ensure_identity(remote.as_ref())?;
+        let replica_id = u128::from(fs.random_u64()) << 64 | u128::from(fs.random_u64());
+        let identity = super::ensure_identity(remote.as_ref(), replica_id, dir, now_us)?;
         let lease = lease::take(remote.as_ref(), dir, options.takeover, now_us)?;
         let mut replicator = Replicator {
             remote,
+            identity,
+            started_us: now_us,
             fs,
             dir: dir.to_path_buf(),
             lease,
@@ -187,7 +198,8 @@ impl Replicator {
 
     /// Reads what the replica holds and checks it against the store's files.
     fn load_replica(&mut self) -> Result<()> {
-        self.retained = super::retain::retained_through(self.remote.as_ref())?;
+        let (record, _) = retain::latest(self.remote.as_ref(), &self.identity)?;
+        self.retained = record.map_or(0, |r| r.covered_seq);
         let mut parts: BTreeMap<u64, Vec<(u64, u64, String)>> = BTreeMap::new();
         for name in self.remote.list(SEGMENTS_PREFIX)? {
             if let Some((first_seq, start, end)) = super::parse_part_name(&name) {
@@ -228,6 +240,7 @@ impl Replicator {
                     // frames end tells whether the store's next segment follows it.
                     let object = self.remote.get(last_name)?.unwrap_or_default();
                     let (header, body) = part::decode(last_name, &object, *last_start, *last_end)?;
+                    self.check_ours(last_name, header.replica_id)?;
                     let next_seq = next_seq_of_part(body, *last_start, header.salt).unwrap_or(0);
                     self.segments
                         .insert(first_seq, Shipped { end, next_seq, salt: 0, sealed: true });
@@ -241,6 +254,7 @@ impl Replicator {
                 })
             })?;
             let (header, body) = part::decode(last_name, &object, *last_start, *last_end)?;
+            self.check_ours(last_name, header.replica_id)?;
             if header.salt != meta.header.salt {
                 return Err(diverged(first_seq, 0, "the segment was written anew (another salt)"));
             }
@@ -303,6 +317,12 @@ impl Replicator {
             let first_seq = meta.header.first_seq.0;
             let next = local.segments.get(i + 1).map(|m| m.header.first_seq.0);
             if !self.segments.contains_key(&first_seq) {
+                if self.segments.range(..first_seq).next().is_none()
+                    && first_seq > self.retained + 1
+                {
+                    // The store purged its oldest records before this replica began.
+                    self.seed(first_seq, &local.segments, bound)?;
+                }
                 if next.is_some_and(|next| next - 1 <= self.retained) {
                     // Removed from the replica by retention, on purpose: not shipped again.
                     continue;
@@ -341,7 +361,17 @@ impl Replicator {
                 lease::check(self.remote.as_ref(), self.lease)?;
                 let body = &bytes[part.start as usize..part.end as usize];
                 let name = part_name(first_seq, part.start, part.end);
-                let object = part::encode(part.start, state.salt, body);
+                let object = part::encode(
+                    part::PartHeader {
+                        start: part.start,
+                        end: part.end,
+                        salt: state.salt,
+                        replica_id: self.identity.replica_id,
+                        first_seq: part.first_seq,
+                        last_seq: part.next_seq - 1,
+                    },
+                    body,
+                );
                 self.retry = Some((first_seq, part.start, part.end));
                 self.put_new_or_same(&name, &object, first_seq, part.start)?;
                 self.retry = None;
@@ -364,11 +394,88 @@ impl Replicator {
             }
             let Some(bytes) = read_whole(self.fs.as_ref(), &file.path)? else { continue };
             lease::check(self.remote.as_ref(), self.lease)?;
-            self.put_new_or_same(&name, &bytes, file.covered_seq.0, 0)?;
+            let header = SnapshotObjectHeader {
+                replica_id: self.identity.replica_id,
+                covered_seq: file.covered_seq.0,
+            };
+            let object = snapshot_object::encode(header, &bytes);
+            self.put_new_or_same(&name, &object, file.covered_seq.0, 0)?;
             self.status.snapshots += 1;
             self.status.bytes += bytes.len() as u64;
             self.snapshots.insert(name);
         }
+        Ok(())
+    }
+
+    /// Refuses an object of another replica.
+    fn check_ours(&self, name: &str, replica_id: u128) -> Result<()> {
+        if replica_id == self.identity.replica_id {
+            return Ok(());
+        }
+        Err(foreign(name, replica_id, &self.identity))
+    }
+
+    /// Begins the history of a replica whose first segment is the store's oldest, beginning
+    /// at `first_seq > 1` (the store purged the records before it): ships the oldest snapshot
+    /// covering `first_seq - 1` and creates the retention record naming it, as a retention
+    /// of the replica would have, so that a restore knows where the history begins and why.
+    fn seed(&mut self, first_seq: u64, local: &[segments::SegmentMeta], bound: u64) -> Result<()> {
+        let base = snapshot::list(self.fs.as_ref(), &self.dir)?
+            .into_iter()
+            .filter(|file| file.covered_seq.0 + 1 >= first_seq && file.covered_seq.0 <= bound)
+            .min_by_key(|file| file.covered_seq);
+        let Some(file) = base else {
+            return Err(ErrorKind::ReplicaGap {
+                missing: format!(
+                    "seqs 1..={}: the store purged them, and none of its durable snapshots \
+                     covers them yet: checkpoint the store, then replicate again",
+                    first_seq - 1
+                ),
+            }
+            .into());
+        };
+        let covered = file.covered_seq.0;
+        let Some(bytes) = read_whole(self.fs.as_ref(), &file.path)? else {
+            return Err(Error::io(
+                "read",
+                &file.path,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        };
+        let name = snapshot_name(&snapshot::file_name(file.covered_seq));
+        let header =
+            SnapshotObjectHeader { replica_id: self.identity.replica_id, covered_seq: covered };
+        let object = snapshot_object::encode(header, &bytes);
+        lease::check(self.remote.as_ref(), self.lease)?;
+        self.put_new_or_same(&name, &object, covered, 0)?;
+        self.snapshots.insert(name.clone());
+        // The first segment kept: the first whose records are not all covered.
+        let firsts: Vec<u64> = local.iter().map(|m| m.header.first_seq.0).collect();
+        let first_kept = firsts
+            .windows(2)
+            .find(|pair| pair[1] - 1 > covered)
+            .map_or_else(|| firsts.last().copied().unwrap_or(first_seq), |pair| pair[0]);
+        let record = RetentionRecord {
+            replica_id: self.identity.replica_id,
+            covered_seq: covered,
+            snapshot: name,
+            snapshot_crc: crc32fast::hash(&object),
+            first_kept_seq: first_kept,
+            created_us: self.started_us,
+        };
+        let record_name = retain::record_name(covered);
+        if !self.remote.put_new(&record_name, &record.encode())? {
+            let existing = self.remote.get(&record_name)?.unwrap_or_default();
+            let found = RetentionRecord::decode(&record_name, &existing, &self.identity)?;
+            if found.first_kept_seq != first_kept {
+                return Err(diverged(
+                    first_seq,
+                    0,
+                    &format!("{record_name} names another history"),
+                ));
+            }
+        }
+        self.retained = covered;
         Ok(())
     }
 
@@ -563,6 +670,7 @@ fn parts_after(
     let mut start = state.end;
     let mut offset = state.end.max(SEGMENT_HEADER_BYTES as u64);
     let mut next_seq = state.next_seq;
+    let mut part_first = next_seq;
     let mut shippable = (offset, next_seq);
     let max = REPLICA_PART_BYTES_MAX as u64;
     while let Decoded::Frame(f) = frame::decode(bytes, offset as usize, salt_crc) {
@@ -572,13 +680,20 @@ fn parts_after(
         let frame_end = offset + f.frame_bytes as u64;
         if f.end_seq() - 1 <= bound {
             if frame_end - start > max && offset > start.max(SEGMENT_HEADER_BYTES as u64) {
-                parts.push(Pending { start, end: offset, next_seq });
+                parts.push(Pending { first_seq: part_first, start, end: offset, next_seq });
                 start = offset;
+                part_first = next_seq;
             }
             shippable = (frame_end, f.end_seq());
             if cut == Some(frame_end) {
-                parts.push(Pending { start, end: frame_end, next_seq: f.end_seq() });
+                parts.push(Pending {
+                    first_seq: part_first,
+                    start,
+                    end: frame_end,
+                    next_seq: f.end_seq(),
+                });
                 start = frame_end;
+                part_first = f.end_seq();
             }
         }
         offset = frame_end;
@@ -586,7 +701,7 @@ fn parts_after(
     }
     let (end, shipped_next) = shippable;
     if end > start.max(SEGMENT_HEADER_BYTES as u64) {
-        parts.push(Pending { start, end, next_seq: shipped_next });
+        parts.push(Pending { first_seq: part_first, start, end, next_seq: shipped_next });
     }
     (parts, next_seq)
 }

@@ -146,7 +146,8 @@ pub fn frame_boundaries(bytes: &[u8], path: &Path) -> Vec<usize> {
 /// segment, by segment in log order.
 pub fn ship(store_dir: &Path, replica: &Replica, parts_per_segment: usize) -> Vec<Vec<String>> {
     let remote = replica.remote();
-    replica::ensure_identity(&remote).expect("identity");
+    let identity =
+        replica::ensure_identity(&remote, FIXTURE_REPLICA_ID, store_dir, 1_000).expect("identity");
     let lease = replica::lease::take(&remote, store_dir, false, 1_000).expect("lease");
     let mut shipped = Vec::new();
     for path in segment_files(store_dir) {
@@ -166,7 +167,8 @@ pub fn ship(store_dir: &Path, replica: &Replica, parts_per_segment: usize) -> Ve
         let mut start = 0;
         for cut in cuts {
             let name = replica::part_name(header.first_seq.0, start as u64, cut as u64);
-            let object = part::encode(start as u64, header.salt, &bytes[start..cut]);
+            let object =
+                encode_part(identity.replica_id, start as u64, header.salt, &bytes[start..cut]);
             assert!(remote.put_new(&name, &object).expect("put a part"), "{name} is new");
             names.push(name);
             start = cut;
@@ -180,12 +182,62 @@ pub fn ship(store_dir: &Path, replica: &Replica, parts_per_segment: usize) -> Ve
             let name = entry.file_name().into_string().expect("UTF-8 name");
             if factlog::harness::snapshot::parse_file_name(&name).is_some() {
                 let bytes = std::fs::read(entry.path()).expect("read a snapshot");
-                remote.put_new(&replica::snapshot_name(&name), &bytes).expect("put a snapshot");
+                let object = encode_snapshot(identity.replica_id, &name, &bytes);
+                remote.put_new(&replica::snapshot_name(&name), &object).expect("put a snapshot");
             }
         }
     }
+    seed_retention(&remote, &identity, &shipped);
     replica::lease::release(&remote, lease).expect("release the lease");
     shipped
+}
+
+/// For a store whose oldest segments were reclaimed, the retention record a replicator writes
+/// when it begins such a replica: the history begins at the first shipped segment, and the
+/// oldest snapshot covering the seqs before it stands for them.
+fn seed_retention(remote: &dyn Remote, identity: &replica::Identity, shipped: &[Vec<String>]) {
+    let firsts: Vec<u64> = shipped.iter().map(|names| segment_of(&names[0])).collect();
+    let Some(&first) = firsts.first().filter(|&&first| first > 1) else { return };
+    let snapshot = remote
+        .list("snapshots/")
+        .expect("list")
+        .into_iter()
+        .filter_map(|name| {
+            let file = name.strip_prefix("snapshots/")?;
+            Some((factlog::harness::snapshot::parse_file_name(file)?.0, name))
+        })
+        .filter(|(covered, _)| covered + 1 >= first)
+        .min();
+    let Some((covered_seq, name)) = snapshot else { return };
+    let object = remote.get(&name).expect("get").expect("the snapshot object");
+    let record = replica::retain::RetentionRecord {
+        replica_id: identity.replica_id,
+        covered_seq,
+        snapshot: name,
+        snapshot_crc: crc32fast::hash(&object),
+        first_kept_seq: first,
+        created_us: 1_000,
+    };
+    let name = replica::retain::record_name(covered_seq);
+    remote.put_new(&name, &record.encode()).expect("put the retention record");
+}
+
+/// The replica id [`ship`] gives a new replica.
+pub const FIXTURE_REPLICA_ID: u128 = 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef;
+
+/// The part object of replica `replica_id` holding `body`, the segment bytes from `start`.
+pub fn encode_part(replica_id: u128, start: u64, salt: u64, body: &[u8]) -> Vec<u8> {
+    let (first_seq, last_seq) = part::seq_range(start, salt, body).unwrap_or((0, 0));
+    let header = part::PartHeader { start, end: 0, salt, replica_id, first_seq, last_seq };
+    part::encode(header, body)
+}
+
+/// The snapshot object of replica `replica_id` holding the snapshot file `file_name`.
+pub fn encode_snapshot(replica_id: u128, file_name: &str, bytes: &[u8]) -> Vec<u8> {
+    let covered = factlog::harness::snapshot::parse_file_name(file_name).expect("a snapshot name");
+    let header =
+        replica::snapshot_object::SnapshotObjectHeader { replica_id, covered_seq: covered.0 };
+    replica::snapshot_object::encode(header, bytes)
 }
 
 /// The first seq of a segment's part name.

@@ -27,6 +27,7 @@ mod migrate;
 mod progress;
 mod purge;
 mod recover;
+mod replicas;
 mod replicate;
 mod request_key;
 mod restore;
@@ -447,17 +448,42 @@ enum Command {
     ///
     /// Keeps the newest three snapshot objects and removes older ones, and removes the
     /// segments whose every record the oldest kept snapshot covers (once it is checked to
-    /// load), as purge does locally; the newest segment is never removed. A marker object
-    /// records the removal, so that replicators do not ship those segments again and restores
-    /// know the gap is on purpose. --dry-run prints the plan and removes nothing.
+    /// load), as purge does locally; the newest segment is never removed; and the lease
+    /// objects of superseded epochs. A self-checking retention record, created first, says
+    /// where the history now begins and which snapshot stands for what was removed, so that
+    /// replicators do not ship those segments again and restores know the gap is on purpose.
+    /// --dry-run prints the plan and removes nothing.
     #[command(after_help = help_tail(
         &[
             (0, "removed (or, with --dry-run, planned) what the plan names"),
             (1, "the replica cannot be reached or is not one"),
+            (3, "a retention record of the replica is damaged or not its own (nothing removed)"),
         ],
         "  factlog retain file:///mnt/backup/agent-1 --dry-run",
     ))]
     Retain(RetainArgs),
+
+    /// Inspect a replica: what it holds (list), or a scrub of every object (verify).
+    ///
+    /// `list` prints the replica's identity, its leases, its retention record, its log range
+    /// and segments, its snapshots and the names that are none of its objects; with --store
+    /// DIR also how many records the local store holds that the replica does not. `verify`
+    /// reads every object a restore of all of it would use and checks it as the restore does
+    /// (format-spec/replication.md, "Inspecting a replica"), and every snapshot object, writing
+    /// nothing; a gap or damage is named. --json prints one object
+    /// (format-spec/schema/replicas-list.json, replicas-verify.json).
+    #[command(after_help = help_tail(
+        &[
+            (0, "listed, or verified without a problem"),
+            (1, "the replica cannot be reached, is not one, or the store cannot be read"),
+            (3, "damage, a gap, a foreign object or an old format in the replica (verify also: an unusable snapshot object)"),
+        ],
+        concat!(
+            "  factlog replicas list file:///mnt/backup/agent-1 --store /tmp/factlog-store\n",
+            "  factlog replicas verify file:///mnt/backup/agent-1 --json",
+        ),
+    ))]
+    Replicas(replicas::ReplicasArgs),
 
     /// Restore every task after a restart: classify open tool calls, expire approvals.
     ///
@@ -619,8 +645,12 @@ enum Command {
     /// every segment (its checksums, its place in the segment, the segment header) and every
     /// frame (valid, seqs following each other within and across segments), and writes the
     /// segments, the snapshots covering at most the restored last seq and RESTORED.json into
-    /// DIR, which must not exist or be empty (format-spec/replication.md, "Restore"). Then it
-    /// opens DIR read-only as a check. A replica with a damaged object or a gap is refused,
+    /// a staging directory beside DIR (which must not exist or be empty) that only this
+    /// restore writes (format-spec/replication.md, "Restore"); it opens the result read-only
+    /// as a check and moves it into place as DIR with one rename. A second restore into the
+    /// same DIR is refused, naming the first one's pid. Every object must be this replica's,
+    /// and the history must begin at seq 1 or where the newest retention record says.
+    /// --dry-run checks the same and writes nothing. A replica with a damaged object or a gap is refused,
     /// naming the object, the missing byte range or the missing seqs, and nothing is written;
     /// a replica whose oldest segments were removed restores only from a snapshot covering
     /// them. --seq N keeps the frames whose records all have seqs up to N: the restored log
@@ -640,13 +670,14 @@ enum Command {
     #[command(after_help = help_tail(
         &[
             (0, "the store was written into DIR and opens"),
-            (1, "also DIR not empty, a location that holds no replica or cannot be read, or a restored store that cannot be written or opened (what was written is removed)"),
-            (3, "a damaged object or a gap in the replica (nothing written), or a replica, part or segment of a newer format"),
+            (1, "also DIR not empty, another restore of DIR running, a location that holds no replica or cannot be read, or a restored store that cannot be written or opened (DIR is left as it was)"),
+            (3, "a damaged or foreign object or a gap in the replica (nothing written), a replica of the old format 1, or a replica, part or segment of a newer format"),
         ],
         concat!(
             "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-restored\n",
             "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-at-120 --seq 120 --json\n",
-            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-at-ten --time 2026-12-03T10:00:00Z",
+            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-at-ten --time 2026-12-03T10:00:00Z\n",
+            "  factlog restore file:///srv/replicas/agent-1 /tmp/factlog-check --dry-run",
         ),
     ))]
     Restore(restore::RestoreArgs),
@@ -1149,6 +1180,13 @@ impl Output {
 }
 
 /// Writes `text` to standard output, as [`Output`] does.
+/// Now, in microseconds since the Unix epoch.
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
 fn print_out(text: &str) -> Result<(), Failure> {
     let mut out = Output::new();
     write!(out, "{text}");
@@ -1190,6 +1228,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Replicate(args) => replicate::run(&args),
         Command::Retain(args) => retain::run(&args),
+        Command::Replicas(args) => replicas::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::State(args) => state::run(&args),
         Command::History(args) => history::run(&args),

@@ -27,9 +27,7 @@ pub fn run(args: &ReplicateArgs) -> Outcome {
         })?)
     };
     let remote = replica::remote::open(&args.to).map_err(|e| library_failure("replica", &e))?;
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let now_us = crate::now_us();
     let options = ShipOptions::new().takeover(args.takeover);
     let replicator = Replicator::start(Arc::new(RealFs), &args.dir, remote, options, now_us)
         .map_err(|e| library_failure(format_args!("cannot replicate to {}", args.to), &e))?;

@@ -1,4 +1,4 @@
-//! `factlog restore URL DIR [--seq N | --time T]`: builds a store in DIR from the replica at
+//! `factlog restore URL DIR [--seq N | --time T] [--dry-run]`: builds a store in DIR from the replica at
 //! URL through [`factlog::replica::restore`], which checks every object it uses and refuses
 //! damage and gaps. The command only opens the location and formats the library's report (text, or one
 //! JSON object: `format-spec/schema/restore.json`).
@@ -30,6 +30,10 @@ pub struct RestoreArgs {
     #[arg(long, value_name = "T", conflicts_with = "seq",
           value_parser = factlog::protocol::time::parse_time)]
     time: Option<u64>,
+    /// Check everything a restore checks (every object it would use fetched and checked)
+    /// and print what it would produce; write nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// Print a single JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -39,7 +43,7 @@ pub fn run(args: &RestoreArgs) -> Outcome {
     let doing = || format!("cannot restore {} into {}", args.url, args.dir.display());
     let remote =
         factlog::replica::remote::open(&args.url).map_err(|e| library_failure(doing(), &e))?;
-    let mut options = RestoreOptions::new();
+    let mut options = RestoreOptions::new().dry_run(args.dry_run);
     if let Some(seq) = args.seq {
         options = options.seq(Seq(seq));
     }
@@ -64,9 +68,10 @@ fn write_text(out: &mut Output, report: &RestoreReport) {
     } else {
         "no events".to_owned()
     };
+    let verb = if report.dry_run { "would restore" } else { "restored" };
     writeln!(
         out,
-        "restored {} into {}: {seqs} ({} segments from {} parts, {} bytes)",
+        "{verb} {} into {}: {seqs} ({} segments from {} parts, {} bytes)",
         report.location,
         report.target.display(),
         report.segments.len(),
@@ -99,11 +104,23 @@ fn write_text(out: &mut Output, report: &RestoreReport) {
             report.segments_left_out
         );
     }
-    if report.first_seq.0 > 1 {
+    if let Some((covered, first_kept)) = report.retention
+        && report.first_seq.0 > 1
+    {
         writeln!(
             out,
-            "seqs 1..={} were removed from the replica: a snapshot covers them",
-            report.first_seq.0 - 1
+            "seqs 1..={} were removed from the replica by retention: its record says the \
+             history begins at seq {}, and the snapshot through seq {} covers them",
+            report.first_seq.0 - 1,
+            first_kept.0,
+            covered.0
+        );
+    }
+    for stale in &report.stale_staging {
+        writeln!(
+            out,
+            "note: {} is left by a restore of the same directory that did not finish: remove it",
+            stale.display()
         );
     }
     if !report.snapshots.is_empty() {
@@ -117,7 +134,14 @@ fn write_text(out: &mut Output, report: &RestoreReport) {
         writeln!(out, "ignored: {name} (not an object of the replica format)");
     }
     let source = report.source_device.as_deref().unwrap_or("unknown");
-    writeln!(out, "from device {source}, restored on device {}", report.device);
+    writeln!(
+        out,
+        "replica {}, from device {source}, on device {}",
+        report.replica_id, report.device
+    );
+    if report.dry_run {
+        writeln!(out, "dry run: every object was checked, nothing was written");
+    }
 }
 
 /// The `--json` object (`format-spec/schema/restore.json`).
@@ -142,6 +166,17 @@ fn report_json(report: &RestoreReport) -> Value {
         .collect();
     json!({
         "location": report.location,
+        "replica_id": report.replica_id,
+        "dry_run": report.dry_run,
+        "retention": report.retention.map(|(covered, first_kept)| json!({
+            "covered_seq": covered.0,
+            "first_kept_seq": first_kept.0,
+        })),
+        "stale_staging": report
+            .stale_staging
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>(),
         "target": report.target.display().to_string(),
         "requested_seq": report.requested_seq.map(|s| s.0),
         "requested_time_us": report.requested_time_us,

@@ -10,7 +10,7 @@ use crate::{Outcome, RetainArgs, library_failure, print_out};
 
 pub fn run(args: &RetainArgs) -> Outcome {
     let remote = replica::remote::open(&args.url).map_err(|e| library_failure("replica", &e))?;
-    let plan = retain::plan(remote.as_ref())
+    let plan = retain::plan(remote.as_ref(), crate::now_us())
         .map_err(|e| library_failure(format_args!("cannot plan retention of {}", args.url), &e))?;
     if !args.dry_run {
         retain::apply(remote.as_ref(), &plan)
@@ -23,18 +23,38 @@ pub fn run(args: &RetainArgs) -> Outcome {
             "segments": plan.segments,
             "parts": plan.parts.len(),
             "snapshots": plan.snapshots,
+            "leases": plan.leases.len(),
+            "record": plan.record.as_ref().map(|r| serde_json::json!({
+                "name": retain::record_name(r.covered_seq),
+                "covered_seq": r.covered_seq,
+                "first_kept_seq": r.first_kept_seq,
+                "snapshot": r.snapshot,
+            })),
+            "held_back": plan.held_back,
         });
         print_out(&format!("{object}\n"))?;
     } else {
         let verb = if args.dry_run { "would remove" } else { "removed" };
         print_out(&format!(
-            "{verb} {} segments ({} parts) covered by the snapshot through seq {}, and {} older \
-             snapshots\n",
+            "{verb} {} segments ({} parts) covered by the snapshot through seq {}, {} older \
+             snapshots and {} superseded lease objects\n",
             plan.segments.len(),
             plan.parts.len(),
             plan.covered_seq,
-            plan.snapshots.len()
+            plan.snapshots.len(),
+            plan.leases.len()
         ))?;
+        if let Some(record) = &plan.record {
+            let verb = if args.dry_run { "would record" } else { "recorded" };
+            print_out(&format!(
+                "{verb} {}: the history begins at seq {}\n",
+                retain::record_name(record.covered_seq),
+                record.first_kept_seq
+            ))?;
+        }
+        if let Some(reason) = &plan.held_back {
+            print_out(&format!("held back: {reason}\n"))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
