@@ -283,6 +283,40 @@ pub const SERVER_REPLY_BUFFER_BYTES: usize = 64 * 1024;
 /// Bytes of a client's input the server reads ahead (besides the line being read).
 pub const SERVER_INPUT_BUFFER_BYTES: usize = 64 * 1024;
 
+/// Capacity of the line buffer a served store's connection keeps from one request line to the
+/// next: the buffer of a longer line is freed once the line is answered.
+pub const SERVER_LINE_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Bytes one connection of a served store may spend on one request without drawing on the
+/// shared [`SERVER_REQUEST_BYTES_SHARED`]: its line buffer, the JSON tree the line is parsed
+/// into and what running it copies, as estimated before it is parsed
+/// (`format-spec/server.md`, "Memory"). Four times [`SERVER_LINE_BUFFER_BYTES`], so a line
+/// that fits the kept buffer and takes the fast path of a bare fragment never touches the
+/// shared budget (no atomic operation on the hot path).
+pub const SERVER_REQUEST_BYTES_PER_CLIENT: usize = 4 * SERVER_LINE_BUFFER_BYTES;
+
+/// Bytes that all connections of a served store together may spend on requests beyond their
+/// own [`SERVER_REQUEST_BYTES_PER_CLIENT`], while those requests are read, parsed and run.
+/// A request that would take more than is left is refused `LIMIT_EXCEEDED` (the connection
+/// goes on; sent again once others are answered, it runs), so 64 clients sending 16 MiB lines
+/// cannot take more than this and their own allowances. Room for four requests of the
+/// longest line ([`SERVER_LINE_BYTES_MAX`], about 64 MiB each) at once.
+pub const SERVER_REQUEST_BYTES_SHARED: usize = 256 * 1024 * 1024;
+
+/// The most heap bytes, allocator overhead included, that parsing one JSON value costs beyond
+/// its strings' bytes, charged per structural character (`[`, `{`, `,`, `:`) of a request
+/// line before it is parsed: an array of one value is a vector of four 72-byte values (304
+/// bytes with glibc's chunk header), and a growing array holds its old and new storage for a
+/// moment (`tests/server_parse_bound.rs` measures the worst shapes). So a 16 MiB line of
+/// `[0],[0],..` (about 1.5 GiB as a tree) is refused before it is parsed.
+pub const SERVER_PARSE_BYTES_PER_TOKEN: usize = 320;
+
+/// When the shared request budget falls back to nothing after having held at least this
+/// many bytes, the server hands the heap's free memory back to the operating system
+/// (`malloc_trim` with glibc): the allocator would otherwise keep the pages of long lines
+/// that were answered long ago.
+pub const SERVER_HEAP_TRIM_BYTES_MIN: usize = 4 * 1024 * 1024;
+
 /// Default longest time a served store waits for a client to take a reply (its socket buffer
 /// full: the client stopped reading) before it disconnects the client, in milliseconds.
 pub const SERVER_WRITE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
@@ -349,4 +383,9 @@ const _: () = assert!(
 const _: () = assert!(EVENT_BODY_BYTES_MAX < FRAME_PAYLOAD_BYTES_MAX);
 const _: () = assert!(EVENT_BATCH_MAX <= BATCH_RECORDS_MAX);
 const _: () = assert!(PREALLOC_FREE_PERCENT_MIN < 50);
+const _: () = assert!(SERVER_LINE_BUFFER_BYTES >= SERVER_HELLO_BYTES_MAX);
+const _: () = assert!(SERVER_REQUEST_BYTES_PER_CLIENT >= 4 * SERVER_LINE_BUFFER_BYTES);
+// The longest line holding one long string (its buffer, its tree and what running it copies:
+// four times its bytes) fits the shared budget with room for three more.
+const _: () = assert!(4 * (4 * SERVER_LINE_BYTES_MAX) <= SERVER_REQUEST_BYTES_SHARED);
 const _: () = assert!(prealloc_free_bytes_min(SEGMENT_BYTES_MAX, 0) == SEGMENT_BYTES_MAX);

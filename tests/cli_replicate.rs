@@ -1,6 +1,7 @@
 //! `factlog replicate DIR --to URL` (`format-spec/replication.md`): one round with `--once`
 //! (its `--json` checked against `schema/replicate.json`), a run beside a process that writes
-//! the store until SIGTERM, and the refusals with their exit codes.
+//! the store until SIGTERM, the refusals with their exit codes, and the lag `factlog info`
+//! shows from the store's shipped file ("The shipped file").
 
 mod common;
 
@@ -164,4 +165,48 @@ fn a_run_whose_lease_is_taken_over_ends_and_says_so() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("taken over"), "{stderr}");
     store.close().expect("close");
+}
+
+#[test]
+fn info_shows_how_far_each_replica_is_behind() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let info = |dir: &Path| {
+        let run = factlog(&["info", arg(dir), "--json"], b"");
+        run.assert_success();
+        let info: Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+        schema::assert_valid("info.json", &info);
+        info
+    };
+    let last = written_store(store_dir.path(), 2);
+    assert_eq!(info(store_dir.path())["replicas"], Value::Array(vec![]), "never replicated");
+    once(store_dir.path(), replica_dir.path(), &[]).assert_success();
+    let replicas = info(store_dir.path())["replicas"].clone();
+    assert_eq!(replicas.as_array().map(Vec::len), Some(1), "{replicas}");
+    let shipped = &replicas[0];
+    assert_eq!((shipped["shipped_seq"].as_u64(), shipped["lag"].as_u64()), (Some(last), Some(0)));
+    assert_eq!(shipped["running"], false, "--once stopped cleanly: {shipped}");
+    assert_eq!(shipped["location"], url(replica_dir.path()));
+
+    // The store grows; the replica does not until the next run.
+    let store = harness::open(store_dir.path());
+    replica::session(&store, "u", 1);
+    let grown = harness::last_seq(&store);
+    store.close().expect("close");
+    let behind = info(store_dir.path())["replicas"][0].clone();
+    assert_eq!(behind["lag"].as_u64(), Some(grown - last), "{behind}");
+    let text = factlog(&["info", arg(store_dir.path())], b"");
+    text.assert_success();
+    let line = format!(
+        "replica {} ({}): holds seqs through {last}, {} records behind this store (stopped",
+        url(replica_dir.path()),
+        shipped["replica_id"].as_str().expect("an id"),
+        grown - last
+    );
+    assert!(text.stdout_text().contains(&line), "{}", text.stdout_text());
+
+    // A file cut by a crash is named, not guessed at.
+    let id = shipped["replica_id"].as_str().expect("an id");
+    std::fs::write(store_dir.path().join("replicas").join(format!("{id}.json")), b"").unwrap();
+    let cut = info(store_dir.path())["replicas"][0].clone();
+    assert!(cut["unreadable"].as_str().is_some_and(|r| r.contains("cut by a crash")), "{cut}");
 }

@@ -122,7 +122,7 @@ fn a_running_restore_is_named_by_pid_and_a_killed_one_is_reported_not_removed() 
     drop(lock);
     let report = restore(&remote(replica_dir.path()), &target, RestoreOptions::new())
         .expect("the restore runs");
-    assert_eq!(report.stale_staging, [staging.clone()]);
+    assert_eq!(report.stale_staging, std::slice::from_ref(&staging));
     assert!(staging.join("LOCK").exists(), "a directory of another restore is never removed");
 }
 

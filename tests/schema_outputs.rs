@@ -526,3 +526,38 @@ fn retain_plan_is_valid() {
     assert_valid("retain.json", &plan);
     assert_eq!(plan["dry_run"], true);
 }
+
+#[test]
+fn replicas_list_verify_and_a_dry_run_restore_are_valid() {
+    let replica = tempfile::tempdir().expect("tempdir");
+    let to = format!("file://{}", replica.path().display());
+    let dir = store();
+    factlog(&["replicate", arg(dir.path()), "--to", &to, "--once"], b"").assert_success();
+
+    let listed = factlog(&["replicas", "list", &to, "--store", arg(dir.path()), "--json"], b"");
+    listed.assert_success();
+    let listed: Value = serde_json::from_slice(&listed.stdout).expect("one JSON object");
+    assert_valid("replicas-list.json", &listed);
+    assert_eq!(listed["lag"]["records"], 0, "{listed}");
+    // Without a store there is no lag to report.
+    let bare = factlog(&["replicas", "list", &to, "--json"], b"");
+    bare.assert_success();
+    let bare: Value = serde_json::from_slice(&bare.stdout).expect("one JSON object");
+    assert_valid("replicas-list.json", &bare);
+    assert!(bare["lag"].is_null(), "{bare}");
+
+    let scrub = factlog(&["replicas", "verify", &to, "--json"], b"");
+    scrub.assert_success();
+    let scrub: Value = serde_json::from_slice(&scrub.stdout).expect("one JSON object");
+    assert_valid("replicas-verify.json", &scrub);
+    let mut wrong = scrub.clone();
+    wrong["replica_id"] = Value::from("not hex");
+    assert_invalid("replicas-verify.json", &wrong);
+
+    let target = replica.path().join("never-written");
+    let run = factlog(&["restore", &to, arg(&target), "--dry-run", "--json"], b"");
+    run.assert_success();
+    let dry: Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+    assert_valid("restore.json", &dry);
+    assert_eq!(dry["dry_run"], true);
+}

@@ -182,7 +182,9 @@ class UnmarkedSecret(FactlogError):
 
 
 class LimitExceeded(FactlogError):
-    """A bound of the store's limits (task id, body, delta text, batch size, ...)."""
+    """A bound of the store's limits (task id, body, delta text, batch size, ...), or a served
+    store's memory for long requests, in use by other clients now (send the request again
+    later) or less than the request needs."""
 
     code = "LIMIT_EXCEEDED"
     ends_stream = False

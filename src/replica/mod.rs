@@ -13,9 +13,10 @@
 //!   the retention record that says where the history then begins;
 //! - [`restored`]: the file a restored store keeps, naming the replica it came from;
 //! - [`ship`]: the replicator, which ships what the store's files hold;
+//! - [`shipped`]: the file in the store directory that says what a replication shipped;
 //! - [`background`]: a store replicating in its own process ([`crate::Store::replicate`]);
 //! - [`restore`](mod@restore): a store rebuilt from a replica, every object checked first,
-//!   written in a [`staging`] directory of its own and moved into place;
+//!   written in a staging directory (`staging.rs`) of its own and moved into place;
 //! - [`inspect`]: `factlog replicas`: what a replica holds, and a scrub of it.
 
 #[cfg(feature = "object-store")]
@@ -34,6 +35,7 @@ pub mod restore;
 pub mod restored;
 pub mod retain;
 pub mod ship;
+pub mod shipped;
 pub mod snapshot_object;
 mod staging;
 

@@ -135,9 +135,11 @@ impl ObjectRemote {
     /// `az://CONTAINER/PREFIX`), configured from the environment as the `object_store` crate
     /// reads it (`AWS_*` for `s3://`, e.g. `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
     /// `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`; `GOOGLE_*` for `gs://`;
-    /// `AZURE_*` for `az://`), then from `settings`: pairs of a configuration key as that
-    /// crate names it (`aws_endpoint`, `aws_access_key_id`, `allow_http`, ...) and its value,
-    /// which override the environment.
+    /// `AZURE_*` for `az://`, and for the azurite emulator `AZURE_STORAGE_USE_EMULATOR=true`,
+    /// which selects its well-known account and key, with `AZURITE_BLOB_STORAGE_URL` when it
+    /// does not listen on `http://127.0.0.1:10000`), then from `settings`: pairs of a
+    /// configuration key as that crate names it (`aws_endpoint`, `aws_access_key_id`,
+    /// `allow_http`, ...) and its value, which override the environment.
     ///
     /// # Errors
     ///

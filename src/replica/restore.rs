@@ -17,7 +17,7 @@
 //!   says (range, seqs, covered seq); the history begins at seq 1, or where the newest
 //!   retention record says, with the snapshot it kept.
 //! - A refusal leaves the target as it was found: everything is written into a staging
-//!   directory of this restore's own ([`super::staging`]), moved into place by one `rename`
+//!   directory of this restore's own (`staging.rs`), moved into place by one `rename`
 //!   only when every check passed, and removed otherwise. No other file is ever removed.
 //! - Memory is bounded by one part: each part is checked and written before the next one is
 //!   fetched.

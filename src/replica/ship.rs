@@ -126,6 +126,11 @@ pub struct Replicator {
     retry: Option<(u64, u64, u64)>,
     options: ShipOptions,
     status: ShipStatus,
+    /// When this run started, on the monotonic clock: `started_us` plus its elapsed time
+    /// stamps the shipped file.
+    started_at: Instant,
+    /// What the shipped file last said: shipped and local seq, last error.
+    recorded: Option<(u64, u64, Option<String>)>,
 }
 
 impl std::fmt::Debug for Replicator {
@@ -175,12 +180,15 @@ impl Replicator {
                 takeover: lease.takeover,
                 ..ShipStatus::default()
             },
+            started_at: Instant::now(),
+            recorded: None,
         };
         if let Err(error) = replicator.load_replica() {
             // The lease is given back: nothing was shipped by this run.
             let _ = lease::release(replicator.remote.as_ref(), lease);
             return Err(error);
         }
+        replicator.record_shipped(true);
         Ok(replicator)
     }
 
@@ -307,7 +315,33 @@ impl Replicator {
     pub fn round_through(&mut self, bound: u64) -> Result<&ShipStatus> {
         let result = self.round_inner(bound);
         self.status.last_error = result.as_ref().err().map(ToString::to_string);
+        self.record_shipped(true);
         result.map(|()| &self.status)
+    }
+
+    /// Writes the store's shipped file of this replica (`shipped.rs`) when what it says
+    /// changed, or the run ends (`running` false). A write that fails is passed over: the
+    /// file only informs.
+    fn record_shipped(&mut self, running: bool) {
+        let state =
+            (self.status.shipped_seq, self.status.local_seq, self.status.last_error.clone());
+        if running && self.recorded.as_ref() == Some(&state) {
+            return;
+        }
+        let elapsed = u64::try_from(self.started_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let file = super::shipped::Shipped {
+            version: super::shipped::SHIPPED_VERSION,
+            replica_id: self.identity.id_hex(),
+            location: self.remote.location().to_owned(),
+            shipped_seq: state.0,
+            local_seq: state.1,
+            updated_us: self.started_us.saturating_add(elapsed),
+            pid: std::process::id(),
+            running,
+            last_error: state.2.clone(),
+        };
+        let _ = super::shipped::write(self.fs.as_ref(), &self.dir, &file);
+        self.recorded = Some(state);
     }
 
     fn round_inner(&mut self, bound: u64) -> Result<()> {
@@ -572,6 +606,7 @@ impl Replicator {
     pub fn finish(mut self) -> Result<ShipStatus> {
         self.round()?;
         lease::release(self.remote.as_ref(), self.lease)?;
+        self.record_shipped(false);
         Ok(self.status)
     }
 

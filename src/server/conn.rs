@@ -6,19 +6,20 @@
 //! answered in order; blank lines get no reply; a line that is not a request gets an error
 //! reply and the connection goes on; a line longer than [`SERVER_LINE_BYTES_MAX`] gets a
 //! `LIMIT_EXCEEDED` reply and ends the connection; a last line without its newline (a client
-//! killed mid-line) is discarded, never handled. Appends and their replies are the library's
-//! protocol module's ([`crate::protocol`]), as for `factlog emit`.
+//! killed mid-line) is discarded, never handled; a line the server's memory for requests
+//! cannot take gets a `LIMIT_EXCEEDED` reply and the connection goes on ([`super::lines`]).
+//! Appends and their replies are the library's protocol module's ([`crate::protocol`]), as for
+//! `factlog emit`.
 
 use std::collections::HashSet;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, ErrorKind};
 use crate::limits::{
-    SERVER_EVENTS_PER_REPLY_MAX, SERVER_HELLO_BYTES_MAX, SERVER_INPUT_BUFFER_BYTES,
-    SERVER_LINE_BYTES_MAX, SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES,
-    SERVER_TASKS_PER_CLIENT_MAX,
+    SERVER_EVENTS_PER_REPLY_MAX, SERVER_HELLO_BYTES_MAX, SERVER_LINE_BYTES_MAX,
+    SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES, SERVER_TASKS_PER_CLIENT_MAX,
 };
 use crate::protocol::reply::{self, error_object, with_id};
 use crate::protocol::request::{self, KEY_ID, KEY_TASK, KEY_TYPE, Refusal};
@@ -26,6 +27,7 @@ use crate::protocol::{self, Reply, Request, delta_line, views};
 use crate::{AppendOptions, Store, Task};
 
 use super::SERVER_PROTOCOL_VERSION;
+use super::lines::{Line, LineReader, PROCESS_BUDGET, Parse, RequestBudget};
 
 /// The key of a read (or batch) request naming the operation; a line with `type` is an
 /// append, whatever else it holds.
@@ -85,6 +87,14 @@ pub trait Holds {
     fn stopping(&self) -> bool {
         false
     }
+
+    /// The memory for long requests this connection shares with the others of its server
+    /// (`format-spec/server.md`, "Memory"). Default: one budget of
+    /// [`crate::limits::SERVER_REQUEST_BYTES_SHARED`] for every connection of the process
+    /// that is not a [`super::Server`]'s.
+    fn budget(&self) -> &RequestBudget {
+        &PROCESS_BUDGET
+    }
 }
 
 /// A connection that touches no shared bookkeeping (tests of the stream rules).
@@ -110,9 +120,8 @@ pub fn serve_stream<R: Read, W: Write>(
         store,
         holds,
         touched: HashSet::new(),
-        input: BufReader::with_capacity(SERVER_INPUT_BUFFER_BYTES, input),
+        lines: LineReader::new(input, holds.budget()),
         output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
-        line: Vec::new(),
         last_task: None,
     };
     let end = connection.run(pid);
@@ -123,19 +132,10 @@ struct Connection<'a, R: Read, W: Write> {
     store: &'a Store,
     holds: &'a dyn Holds,
     touched: HashSet<String>,
-    input: BufReader<R>,
+    lines: LineReader<'a, R>,
     output: BufWriter<W>,
-    line: Vec<u8>,
     /// The task of the last bare delta, so that a stream of fragments looks it up once.
     last_task: Option<Task>,
-}
-
-/// One line of input, as read.
-enum Line {
-    End,
-    Partial(usize),
-    Complete,
-    TooLong(usize),
 }
 
 impl<R: Read, W: Write> Connection<'_, R, W> {
@@ -146,12 +146,12 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         loop {
             // The next read may block: whoever waits for the replies written so far must
             // get them first.
-            if !self.input.buffer().contains(&b'\n')
+            if !self.lines.line_waiting()
                 && let Err(error) = self.output.flush()
             {
                 return End::WriteFailed(error);
             }
-            let line = match self.read_line(SERVER_LINE_BYTES_MAX) {
+            let line = match self.lines.read_line(SERVER_LINE_BYTES_MAX) {
                 Ok(line) => line,
                 Err(error) if timed_out(&error) => return self.finish(End::IdleTimedOut),
                 Err(error) => return End::ReadFailed(error),
@@ -163,18 +163,35 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                     let reply = line_too_long(bytes, SERVER_LINE_BYTES_MAX);
                     return self.write_and_end(reply.object(), End::LineTooLong);
                 }
-                Line::Complete if self.line.iter().all(u8::is_ascii_whitespace) => continue,
-                Line::Complete => match self.delta() {
-                    Delta::Answered(Ok(())) => continue,
-                    Delta::Answered(Err(error)) => return End::WriteFailed(error),
-                    Delta::Refused(reply) => reply,
-                    Delta::General => self.handle(),
+                Line::Refused(shortfall) => shortfall.reply(),
+                Line::Complete if self.lines.line().iter().all(u8::is_ascii_whitespace) => {
+                    self.lines.settle();
+                    continue;
+                }
+                Line::Complete => match self.lines.charge(Parse::Plain) {
+                    Err(shortfall) => shortfall.reply(),
+                    Ok(()) => match self.delta() {
+                        Delta::Answered(Ok(())) => {
+                            self.lines.settle();
+                            continue;
+                        }
+                        Delta::Answered(Err(error)) => return End::WriteFailed(error),
+                        Delta::Refused(reply) => reply,
+                        Delta::General => match self.lines.charge(Parse::Tree) {
+                            Err(shortfall) => shortfall.reply(),
+                            Ok(()) => self.handle(),
+                        },
+                    },
                 },
             };
             if let Reply::Fatal { reply, message, .. } = &reply {
                 return self.write_and_end(reply, End::Fatal { message: message.clone() });
             }
-            if let Err(error) = write_line(&mut self.output, reply.object()) {
+            let written = write_line(&mut self.output, reply.object());
+            // The line's tree and copies are gone with the request: its memory goes back.
+            drop(reply);
+            self.lines.settle();
+            if let Err(error) = written {
                 return End::WriteFailed(error);
             }
         }
@@ -183,8 +200,8 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     /// Reads and answers the hello line; `Some` when the connection ends there.
     fn hello(&mut self, pid: u32) -> Option<End> {
         let line = loop {
-            match self.read_line(SERVER_HELLO_BYTES_MAX) {
-                Ok(Line::Complete) if self.line.iter().all(u8::is_ascii_whitespace) => {}
+            match self.lines.read_line(SERVER_HELLO_BYTES_MAX) {
+                Ok(Line::Complete) if self.lines.line().iter().all(u8::is_ascii_whitespace) => {}
                 Ok(line) => break line,
                 Err(error) if timed_out(&error) => return Some(End::HelloTimedOut),
                 Err(error) => return Some(End::ReadFailed(error)),
@@ -197,9 +214,12 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 let reply = line_too_long(bytes, SERVER_HELLO_BYTES_MAX);
                 return Some(self.write_and_end(reply.object(), End::HelloRefused));
             }
+            Line::Refused(shortfall) => {
+                return Some(self.write_and_end(shortfall.reply().object(), End::HelloRefused));
+            }
             Line::Complete => {}
         }
-        let reply = hello_reply(&self.line, pid);
+        let reply = hello_reply(self.lines.line(), pid);
         let refused = reply.contains_key(reply::KEY_ERROR);
         if refused {
             return Some(self.write_and_end(&reply, End::HelloRefused));
@@ -215,7 +235,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     /// checks, append and reply as [`Self::handle`], without building JSON trees. The task
     /// handle of the last delta is kept, so a stream of fragments looks its task up once.
     fn delta(&mut self) -> Delta {
-        let Some(line) = delta_line::parse(&self.line) else { return Delta::General };
+        let Some(line) = delta_line::parse(self.lines.line()) else { return Delta::General };
         let id = line.id.0.map(Value::from);
         // A handle whose task was handed over since (it is no longer held) is not used: the
         // store takes the task over again first, as for any new handle.
@@ -255,7 +275,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
 
     /// The reply to one non-blank request line.
     fn handle(&mut self) -> Reply {
-        let object = match request::parse_object(&self.line) {
+        let object = match request::parse_object(self.lines.line()) {
             Ok(object) => object,
             Err(refusal) => return refusal.into_reply(),
         };
@@ -269,7 +289,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if let Some(refused) = self.touch(&request.task, request.id.clone()) {
             return refused;
         }
-        let scan = protocol::line_may_hold_credential(&self.line);
+        let scan = protocol::line_may_hold_credential(self.lines.line());
         protocol::execute(self.store, request, scan)
     }
 
@@ -579,25 +599,6 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             Err(error) => return Reply::from_error(&error, id),
         };
         with_id_first(reply, id)
-    }
-
-    /// Reads one line into `self.line` (its newline removed), at most `limit` bytes of it.
-    fn read_line(&mut self, limit: usize) -> io::Result<Line> {
-        self.line.clear();
-        let read = (&mut self.input).take(limit as u64).read_until(b'\n', &mut self.line)?;
-        if read == 0 {
-            return Ok(Line::End);
-        }
-        if self.line.last() == Some(&b'\n') {
-            self.line.pop();
-            return Ok(Line::Complete);
-        }
-        if read < limit {
-            // The input ended without a newline: the client died mid-line.
-            return Ok(Line::Partial(read));
-        }
-        self.line.clear();
-        Ok(Line::TooLong(read))
     }
 
     fn write_and_end(&mut self, reply: &Map<String, Value>, end: End) -> End {

@@ -17,9 +17,10 @@
 //!   `PERMISSION_DENIED` naming the reason and closed.
 //! - **Bounds.** At most [`ServeOptions::clients_max`] connections (one thread each; the next
 //!   is answered `SERVER_BUSY`); one request in flight per connection (the others wait in the
-//!   socket, which pushes back on the client); bounded line, input and reply buffers
-//!   ([`crate::limits`]); a client that stops reading is disconnected once a reply waits
-//!   [`ServeOptions::write_timeout`] for it, and never holds a lock meanwhile.
+//!   socket, which pushes back on the client); bounded line, input and reply buffers, and a
+//!   budget of memory for long requests that all connections share ([`lines`]); a client
+//!   that stops reading is disconnected once a reply waits [`ServeOptions::write_timeout`] for
+//!   it, and never holds a lock meanwhile.
 //! - **Holders.** Each connection is a holder of the tasks it appends to: when the last
 //!   connection that touched a task is gone, the task is handed over at once
 //!   ([`Store::release_task`]): the calls it left open get `tool/outcome_unknown`, its
@@ -27,6 +28,8 @@
 
 pub mod conn;
 mod follow;
+mod heap;
+pub mod lines;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -41,13 +44,15 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::limits::{
     SERVER_CLIENTS_MAX, SERVER_HELLO_TIMEOUT_MS_DEFAULT, SERVER_IDLE_TIMEOUT_MS_DEFAULT,
-    SERVER_SLOTS_SHARE_DENOMINATOR, SERVER_SLOTS_SHARE_NUMERATOR, SERVER_WRITE_TIMEOUT_MS_DEFAULT,
+    SERVER_REQUEST_BYTES_SHARED, SERVER_SLOTS_SHARE_DENOMINATOR, SERVER_SLOTS_SHARE_NUMERATOR,
+    SERVER_WRITE_TIMEOUT_MS_DEFAULT,
 };
 use crate::protocol::reply::error_object;
 use crate::{Durability, Store};
 use parking_lot::Mutex;
 
 use conn::{End, Holds};
+use lines::RequestBudget;
 
 /// The server protocol version (`format-spec/server.md`, "Hello"): what a client's hello
 /// must name. The request lines inside it are protocol version
@@ -191,6 +196,8 @@ struct Shared {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// How many open connections touched each task.
     holders: Mutex<HashMap<String, usize>>,
+    /// The memory for long requests that the connections share.
+    budget: RequestBudget,
     uid: u32,
     pid: u32,
 }
@@ -215,7 +222,10 @@ impl Store {
     /// a clone of this handle: drop (or [`Server::stop`]) it before [`Store::close`], or the
     /// store stays open (and locked) for the server. A socket file left
     /// by a server that was killed is replaced (this handle holds the directory lock, so no
-    /// other server can be using it).
+    /// other server can be using it). With glibc, serving fixes the allocator's mmap and trim
+    /// thresholds for the whole process at their defaults (128 KiB each), so that the memory
+    /// of long requests goes back to the system once they are answered
+    /// (`format-spec/server.md`, "Memory").
     ///
     /// # Errors
     ///
@@ -252,6 +262,8 @@ impl Server {
             Err(error) => return Err(Error::io("remove stale socket", &path, error)),
         }
         let listener = UnixListener::bind(&path).map_err(|e| Error::io("bind", &path, e))?;
+        // The memory of long requests goes back to the system once they are answered.
+        heap::return_large_blocks();
         if let Err(error) = restrict_socket(&path, options.allow_group) {
             let _ = std::fs::remove_file(&path);
             return Err(error);
@@ -267,6 +279,7 @@ impl Server {
             streams: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
             holders: Mutex::new(HashMap::new()),
+            budget: RequestBudget::new(SERVER_REQUEST_BYTES_SHARED),
             uid: rustix::process::geteuid().as_raw(),
             pid: std::process::id(),
         });
@@ -506,6 +519,10 @@ impl Holds for ClientHolds<'_> {
     fn hello_done(&self) {
         // From now on the bound is the idle one.
         let _ = self.1.set_read_timeout(Some(self.0.options.idle_timeout));
+    }
+
+    fn budget(&self) -> &RequestBudget {
+        &self.0.budget
     }
 }
 

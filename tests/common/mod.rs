@@ -5,6 +5,8 @@
 
 pub mod cli;
 pub mod damage;
+#[cfg(feature = "object-store")]
+pub mod emulators;
 pub mod fixtures;
 pub mod harness;
 pub mod readme;

@@ -21,6 +21,8 @@ use std::sync::Arc;
 use factlog::fs::RealFs;
 use factlog::harness::codec;
 use factlog::harness::snapshot::{self, SnapshotFile};
+use factlog::protocol::time::format_rfc3339;
+use factlog::replica::shipped::{self, Found, Shipped};
 use factlog::{Log, LogInfo, Options, Seq, Store, StoreOptions, TailCut};
 use serde_json::{Value, json};
 
@@ -58,6 +60,7 @@ pub fn run(args: &InfoArgs) -> Outcome {
     } else {
         print_text(&mut out, &info, tail_cut);
         print_store_text(&mut out, &info, &snapshots, &tasks);
+        print_replicas_text(&mut out, &info);
     }
     out.finish()?;
     match damage {
@@ -342,5 +345,72 @@ fn info_json(
         "snapshot_bytes": snapshots.iter().map(|s| s.file.file_bytes).sum::<u64>(),
         "tasks": task_values,
         "tasks_skipped": tasks_note,
+        "replicas": replicas_json(info),
     })
+}
+
+/// The records the store holds past what a replica holds.
+fn lag(info: &LogInfo, shipped: &Shipped) -> u64 {
+    info.last_seq.map_or(0, |seq| seq.0).saturating_sub(shipped.shipped_seq)
+}
+
+/// What each replication of the store last said it shipped (`format-spec/replication.md`,
+/// "The shipped file"), with its lag behind this store's last seq.
+fn replicas_json(info: &LogInfo) -> Value {
+    let found = shipped::read_all(&RealFs, &info.dir);
+    let values: Vec<Value> = found
+        .iter()
+        .map(|found| match found {
+            Found::Read(shipped) => json!({
+                "replica_id": shipped.replica_id,
+                "location": shipped.location,
+                "shipped_seq": shipped.shipped_seq,
+                "lag": lag(info, shipped),
+                "updated_us": shipped.updated_us,
+                "pid": shipped.pid,
+                "running": shipped.running,
+                "last_error": shipped.last_error,
+            }),
+            Found::Unreadable { path, reason } => json!({
+                "path": path.display().to_string(),
+                "unreadable": reason,
+            }),
+        })
+        .collect();
+    Value::from(values)
+}
+
+fn print_replicas_text(out: &mut Output, info: &LogInfo) {
+    for found in shipped::read_all(&RealFs, &info.dir) {
+        match found {
+            Found::Read(shipped) => {
+                let state = if shipped.running {
+                    format!("replicating in pid {}", shipped.pid)
+                } else {
+                    "stopped".to_owned()
+                };
+                let error = shipped
+                    .last_error
+                    .as_deref()
+                    .map_or_else(String::new, |error| format!("; its last round failed: {error}"));
+                writeln!(
+                    out,
+                    "replica {} ({}): holds seqs through {}, {} behind this store ({state}, as \
+                     of {}){error}",
+                    shipped.location,
+                    shipped.replica_id,
+                    shipped.shipped_seq,
+                    records(lag(info, &shipped)),
+                    format_rfc3339(shipped.updated_us)
+                );
+            }
+            Found::Unreadable { path, reason } => {
+                writeln!(out, "replica status {}: {reason}", path.display());
+            }
+        }
+    }
+}
+
+fn records(n: u64) -> String {
+    if n == 1 { "1 record".to_owned() } else { format!("{n} records") }
 }
