@@ -75,8 +75,11 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
         // This process holds the store now, so no server serves it: a socket file left by
         // a server that was killed would make other processes take the store for served
         // (`served::held_by_another`) and fail to connect instead of being told who holds
-        // it. `Store::serve` creates a new one.
-        let _ = std::fs::remove_file(crate::server::socket_path(dir));
+        // it. `Store::serve` creates a new one. A server killed between binding its socket
+        // and moving it into place leaves `factlog.sock.new`, removed as well.
+        let socket = crate::server::socket_path(dir);
+        let _ = std::fs::remove_file(&socket);
+        let _ = std::fs::remove_file(socket.with_extension("sock.new"));
         log
     };
     let fs = Arc::clone(&options.log.fs);

@@ -256,17 +256,27 @@ impl Server {
             )));
         }
         let path = socket_path(dir);
-        match std::fs::remove_file(&path) {
+        // The socket is bound and restricted under a name of its own, then renamed to its
+        // place: a client that finds `factlog.sock` finds it listening and with its final
+        // mode, never in the moment between bind and listen (refused) or before its mode is
+        // set. The store's lock keeps a second server from using the same name meanwhile; a
+        // stale socket of a server that died is replaced by the rename.
+        let binding = path.with_extension("sock.new");
+        match std::fs::remove_file(&binding) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(Error::io("remove stale socket", &path, error)),
+            Err(error) => return Err(Error::io("remove a stale socket", &binding, error)),
         }
-        let listener = UnixListener::bind(&path).map_err(|e| Error::io("bind", &path, e))?;
+        let listener = UnixListener::bind(&binding).map_err(|e| Error::io("bind", &binding, e))?;
         // The memory of long requests goes back to the system once they are answered.
         heap::return_large_blocks();
-        if let Err(error) = restrict_socket(&path, options.allow_group) {
-            let _ = std::fs::remove_file(&path);
+        if let Err(error) = restrict_socket(&binding, options.allow_group) {
+            let _ = std::fs::remove_file(&binding);
             return Err(error);
+        }
+        if let Err(error) = std::fs::rename(&binding, &path) {
+            let _ = std::fs::remove_file(&binding);
+            return Err(Error::io("move the socket into place", &path, error));
         }
         let shared = Arc::new(Shared {
             store: store.clone(),

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use crate::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, check_snapshot};
+use crate::text::counted;
 use crate::{
     EXIT_DAMAGED, Failure, InfoArgs, Outcome, Output, exit_code_of, library_failure, open_failure,
     require_store,
@@ -400,7 +401,7 @@ fn print_replicas_text(out: &mut Output, info: &LogInfo) {
                     shipped.location,
                     shipped.replica_id,
                     shipped.shipped_seq,
-                    records(lag(info, &shipped)),
+                    counted(lag(info, &shipped), "record"),
                     format_rfc3339(shipped.updated_us)
                 );
             }
@@ -409,8 +410,4 @@ fn print_replicas_text(out: &mut Output, info: &LogInfo) {
             }
         }
     }
-}
-
-fn records(n: u64) -> String {
-    if n == 1 { "1 record".to_owned() } else { format!("{n} records") }
 }

@@ -38,6 +38,7 @@ mod signals;
 mod state;
 mod tail;
 mod tasks;
+mod text;
 mod verify;
 
 use std::fmt;

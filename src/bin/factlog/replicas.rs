@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use factlog::replica::inspect;
 use serde_json::json;
 
+use crate::text::counted;
 use crate::{EXIT_DAMAGED, Failure, Outcome, Output, library_failure};
 
 #[derive(Debug, clap::Args)]
@@ -68,9 +69,9 @@ fn list(url: &str, store: Option<&std::path::Path>, as_json: bool) -> Outcome {
     match (summary.segments.first(), summary.last_seq) {
         (Some(first), Some(last)) => writeln!(
             out,
-            "log: seqs {}..={last} in {} segments",
+            "log: seqs {}..={last} in {}",
             first.first_seq,
-            summary.segments.len()
+            counted(summary.segments.len() as u64, "segment")
         ),
         _ => writeln!(out, "log: nothing shipped yet"),
     }
@@ -84,7 +85,11 @@ fn list(url: &str, store: Option<&std::path::Path>, as_json: bool) -> Outcome {
     }
     let snapshots: Vec<String> =
         summary.listing.snapshots.keys().map(ToString::to_string).collect();
-    writeln!(out, "snapshots: covering seqs through {}", none_or(&snapshots.join(", ")));
+    if snapshots.is_empty() {
+        writeln!(out, "snapshots: none");
+    } else {
+        writeln!(out, "snapshots: covering seqs through {}", snapshots.join(", "));
+    }
     match summary.listing.leases.last() {
         Some(lease) => {
             let holder = summary.latest_lease.as_ref().map_or_else(String::new, |h| {
@@ -93,9 +98,9 @@ fn list(url: &str, store: Option<&std::path::Path>, as_json: bool) -> Outcome {
             let state = if lease.released { "released" } else { "held or not released" };
             writeln!(
                 out,
-                "lease: epoch {} {state}{holder}; {} epochs listed",
+                "lease: epoch {} {state}{holder}; {} listed",
                 lease.epoch,
-                summary.listing.leases.len()
+                counted(summary.listing.leases.len() as u64, "epoch")
             );
         }
         None => writeln!(out, "lease: never taken"),
@@ -103,8 +108,9 @@ fn list(url: &str, store: Option<&std::path::Path>, as_json: bool) -> Outcome {
     if let Some(lag) = summary.lag {
         writeln!(
             out,
-            "lag: the store holds seqs through {}, the replica lacks {} records",
-            lag.store_last_seq, lag.records
+            "lag: the store holds seqs through {}, the replica lacks {}",
+            lag.store_last_seq,
+            counted(lag.records, "record")
         );
     }
     for name in &summary.listing.ignored {
@@ -112,10 +118,6 @@ fn list(url: &str, store: Option<&std::path::Path>, as_json: bool) -> Outcome {
     }
     out.finish()?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn none_or(text: &str) -> &str {
-    if text.is_empty() { "none" } else { text }
 }
 
 fn verify(url: &str, as_json: bool) -> Outcome {
@@ -142,15 +144,15 @@ fn verify(url: &str, as_json: bool) -> Outcome {
     } else {
         writeln!(
             out,
-            "replica {url} (id {}): seqs {}..={} in {} segments, {} parts, {} bytes, {} \
-             snapshots: every object read and checked",
+            "replica {url} (id {}): seqs {}..={} in {}, {}, {}, {}: every object read and \
+             checked",
             report.replica_id,
             report.first_seq.0,
             report.through_seq.0,
-            report.segments.len(),
-            report.parts,
-            report.bytes,
-            report.snapshots.len()
+            counted(report.segments.len() as u64, "segment"),
+            counted(report.parts as u64, "part"),
+            counted(report.bytes, "byte"),
+            counted(report.snapshots.len() as u64, "snapshot")
         );
         for problem in &scrub.problems {
             writeln!(out, "problem: {problem}");

@@ -12,6 +12,7 @@ use factlog::fs::RealFs;
 use factlog::limits::REPLICA_POLL;
 use factlog::replica::{self, Replicator, ShipOptions, ShipStatus};
 
+use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, ReplicateArgs, library_failure, require_store, signals,
 };
@@ -89,14 +90,14 @@ fn print_status(status: &ShipStatus, json: bool) {
         println!("{object}");
     } else {
         println!(
-            "replicated through seq {} (store at {}, lag {}): {} parts, {} snapshots, {} bytes \
-             shipped by this run (lease epoch {})",
+            "replicated through seq {} (store at {}, lag {}): {}, {}, {} shipped by this run \
+             (lease epoch {})",
             status.shipped_seq,
             status.local_seq,
             status.lag(),
-            status.parts,
-            status.snapshots,
-            status.bytes,
+            counted(status.parts, "part"),
+            counted(status.snapshots, "snapshot"),
+            counted(status.bytes, "byte"),
             status.epoch
         );
     }

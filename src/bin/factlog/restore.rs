@@ -11,6 +11,7 @@ use factlog::protocol::time::format_rfc3339;
 use factlog::replica::{RestoreOptions, RestoreReport};
 use serde_json::{Value, json};
 
+use crate::text::counted;
 use crate::{Outcome, Output, library_failure};
 
 #[derive(Debug, clap::Args)]
@@ -71,19 +72,21 @@ fn write_text(out: &mut Output, report: &RestoreReport) {
     let verb = if report.dry_run { "would restore" } else { "restored" };
     writeln!(
         out,
-        "{verb} {} into {}: {seqs} ({} segments from {} parts, {} bytes)",
+        "{verb} {} into {}: {seqs} ({} from {}, {})",
         report.location,
         report.target.display(),
-        report.segments.len(),
-        report.parts,
-        report.bytes
+        counted(report.segments.len() as u64, "segment"),
+        counted(report.parts as u64, "part"),
+        counted(report.bytes, "byte")
     );
     if let Some(seq) = report.requested_seq {
         writeln!(
             out,
-            "--seq {}: the restored log ends at seq {} (a batch is whole or absent); {} later \
-             segments not restored",
-            seq.0, report.through_seq.0, report.segments_left_out
+            "--seq {}: the restored log ends at seq {} (a batch is whole or absent); {} not \
+             restored",
+            seq.0,
+            report.through_seq.0,
+            counted(report.segments_left_out as u64, "later segment")
         );
     }
     if let Some(time_us) = report.requested_time_us {
@@ -97,11 +100,10 @@ fn write_text(out: &mut Output, report: &RestoreReport) {
         };
         writeln!(
             out,
-            "--time {}: the restored log ends at seq {} ({ended}); {} later segments not \
-             restored",
+            "--time {}: the restored log ends at seq {} ({ended}); {} not restored",
             format_rfc3339(time_us),
             report.through_seq.0,
-            report.segments_left_out
+            counted(report.segments_left_out as u64, "later segment")
         );
     }
     if let Some((covered, first_kept)) = report.retention

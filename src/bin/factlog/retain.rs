@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use factlog::replica::{self, retain};
 
+use crate::text::counted;
 use crate::{Outcome, RetainArgs, library_failure, print_out};
 
 pub fn run(args: &RetainArgs) -> Outcome {
@@ -35,14 +36,22 @@ pub fn run(args: &RetainArgs) -> Outcome {
         print_out(&format!("{object}\n"))?;
     } else {
         let verb = if args.dry_run { "would remove" } else { "removed" };
+        let segments = if plan.covered_seq == 0 {
+            "no segments (the replica holds no snapshot: checkpoint the store and replicate \
+             it first)"
+                .to_owned()
+        } else {
+            format!(
+                "{} ({}) covered by the snapshot through seq {}",
+                counted(plan.segments.len() as u64, "segment"),
+                counted(plan.parts.len() as u64, "part"),
+                plan.covered_seq
+            )
+        };
         print_out(&format!(
-            "{verb} {} segments ({} parts) covered by the snapshot through seq {}, {} older \
-             snapshots and {} superseded lease objects\n",
-            plan.segments.len(),
-            plan.parts.len(),
-            plan.covered_seq,
-            plan.snapshots.len(),
-            plan.leases.len()
+            "{verb} {segments}, {} and {}\n",
+            counted(plan.snapshots.len() as u64, "older snapshot"),
+            counted(plan.leases.len() as u64, "superseded lease object")
         ))?;
         if let Some(record) = &plan.record {
             let verb = if args.dry_run { "would record" } else { "recorded" };
