@@ -40,6 +40,7 @@ fn bounded() -> ObjectOptions {
 fn objects_are_created_once_read_listed_and_deleted(kind: Kind) {
     let Some(emulator) = Emulator::find(kind, "objects") else { return };
     let prefix = unique_prefix("objects");
+    let _cleanup = (emulator.cleanup(&prefix), emulator.cleanup(&format!("{prefix}-other")));
     let remote = emulator.remote(&prefix, bounded());
     let other = emulator.remote(&format!("{prefix}-other"), bounded());
     assert_eq!(remote.location(), emulator.url(&prefix));
@@ -105,6 +106,7 @@ fn dump(dir: &Path) -> Vec<String> {
 fn a_replicated_store_restores_the_same_events(kind: Kind) {
     let Some(emulator) = Emulator::find(kind, "replicated store") else { return };
     let prefix = unique_prefix("store");
+    let _cleanup = emulator.cleanup(&prefix);
     let (store_dir, restored_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = Store::open(store_dir.path(), small_segments()).expect("open");
     let options = ReplicateOptions::new().interval(Duration::from_millis(20));
@@ -182,6 +184,7 @@ fn at_once<T: Send + 'static>(
 fn of_two_writers_creating_one_name_at_once_exactly_one_wins(kind: Kind) {
     let Some(emulator) = Emulator::find(kind, "create race") else { return };
     let prefix = unique_prefix("create-race");
+    let _cleanup = emulator.cleanup(&prefix);
     let writers = two_writers(&emulator, &prefix);
     for round in 0..RACE_ROUNDS {
         let name = format!("lease/{round:020}.json");
@@ -218,6 +221,7 @@ fn of_two_writers_creating_one_name_at_once_exactly_one_wins_on_azurite() {
 fn of_two_runs_taking_the_lease_at_once_exactly_one_wins(kind: Kind) {
     let Some(emulator) = Emulator::find(kind, "lease race") else { return };
     let prefix = unique_prefix("lease-race");
+    let _cleanup = emulator.cleanup(&prefix);
     let writers = two_writers(&emulator, &prefix);
     let stores: [PathBuf; 2] = [0, 1].map(|writer| PathBuf::from(format!("/stores/run-{writer}")));
     // Rounds alternate: both runs take a released lease, then both take the held one over;
@@ -260,6 +264,7 @@ fn remote_open_reaches_azurite_through_the_emulator_variables() {
     // The environment of this process is not changed (other tests run beside it): the check
     // runs in a child, this test binary again, with the variables a user would set.
     let prefix = unique_prefix("from-env");
+    let _cleanup = emulator.cleanup(&prefix);
     let service = emulator.endpoint().rsplit_once('/').expect("http://HOST:PORT/ACCOUNT").0;
     let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"));
     for (key, _) in std::env::vars_os() {

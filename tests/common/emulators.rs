@@ -3,7 +3,11 @@
 //! and started on loopback by `bash .ci/emulators start DIR` (which `.ci/run` runs, and stops
 //! afterwards). They are found through the endpoints that command writes to `DIR/env`,
 //! `FACTLOG_MOTO_ENDPOINT` and `FACTLOG_AZURITE_ENDPOINT`. The servers outlive the tests, so
-//! every test writes under a prefix of its own ([`unique_prefix`]) in the one bucket.
+//! every test writes under a prefix of its own ([`unique_prefix`]) in the one bucket, and
+//! removes what it wrote there when it ends ([`Emulator::cleanup`]): azurite's garbage
+//! collection walks every blob it holds every ten minutes without answering requests
+//! meanwhile, and once a long-lived azurite held the objects of a hundred runs of these tests
+//! that walk outlasted the tests' 10 s request timeout.
 //!
 //! When an endpoint is unset a test is skipped with a message, unless `CI=true` or
 //! `FACTLOG_EMULATORS_REQUIRED` is set (`.ci/run` has both), which makes it a failure.
@@ -12,7 +16,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use factlog::replica::{ObjectOptions, ObjectRemote};
+use factlog::replica::{ObjectOptions, ObjectRemote, Remote};
 
 /// The bucket (S3) and the container (Azure) `.ci/emulators start` creates.
 pub const BUCKET: &str = "factlog-test";
@@ -145,6 +149,33 @@ impl Emulator {
         let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
         ObjectRemote::open(&self.url(prefix), &settings, options)
             .unwrap_or_else(|e| panic!("open a remote on {}: {e}", self.kind.name()))
+    }
+}
+
+/// Removes every object under its prefix when dropped, whether the test passed or not.
+pub struct Cleanup {
+    remote: ObjectRemote,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        // Best effort: a failure to clean up must not hide the test's own outcome.
+        if let Ok(names) = self.remote.list("") {
+            for name in names {
+                let _ = self.remote.delete(&name);
+            }
+        }
+    }
+}
+
+impl Emulator {
+    /// A guard that removes everything under `prefix` when the test ends.
+    #[must_use]
+    pub fn cleanup(&self, prefix: &str) -> Cleanup {
+        let options = ObjectOptions::default()
+            .request_timeout(std::time::Duration::from_secs(10))
+            .connect_timeout(std::time::Duration::from_secs(2));
+        Cleanup { remote: self.remote(prefix, options) }
     }
 }
 
