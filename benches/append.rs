@@ -19,7 +19,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_main};
-use factlog::frame::frame_bytes;
+use factlog::engine::frame::frame_bytes;
 use factlog::limits::{SEGMENT_BYTES_DEFAULT, SEGMENT_HEADER_BYTES};
 use factlog::{Durability, Log, Options};
 use tempfile::TempDir;

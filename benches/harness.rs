@@ -61,7 +61,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_main};
-use factlog::frame::{self, Decoded};
+use factlog::engine::frame::{self, Decoded};
 use factlog::harness::{EventType, codec};
 use factlog::limits::{SEGMENT_BYTES_DEFAULT, SEGMENT_HEADER_BYTES};
 use factlog::{Durability, Log, Options, Seq, Store, StoreOptions, Task};
@@ -274,7 +274,8 @@ fn reference_of(dir: &Path) -> Reference {
         .collect();
     assert_eq!(segments.len(), 1, "the session fits in one segment");
     let bytes = std::fs::read(&segments[0]).expect("read the segment");
-    let header = factlog::segment::decode_header(&bytes, &segments[0]).expect("segment header");
+    let header =
+        factlog::engine::segment::decode_header(&bytes, &segments[0]).expect("segment header");
     let salt_crc = header.salt_crc();
     let mut chunks = Vec::new();
     let mut frames = Vec::new();

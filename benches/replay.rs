@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput, criterion_main};
-use factlog::frame::frame_bytes;
+use factlog::engine::frame::frame_bytes;
 use factlog::limits::{SEGMENT_BYTES_DEFAULT, SEGMENT_HEADER_BYTES};
 use factlog::{Durability, Log, Options, Seq};
 

@@ -125,7 +125,7 @@ fn session(task: &Task, index: usize) -> factlog::Result<()> {
 /// growth step, or a whole segment for builds that preallocated whole), so that its zeros are
 /// not written during the timed sessions.
 fn wait_for_prealloc(dir: &Path) {
-    let path = dir.join(factlog::segments::PREALLOC_FILE_NAME);
+    let path = dir.join(factlog::engine::segments::PREALLOC_FILE_NAME);
     let started = std::time::Instant::now();
     let prepared = |len: u64| len == 1 << 20 || len == 32 << 20;
     while !std::fs::metadata(&path).is_ok_and(|m| prepared(m.len())) {

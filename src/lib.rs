@@ -90,54 +90,42 @@
 //!
 //! # Cargo features
 //!
-//! - `object-store` (default): replica locations on object stores (`s3://`, `gs://`, `az://`;
-//!   `replica::ObjectRemote`) through the `object_store` crate, with its HTTP and TLS
-//!   clients. Without it only `file://` replicas exist and none of that code is built (the
-//!   Python binding builds without it).
+//! The default build has no argument parser and no network stack: the engine, the harness,
+//! the served store (a Unix socket) and `file://` replicas.
+//!
+//! - `s3`, `gcs`, `azure`: replica locations on `s3://`, `gs://` and `az://`
+//!   (`replica::ObjectRemote`) through the `object_store` crate, with its HTTP and TLS
+//!   clients; `cloud` enables all three. A location whose backend is left out is refused with
+//!   [`ErrorKind::UnsupportedUrl`] naming the feature.
+//!
+//! The layers and which may call which are drawn in `ARCHITECTURE.md`.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod client;
-mod created;
+pub mod engine;
 pub mod error;
-pub mod frame;
 pub mod fs;
-pub mod gaps;
 pub mod harness;
 pub mod limits;
-mod log;
-pub mod mark;
-mod options;
-mod prealloc;
 pub mod protocol;
-mod reader;
-pub mod recovery;
 pub mod replica;
-pub mod rewrite;
-pub mod salvage;
-pub mod segment;
-pub mod segments;
-pub mod served;
 pub mod server;
-pub mod torn;
 mod types;
-mod verify;
-mod watch;
-mod writer;
 
+pub use crate::engine::log::{Log, LogInfo, SegmentInfo};
+pub use crate::engine::options::Options;
+pub use crate::engine::prealloc::{PreallocStats, prepared_prealloc_bytes};
+pub use crate::engine::reader::{Reader, Record};
+pub use crate::engine::recovery::{RecoveryReport, TailCut};
+pub use crate::engine::verify::{SegmentVerify, VerifyOutcome, VerifyReport, verify};
 pub use crate::error::{
     CorruptionReason, Error, ErrorKind, FrameFault, Result, SnapshotFault, UnresolvedCall,
 };
+pub use crate::harness::salvage::{SalvageOptions, SalvageReport, salvage};
 pub use crate::harness::{AppendOptions, Appended, Store, StoreOptions, Task};
-pub use crate::log::{Log, LogInfo, SegmentInfo};
-pub use crate::options::Options;
-pub use crate::prealloc::{PreallocStats, prepared_prealloc_bytes};
-pub use crate::reader::{Reader, Record};
-pub use crate::recovery::{RecoveryReport, TailCut};
-pub use crate::salvage::{SalvageOptions, SalvageReport, salvage};
 pub use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
-pub use crate::verify::{SegmentVerify, VerifyOutcome, VerifyReport, verify};
 
 /// The README's Rust examples, compiled (and run, unless marked `no_run`) as doctests.
 #[cfg(doctest)]

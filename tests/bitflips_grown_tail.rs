@@ -97,7 +97,7 @@ fn a_flip_in_the_grown_zeros_of_the_active_segment_is_refused_or_without_a_mark_
             "bit {bit}: {refused}"
         );
         assert_eq!(copy.read_file(&path).unwrap(), damaged, "bit {bit}: refused, unchanged");
-        let mark = std::path::Path::new(DIR).join(factlog::mark::MARK_FILE_NAME);
+        let mark = std::path::Path::new(DIR).join(factlog::engine::mark::MARK_FILE_NAME);
         factlog::fs::Fs::remove_file(&copy, &mark).unwrap();
         let strict = Log::open(DIR, options(&copy).recovery_mode(RecoveryMode::Strict));
         let error = strict.expect_err("a strict open refuses a torn tail");

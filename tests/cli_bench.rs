@@ -3,6 +3,8 @@
 //! binary on a workload of 2 turns x 2 steps x 10 tokens; no timing is checked, only the
 //! shape of the report and the counts that follow from the workload.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -15,7 +17,7 @@ const POLICIES: [&str; 6] =
 const TINY: [&str; 8] = ["--turns", "2", "--steps", "2", "--tokens", "10", "--runs", "1"];
 
 fn bench(dir: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_factlog"))
+    Command::new(&*common::FACTLOG)
         .arg("bench")
         .args(TINY)
         .arg("--dir")
@@ -254,7 +256,7 @@ fn svg_that_cannot_be_created_fails_before_measuring() {
     let out = TempDir::new().expect("tempdir");
     let path = out.path().join("no-such-directory").join("bench.svg");
     // A workload of minutes: the bench must refuse the path before it starts measuring.
-    let child = Command::new(env!("CARGO_BIN_EXE_factlog"))
+    let child = Command::new(&*common::FACTLOG)
         .args(["bench", "--turns", "2000", "--runs", "100", "--dir"])
         .arg(dir.path())
         .arg("--svg")
@@ -301,7 +303,7 @@ fn bad_arguments_exit_2_with_one_line() {
         vec!["bench", "--tasks", "0"],
         vec!["bench", "--no-such-flag"],
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_factlog")).args(&args).output().expect("run");
+        let output = Command::new(&*common::FACTLOG).args(&args).output().expect("run");
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");

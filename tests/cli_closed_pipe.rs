@@ -40,7 +40,7 @@ fn template() -> &'static Path {
                 lines.push(event("t0", "user/message", json!({ "text": format!("message {m}") })));
             }
             emit(&dir, &lines);
-            let checkpoint = Command::new(FACTLOG).args(["checkpoint", arg(&dir)]).output();
+            let checkpoint = Command::new(&*FACTLOG).args(["checkpoint", arg(&dir)]).output();
             assert!(checkpoint.expect("checkpoint").status.success());
             tmp
         })
@@ -80,7 +80,7 @@ enum Reader {
 /// Runs `factlog ARGS` with `stdin` as input and the read end of standard output closed as
 /// `reader` says; returns the exit code and standard error.
 fn run_closed(args: &[&str], stdin: &[u8], reader: Reader) -> (Option<i32>, String) {
-    let mut child = Command::new(FACTLOG)
+    let mut child = Command::new(&*FACTLOG)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

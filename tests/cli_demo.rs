@@ -148,7 +148,7 @@ fn every_kind_of_seed_ends_with_exactly_one_article() {
 #[test]
 fn without_dir_the_demo_leaves_nothing_behind() {
     let temp = tempfile::tempdir().expect("temporary directory");
-    let output = Command::new(FACTLOG)
+    let output = Command::new(&*FACTLOG)
         .arg("demo")
         .env("TMPDIR", temp.path())
         .output()

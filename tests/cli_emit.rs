@@ -387,7 +387,7 @@ fn a_secret_never_reaches_a_file_or_an_output() {
 #[test]
 fn replies_reach_a_harness_through_a_pipe_one_by_one() {
     let (_temp, dir) = temp_log();
-    let mut child = Command::new(FACTLOG)
+    let mut child = Command::new(&*FACTLOG)
         .args(["emit", arg(&dir)])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -33,7 +33,7 @@ fn first_holder_lines() -> Vec<Value> {
 /// Runs `factlog emit DIR`, feeds it `lines`, waits for every reply, then kills it with
 /// SIGKILL while its input is still open.
 fn emit_then_kill(dir: &Path, lines: &[Value]) {
-    let mut child = Command::new(FACTLOG)
+    let mut child = Command::new(&*FACTLOG)
         .args(["emit", arg(dir)])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

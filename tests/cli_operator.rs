@@ -161,7 +161,7 @@ impl Drop for KillOnDrop {
 fn tail_follow_prints_events_another_process_appends() {
     let (_temp, dir) = temp_log();
     emit(&dir, &[event("t1", "user/message", json!({ "text": "first" }))]);
-    let mut child = Command::new(FACTLOG)
+    let mut child = Command::new(&*FACTLOG)
         .args(["tail", arg(&dir), "-f", "--json"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -61,7 +61,7 @@ fn a_run_beside_the_writer_ships_as_it_writes_and_stops_on_sigterm() {
     let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = harness::open(store_dir.path());
     replica::session(&store, "t", 1);
-    let child = Command::new(FACTLOG)
+    let child = Command::new(&*FACTLOG)
         .args(["replicate", arg(store_dir.path()), "--to", &url(replica_dir.path())])
         .args(["--interval-ms", "200", "--json"])
         .stdout(Stdio::piped())
@@ -136,7 +136,7 @@ fn a_run_whose_lease_is_taken_over_ends_and_says_so() {
     let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let store = harness::open(store_dir.path());
     replica::session(&store, "t", 1);
-    let mut child = Command::new(FACTLOG)
+    let mut child = Command::new(&*FACTLOG)
         .args(["replicate", arg(store_dir.path()), "--to", &url(replica_dir.path())])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

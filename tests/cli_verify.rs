@@ -78,7 +78,7 @@ fn garbage_after_the_last_record_is_a_torn_tail_that_an_open_cuts() {
 
     // Without the mark (a log written before marks, or one that crashed before a mark covered
     // the tail), the frames alone decide: a torn tail that an open cuts.
-    std::fs::remove_file(dir.join(factlog::mark::MARK_FILE_NAME)).expect("remove MARK");
+    std::fs::remove_file(dir.join(factlog::engine::mark::MARK_FILE_NAME)).expect("remove MARK");
     let (code, report) = verify_json(&dir);
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["outcome"], "torn_tail");

@@ -83,7 +83,8 @@ fn the_checker_catches_a_lost_acknowledged_record() {
     let verdict = factlog::verify(crash_workload::DIR, crash_workload::options(&rebooted)).unwrap();
     let used = verdict.segments.last().unwrap().used_bytes;
     assert!(rebooted.flip_bit(&last, (used - 30) * 8));
-    let mark = std::path::Path::new(crash_workload::DIR).join(factlog::mark::MARK_FILE_NAME);
+    let mark =
+        std::path::Path::new(crash_workload::DIR).join(factlog::engine::mark::MARK_FILE_NAME);
     factlog::fs::Fs::remove_file(&rebooted, &mark).unwrap();
     let err = crash_workload::check(&rebooted, CrashModel::LoseUnsynced, &acks).unwrap_err();
     assert!(err.contains("lost acknowledged records"), "{err}");

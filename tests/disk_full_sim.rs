@@ -8,10 +8,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use factlog::engine::segments::PREALLOC_FILE_NAME;
 use factlog::fs::Fs;
 use factlog::fs::sim::SimFs;
 use factlog::limits::prealloc_free_bytes_min;
-use factlog::segments::PREALLOC_FILE_NAME;
 use factlog::{Durability, ErrorKind, Log, Options, Seq, Store, StoreOptions};
 
 const SEGMENT_BYTES: u64 = 8192;

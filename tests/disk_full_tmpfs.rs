@@ -5,16 +5,18 @@
 //! preallocating into the freed space below the margin, and preallocates (grows its segments
 //! in steps of zeros) again above it.
 
+mod common;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use factlog::engine::segments::PREALLOC_FILE_NAME;
 use factlog::fs::{Fs, RealFs};
 use factlog::harness::Body;
 use factlog::harness::event::UserMessage;
 use factlog::limits::prealloc_free_bytes_min;
-use factlog::segments::PREALLOC_FILE_NAME;
 use factlog::{Appended, ErrorKind, Options, Seq, Store, StoreOptions};
 
 const MIB: u64 = 1024 * 1024;
@@ -155,7 +157,7 @@ fn factlog_emit_creating_a_store_on_a_full_file_system_leaves_nothing_behind() {
     let Some(mount) = Tmpfs::mount(2 * MIB) else { return };
     fill(&mount.path().join("filler"), &mount, 0);
     let dir = mount.path().join("store");
-    let output = Command::new(env!("CARGO_BIN_EXE_factlog"))
+    let output = Command::new(&*common::FACTLOG)
         .args(["emit"])
         .arg(&dir)
         .stdin(std::process::Stdio::null())

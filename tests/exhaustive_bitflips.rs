@@ -113,7 +113,7 @@ impl Image {
         for segment in &self.segments {
             fs.write_file(&segment.path, &segment.bytes);
         }
-        fs.write_file(&Path::new(DIR).join(factlog::mark::MARK_FILE_NAME), &self.mark);
+        fs.write_file(&Path::new(DIR).join(factlog::engine::mark::MARK_FILE_NAME), &self.mark);
         fs
     }
 }
@@ -181,20 +181,21 @@ fn synced_log() -> (SimFs, Vec<Vec<u8>>) {
 fn layout(name: &'static str, fs: &SimFs, records: Vec<Vec<u8>>, synced: usize) -> Image {
     let mut segments = Vec::new();
     let mut seen = 0;
-    let mark = fs.read_file(&Path::new(DIR).join(factlog::mark::MARK_FILE_NAME)).expect("MARK");
+    let mark =
+        fs.read_file(&Path::new(DIR).join(factlog::engine::mark::MARK_FILE_NAME)).expect("MARK");
     for path in fs.files() {
-        if path.file_name().is_some_and(|n| n == factlog::mark::MARK_FILE_NAME) {
+        if path.file_name().is_some_and(|n| n == factlog::engine::mark::MARK_FILE_NAME) {
             continue;
         }
         assert!(path.extension().is_some_and(|e| e == "seg"), "only segments: {path:?}");
         let bytes = fs.read_file(&path).expect("file");
-        let header = factlog::segment::decode_header(&bytes, &path).expect("header");
+        let header = factlog::engine::segment::decode_header(&bytes, &path).expect("header");
         let mut frames = Vec::new();
-        let scan = factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+        let scan = factlog::engine::segment::scan(&bytes, &header, None, |offset, frame| {
             frames.push(Span { offset, end: offset + frame.frame_bytes, records_before: seen });
             seen += usize::from(frame.count);
         });
-        assert_eq!(scan.end, factlog::segment::ScanEnd::Clean);
+        assert_eq!(scan.end, factlog::engine::segment::ScanEnd::Clean);
         segments.push(Segment { path, bytes, frames, end: scan.end_offset });
     }
     assert_eq!(seen, records.len(), "the image holds every record");

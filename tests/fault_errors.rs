@@ -551,9 +551,9 @@ impl Image {
         let mut seen = 0;
         for path in fs.files().into_iter().filter(|p| p.extension().is_some_and(|e| e == "seg")) {
             let bytes = fs.read_file(&path).expect("segment");
-            let header = factlog::segment::decode_header(&bytes, &path).expect("header");
+            let header = factlog::engine::segment::decode_header(&bytes, &path).expect("header");
             let mut frames = Vec::new();
-            factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+            factlog::engine::segment::scan(&bytes, &header, None, |offset, frame| {
                 let covered_end = offset + 24 + frame.payload.len();
                 frames.push(Span { offset, covered_end, records_before: seen });
                 seen += usize::from(frame.count);

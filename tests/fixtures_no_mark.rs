@@ -24,7 +24,7 @@ fn a_store_without_a_mark_opens_as_before_and_gains_one_on_its_first_write() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("store");
     copy_fixture(&dir);
-    let mark = dir.join(factlog::mark::MARK_FILE_NAME);
+    let mark = dir.join(factlog::engine::mark::MARK_FILE_NAME);
     assert!(!mark.exists());
 
     // A read-only open and verify judge it by the frames: a torn tail, and no mark.
@@ -46,7 +46,7 @@ fn a_store_without_a_mark_opens_as_before_and_gains_one_on_its_first_write() {
     store.close().unwrap();
 
     // The first write gave it a mark; a clean close made the mark vouch for every byte.
-    let found = factlog::mark::read(&factlog::fs::RealFs, &dir).unwrap();
+    let found = factlog::engine::mark::read(&factlog::fs::RealFs, &dir).unwrap();
     let found = *found.mark().expect("a mark after the first write");
     assert!(found.clean);
     assert_eq!(found.durable_seq, 13);

@@ -18,8 +18,8 @@ use common::vectors;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use factlog::frame::{self, Decoded};
-use factlog::segment::{self, SegmentHeader};
+use factlog::engine::frame::{self, Decoded};
+use factlog::engine::segment::{self, SegmentHeader};
 use factlog::{
     CorruptionReason, ErrorKind, FrameFault, Log, Options, RecoveryMode, SegmentId, Seq, TailCut,
     VerifyOutcome,

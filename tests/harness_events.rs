@@ -24,12 +24,12 @@ use common::harness::{
     NOW_US, append, approval_request, call, contract, crash, err_of, events, grant, open, open_sim,
     result, step_start, task_events, turn_start, user,
 };
+use factlog::engine::segment::FORMAT_VERSION;
 use factlog::fs::sim::{CrashModel, SimFs};
 use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON};
 use factlog::harness::event::{AssistantDelta, Effect, Risk, Scope};
 use factlog::harness::{Body, Event, EventType};
 use factlog::limits::{EVENT_ENVELOPE_BYTES, TASK_ID_BYTES_MAX};
-use factlog::segment::FORMAT_VERSION;
 use factlog::{AppendOptions, Durability, ErrorKind, Log, Options, Seq, Store};
 use serde_json::{Value, json};
 

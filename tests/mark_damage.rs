@@ -238,28 +238,28 @@ fn a_damaged_only_snapshot_after_a_purge_is_named_by_verify_and_open() {
 /// (`format-spec/mark.md`: the mark is written lazily, so a crash finds it behind the end).
 fn crash_with_mark_at(dir: &Path, durable_seq: u64) -> u64 {
     let fs = factlog::fs::RealFs;
-    let found = factlog::mark::read(&fs, dir).expect("read MARK");
+    let found = factlog::engine::mark::read(&fs, dir).expect("read MARK");
     let mark = *found.mark().expect("a mark");
     let segment = segment_paths(dir).remove(0);
     let bytes = std::fs::read(&segment).unwrap();
-    let header = factlog::segment::decode_header(&bytes, &segment).unwrap();
+    let header = factlog::engine::segment::decode_header(&bytes, &segment).unwrap();
     let mut offset = 64;
-    factlog::segment::scan(&bytes, &header, None, |at, frame| {
+    factlog::engine::segment::scan(&bytes, &header, None, |at, frame| {
         if frame.end_seq() <= durable_seq + 1 {
             offset = (at + frame.frame_bytes) as u64;
         }
     });
-    let crashed = factlog::mark::Mark {
+    let crashed = factlog::engine::mark::Mark {
         generation: mark.generation + 1,
         clean: false,
         durable_seq,
         durable_offset: offset,
         ..mark
     };
-    let mut file = vec![0u8; factlog::mark::MARK_FILE_BYTES as usize];
-    let at = (crashed.generation % 2 * factlog::mark::MARK_SLOT_STRIDE) as usize;
-    file[at..at + factlog::mark::MARK_SLOT_BYTES].copy_from_slice(&crashed.encode());
-    std::fs::write(dir.join(factlog::mark::MARK_FILE_NAME), file).unwrap();
+    let mut file = vec![0u8; factlog::engine::mark::MARK_FILE_BYTES as usize];
+    let at = (crashed.generation % 2 * factlog::engine::mark::MARK_SLOT_STRIDE) as usize;
+    file[at..at + factlog::engine::mark::MARK_SLOT_BYTES].copy_from_slice(&crashed.encode());
+    std::fs::write(dir.join(factlog::engine::mark::MARK_FILE_NAME), file).unwrap();
     offset
 }
 
@@ -336,7 +336,7 @@ fn a_log_that_ends_before_its_snapshot_is_refused_naming_the_snapshot() {
     drop(task);
     let snapshot = store.checkpoint().expect("checkpoint");
     store.close().expect("close");
-    std::fs::remove_file(dir.join(factlog::mark::MARK_FILE_NAME)).unwrap();
+    std::fs::remove_file(dir.join(factlog::engine::mark::MARK_FILE_NAME)).unwrap();
     let segment = segment_paths(&dir).remove(0);
     let end = used_bytes(&dir);
     write_at(&segment, end - 200, &[0u8; 200]);

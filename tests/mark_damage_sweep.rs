@@ -59,11 +59,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use factlog::engine::mark::{MARK_FILE_NAME, MarkState};
 use factlog::fs::Fs;
 use factlog::fs::sim::{CrashModel, SimFs};
 use factlog::harness::Body;
 use factlog::harness::event::UserMessage;
-use factlog::mark::{MARK_FILE_NAME, MarkState};
 use factlog::{
     AppendOptions, Durability, Error, ErrorKind, Log, Options, Seq, Store, StoreOptions,
 };
@@ -304,7 +304,7 @@ impl Acks {
 fn is_segment(path: &Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| factlog::segment::parse_file_name(n).is_some())
+        .is_some_and(|n| factlog::engine::segment::parse_file_name(n).is_some())
 }
 
 /// The segment files of `dir` in `fs`, in log order.
@@ -512,7 +512,7 @@ fn make_image(spec: Spec, expected: Option<&BTreeMap<u64, Vec<u8>>>) -> Result<I
     if baseline_last < owed {
         return Err(fail(format!("recovered through {baseline_last}, {owed} acknowledged")));
     }
-    let mark = match factlog::mark::read(&fs, kind.dir()) {
+    let mark = match factlog::engine::mark::read(&fs, kind.dir()) {
         Ok(MarkState::Found(mark)) => mark,
         Ok(MarkState::FoundBesideDamagedSlot(mark)) => panic!("a damaged slot: {mark:?}"),
         other => return Err(fail(format!("no mark: {other:?}"))),
@@ -628,9 +628,9 @@ fn layout(image: &Image) -> Layout {
     let segs = segments(&image.fs, dir);
     let active = segs.last().expect("segments").clone();
     let bytes = image.fs.read_file(&active).expect("the active segment");
-    let header = factlog::segment::decode_header(&bytes, &active).expect("its header");
-    let analysis = factlog::recovery::analyze_tail(&bytes, &header);
-    let mark = match factlog::mark::read(&image.fs, dir) {
+    let header = factlog::engine::segment::decode_header(&bytes, &active).expect("its header");
+    let analysis = factlog::engine::recovery::analyze_tail(&bytes, &header);
+    let mark = match factlog::engine::mark::read(&image.fs, dir) {
         Ok(MarkState::Found(mark)) => mark,
         other => panic!("{}: no mark: {other:?}", image.name),
     };
@@ -791,9 +791,9 @@ fn damages(image: &Image, rng: &mut Rng, random: usize) -> Vec<Damage> {
     let mut names = vec![old.clone()];
     names.extend(l.segs.get(k + 1).cloned());
     let name = old.file_name().and_then(|n| n.to_str()).expect("a name");
-    let seq = factlog::segment::parse_file_name(name).expect("a segment name").0;
+    let seq = factlog::engine::segment::parse_file_name(name).expect("a segment name").0;
     let dir = image.kind.dir();
-    let wrong = dir.join(factlog::segment::file_name(Seq(seq + 1)));
+    let wrong = dir.join(factlog::engine::segment::file_name(Seq(seq + 1)));
     if !l.segs.contains(&wrong) {
         let names = [names.clone(), vec![wrong.clone()]].concat();
         out.push(Damage {
@@ -898,7 +898,7 @@ fn refused(
             !before.contains_key(Path::new(path))
                 && Path::new(path)
                     .file_name()
-                    .is_some_and(|n| factlog::torn::is_kept_name(&n.to_string_lossy()))
+                    .is_some_and(|n| factlog::engine::torn::is_kept_name(&n.to_string_lossy()))
         });
         if !only_kept {
             return Err(format!(
@@ -1239,12 +1239,12 @@ fn a_damaged_newest_mark_slot_is_named_not_an_intact_segment() {
     drop(log);
     let image = fs.reboot(CrashModel::LoseUnsynced, 0);
     let dir = Path::new(LOG_DIR);
-    let mark = match factlog::mark::read(&image, dir) {
+    let mark = match factlog::engine::mark::read(&image, dir) {
         Ok(MarkState::Found(mark)) => mark,
         other => panic!("no mark: {other:?}"),
     };
     assert!(!mark.clean && mark.durable_seq == 1, "{mark:?}");
-    let newest_slot = (mark.generation % 2) * factlog::mark::MARK_SLOT_STRIDE;
+    let newest_slot = (mark.generation % 2) * factlog::engine::mark::MARK_SLOT_STRIDE;
     let mark_path = dir.join(MARK_FILE_NAME);
     // A bit of the newest slot's durable seq.
     assert!(image.flip_bit(&mark_path, (newest_slot + 64) * 8));
@@ -1281,8 +1281,8 @@ fn a_refused_store_open_leaves_its_torn_tail_uncut() {
     // frame of the sealed first segment.
     let active = segs.last().expect("segments");
     let bytes = image.read_file(active).expect("the active segment");
-    let header = factlog::segment::decode_header(&bytes, active).expect("header");
-    let end = factlog::recovery::analyze_tail(&bytes, &header).end_offset as usize;
+    let header = factlog::engine::segment::decode_header(&bytes, active).expect("header");
+    let end = factlog::engine::recovery::analyze_tail(&bytes, &header).end_offset as usize;
     apply(&image, &Action::Write(active.clone(), end + 8, vec![0xAB; 40]));
     assert!(image.flip_bit(&segs[0], 100 * 8));
     let before = files_of(&image);

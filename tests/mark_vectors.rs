@@ -18,13 +18,13 @@ use std::fs;
 use std::path::Path;
 
 use common::vectors::{self, Section};
-use factlog::frame::{self, Decoded};
-use factlog::fs::RealFs;
-use factlog::mark::{
+use factlog::engine::frame::{self, Decoded};
+use factlog::engine::mark::{
     self, MARK_FILE_BYTES, MARK_FILE_NAME, MARK_SLOT_BYTES, MARK_SLOT_STRIDE, Mark, MarkState,
 };
-use factlog::segment;
-use factlog::torn::{self, KEPT_HEADER_BYTES, KeptTail};
+use factlog::engine::segment;
+use factlog::engine::torn::{self, KEPT_HEADER_BYTES, KeptTail};
+use factlog::fs::RealFs;
 use factlog::{CorruptionReason, ErrorKind, SegmentId, Seq};
 
 const WRITE_VARIABLE: &str = "FACTLOG_WRITE_VECTORS";

@@ -34,7 +34,7 @@ fn log_with(dir: &Path, n: u64) -> (PathBuf, u64) {
 
 /// Removes the log mark: the log is judged as one without a mark (`format-spec/mark.md`, M1).
 fn forget_mark(dir: &Path) {
-    std::fs::remove_file(dir.join(factlog::mark::MARK_FILE_NAME)).unwrap();
+    std::fs::remove_file(dir.join(factlog::engine::mark::MARK_FILE_NAME)).unwrap();
 }
 
 fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
@@ -136,9 +136,12 @@ fn unsynced_frames_after_a_hole_are_cut_with_the_hole() {
     // Two valid frames followed the hole: their bytes were kept aside before the cut.
     assert_eq!((cut.first_seq_cut, cut.frames), (Seq(3), 2));
     let kept = cut.kept.clone().expect("kept aside");
-    assert_eq!(factlog::torn::list(&factlog::fs::RealFs, dir.path()).unwrap(), vec![kept.clone()]);
+    assert_eq!(
+        factlog::engine::torn::list(&factlog::fs::RealFs, dir.path()).unwrap(),
+        vec![kept.clone()]
+    );
     let bytes = std::fs::read(&kept).unwrap();
-    let tail = factlog::torn::decode(&bytes, &kept).unwrap();
+    let tail = factlog::engine::torn::decode(&bytes, &kept).unwrap();
     assert_eq!((tail.offset, tail.bytes.len() as u64), (end, cut.bytes));
     assert_eq!(log.last_seq(), Some(Seq(2)));
     // The stale frames are gone: new records take their sequence numbers without confusion.

@@ -22,7 +22,7 @@ use std::fs;
 
 use common::vectors::{self, Section};
 use factlog::ErrorKind;
-use factlog::frame::{self, Decoded};
+use factlog::engine::frame::{self, Decoded};
 use factlog::replica::part::{self, PART_HEADER_BYTES, PART_VERSION, PartHeader};
 use factlog::replica::part_name;
 

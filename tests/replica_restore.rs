@@ -164,9 +164,9 @@ fn a_point_in_time_restore_ends_at_the_last_whole_frame() {
     let first_seq_of_last_part = {
         let path = &segment_files(&setup.source)[0];
         let bytes = std::fs::read(path).expect("read");
-        let header = factlog::segment::decode_header(&bytes, path).expect("header");
+        let header = factlog::engine::segment::decode_header(&bytes, path).expect("header");
         let mut found = None;
-        factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+        factlog::engine::segment::scan(&bytes, &header, None, |offset, frame| {
             if offset as u64 == last_start {
                 found = Some(frame.seq);
             }
@@ -301,9 +301,9 @@ fn a_restore_at_a_time_fetches_nothing_after_the_first_frame_after_it() {
         .find(|&&b| (b as u64) < first_part_end)
         .copied()
         .expect("a frame in the first part");
-    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    let header = factlog::engine::segment::decode_header(&bytes, path).expect("header");
     let mut last_frame_seq = None;
-    factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+    factlog::engine::segment::scan(&bytes, &header, None, |offset, frame| {
         if offset == last_frame_at {
             last_frame_seq = Some(frame.seq);
         }
@@ -405,7 +405,7 @@ fn a_part_that_ends_inside_a_frame_is_refused() {
     let index = setup.parts.iter().position(|p| p == parts).expect("its index");
     let path = &segment_files(&setup.source)[index];
     let bytes = std::fs::read(path).expect("read the source segment");
-    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    let header = factlog::engine::segment::decode_header(&bytes, path).expect("header");
     // The same bytes, cut 8 bytes into the first frame of the last part.
     let remote = setup.replica.remote();
     for name in &parts[1..] {
@@ -435,9 +435,9 @@ fn a_part_that_ends_inside_a_frames_padding_is_refused() {
     let setup = Setup::new();
     let path = &segment_files(&setup.source)[0];
     let bytes = std::fs::read(path).expect("read the source segment");
-    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    let header = factlog::engine::segment::decode_header(&bytes, path).expect("header");
     let mut padded = None;
-    let scan = factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+    let scan = factlog::engine::segment::scan(&bytes, &header, None, |offset, frame| {
         let unpadded = 24 + frame.payload.len();
         if padded.is_none() && frame.frame_bytes > unpadded {
             padded = Some((offset, offset + unpadded));
@@ -494,9 +494,9 @@ fn missing_last_parts_of_a_segment_are_a_gap_naming_the_seqs_up_to_the_point() {
     // The seqs the removed part held, from the source's frame boundaries.
     let path = &segment_files(&setup.source)[0];
     let bytes = std::fs::read(path).expect("read");
-    let header = factlog::segment::decode_header(&bytes, path).expect("header");
+    let header = factlog::engine::segment::decode_header(&bytes, path).expect("header");
     let mut first_missing = None;
-    let scan = factlog::segment::scan(&bytes, &header, None, |offset, frame| {
+    let scan = factlog::engine::segment::scan(&bytes, &header, None, |offset, frame| {
         if offset as u64 == start {
             first_missing = Some(frame.seq);
         }
@@ -727,7 +727,7 @@ fn every_local_write_goes_through_the_file_system_seam_and_is_synced() {
     assert!(!target.exists(), "nothing was written to the real file system");
     let files = sim.files();
     for segment in &report.segments {
-        let path = target.join(factlog::segment::file_name(segment.first_seq));
+        let path = target.join(factlog::engine::segment::file_name(segment.first_seq));
         let bytes = sim.read_file(&path).expect("the segment is on the simulated disk");
         assert_eq!(bytes.len() as u64, segment.bytes);
     }

@@ -8,8 +8,6 @@
 //! the test server's conditional create is not atomic. Proved by starting `s3s-fs`
 //! (`.ci/s3-server`) on loopback for each test, and fake servers on loopback sockets.
 
-#![cfg(feature = "object-store")]
-
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -8,8 +8,6 @@
 //! error and the store appends as before; a second writer of the replica is refused. Proved
 //! with `s3s-fs` started on loopback for each test (`tests/common/s3.rs`, `.ci/s3-server`).
 
-#![cfg(feature = "object-store")]
-
 mod common;
 
 use std::path::Path;
@@ -98,8 +96,9 @@ fn a_replicated_append_on_s3_returns_once_its_part_exists() {
     let observer = server.remote("agents/two", quick());
     let shipped = replica::segments_in(&observer);
     let bytes = shipped.values().last().expect("a segment");
-    let header = factlog::segment::decode_header(&bytes[..64], Path::new("s3")).expect("header");
-    let scan = factlog::segment::scan(bytes, &header, None, |_, _| {});
+    let header =
+        factlog::engine::segment::decode_header(&bytes[..64], Path::new("s3")).expect("header");
+    let scan = factlog::engine::segment::scan(bytes, &header, None, |_, _| {});
     assert!(scan.next_seq.0 > seq.0, "the part holding seq {} exists", seq.0);
     drop(task);
     replication.stop().expect("stop");

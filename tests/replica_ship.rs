@@ -254,9 +254,9 @@ fn an_unreachable_remote_does_not_stop_appends_and_the_replica_catches_up() {
 fn last_seq_in_replica(replica_dir: &Path) -> u64 {
     let segments = replica::segments_in(&remote(replica_dir));
     let Some(bytes) = segments.values().last() else { return 0 };
-    let header =
-        factlog::segment::decode_header(&bytes[..64], Path::new("replica")).expect("header");
-    factlog::segment::scan(bytes, &header, None, |_, _| {}).next_seq.0 - 1
+    let header = factlog::engine::segment::decode_header(&bytes[..64], Path::new("replica"))
+        .expect("header");
+    factlog::engine::segment::scan(bytes, &header, None, |_, _| {}).next_seq.0 - 1
 }
 
 #[test]

@@ -60,7 +60,7 @@ fn two_restores_into_one_directory_never_both_win_nor_touch_each_others_files() 
     let last = replicated(store_dir.path(), replica_dir.path(), 3);
     let to = url(replica_dir.path());
     let parent = tempfile::tempdir().unwrap();
-    let bin = env!("CARGO_BIN_EXE_factlog");
+    let bin = &*common::FACTLOG;
     let (mut wins, mut refusals) = (0, 0);
     for round in 0..25 {
         let target = parent.path().join(format!("r{round}"));

@@ -12,8 +12,8 @@ use common::damage::{
     store_with_calls,
 };
 use common::harness::{files_under, turn_start};
+use factlog::harness::salvage::Lost;
 use factlog::harness::{Outcome, Plan};
-use factlog::salvage::Lost;
 use factlog::{SalvageOptions, Seq, Store};
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use factlog::gaps::{Gap, Gaps};
+use factlog::engine::gaps::{Gap, Gaps};
 use factlog::{ErrorKind, Seq};
 
 fn vector(ext: &str) -> PathBuf {

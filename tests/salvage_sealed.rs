@@ -11,8 +11,8 @@ use common::damage::{
     store_with_calls,
 };
 use common::harness::files_under;
+use factlog::harness::salvage::Lost;
 use factlog::harness::{Outcome, Plan};
-use factlog::salvage::Lost;
 use factlog::{SalvageOptions, Seq, Store, VerifyOutcome};
 
 #[test]

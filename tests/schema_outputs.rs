@@ -496,7 +496,7 @@ fn replicate_status_is_valid() {
 #[test]
 fn recover_of_a_restored_store_names_its_replica() {
     let dir = store();
-    let restored = factlog::replica::restored::Restored {
+    let restored = factlog::harness::restored::Restored {
         version: 1,
         from: "file:///replicas/a".to_owned(),
         through_seq: 7,
@@ -504,7 +504,7 @@ fn recover_of_a_restored_store_names_its_replica() {
         restored_us: 1,
         device: "machine-b".to_owned(),
     };
-    factlog::replica::restored::write(&factlog::fs::RealFs, dir.path(), &restored).expect("write");
+    factlog::harness::restored::write(&factlog::fs::RealFs, dir.path(), &restored).expect("write");
     let report = json_of("recover", dir.path(), &["--dry-run"]);
     assert_valid("recover.json", &report);
     assert_eq!(report["restored"]["from"], "file:///replicas/a", "{report}");

@@ -40,7 +40,7 @@ fn serve_as_nobody(dir: &Path, groups: &str, extra: &[&str]) -> std::process::Ch
     let _ = std::fs::remove_file(factlog::server::socket_path(dir));
     let mut child = Command::new("setpriv")
         .args(["--reuid", &NOBODY.to_string(), "--regid", &NOBODY.to_string(), "--groups", groups])
-        .arg(FACTLOG)
+        .arg(&*FACTLOG)
         .arg("serve")
         .arg(dir)
         .args(extra)

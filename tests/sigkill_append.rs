@@ -104,7 +104,7 @@ struct Outcome {
 /// Runs one child on the log in `dir`, which holds `base` records, kills it as `plan` says,
 /// and returns what it acknowledged and what it was sent.
 fn run_and_kill(dir: &Path, durability: &str, round: u64, base: u64, plan: Plan) -> Outcome {
-    let mut child = Command::new(FACTLOG)
+    let mut child = Command::new(&*FACTLOG)
         .args(["append", arg(dir), "--durability", durability])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -43,8 +43,9 @@ impl Workload {
         let mut events = Vec::with_capacity(shape.events() as usize);
         let mut push = |body: &Body| {
             let event_type = body.event_type().expect("a typed event");
-            let (_, _, _, bytes) = codec::encode_body(body, factlog::segment::FORMAT_VERSION)
-                .expect("encode the body");
+            let (_, _, _, bytes) =
+                codec::encode_body(body, factlog::engine::segment::FORMAT_VERSION)
+                    .expect("encode the body");
             let seq = events.len() as u64 + 1;
             let line = serde_json::json!({
                 "seq": seq,

@@ -41,7 +41,7 @@ pub fn check_changes(
     for path in after.keys().filter(|p| !before.contains_key(*p)) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let kept = cut.is_some_and(|c| c.kept.as_ref() == Some(path));
-        if !kept && name != factlog::segments::PREALLOC_FILE_NAME {
+        if !kept && name != factlog::engine::segments::PREALLOC_FILE_NAME {
             return Err(format!("the open created {}", path.display()));
         }
     }
@@ -50,7 +50,7 @@ pub fn check_changes(
             (None, 0) => {}
             (Some(kept), frames) if frames > 0 => {
                 let bytes = after.get(kept).ok_or("the kept tail is missing")?;
-                let tail = factlog::torn::decode(bytes, kept).map_err(|e| e.to_string())?;
+                let tail = factlog::engine::torn::decode(bytes, kept).map_err(|e| e.to_string())?;
                 let old = before.get(&cut.path).ok_or("the cut segment is missing")?;
                 let range = cut.offset as usize..(cut.offset + cut.bytes) as usize;
                 if tail.offset != cut.offset || old.get(range) != Some(tail.bytes) {

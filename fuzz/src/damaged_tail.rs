@@ -37,8 +37,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use factlog::engine::mark::{MARK_FILE_NAME, MarkState};
 use factlog::fs::sim::{CrashModel, SimFs};
-use factlog::mark::{MARK_FILE_NAME, MarkState};
 use factlog::{Durability, Error, ErrorKind, Log, Options, Seq, TailCut};
 
 use super::input::Input;
@@ -248,7 +248,7 @@ fn segments(fs: &SimFs) -> Vec<PathBuf> {
         p.parent() == Some(Path::new(DIR))
             && p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| factlog::segment::parse_file_name(n).is_some())
+                .is_some_and(|n| factlog::engine::segment::parse_file_name(n).is_some())
     };
     let mut segs: Vec<PathBuf> = fs.files().into_iter().filter(is_segment).collect();
     segs.sort();
@@ -280,7 +280,7 @@ impl Case {
             ));
         }
         // A log never written to has no mark (it is written before the first write).
-        let (vouched, marked) = match factlog::mark::read(&image, Path::new(DIR)) {
+        let (vouched, marked) = match factlog::engine::mark::read(&image, Path::new(DIR)) {
             Ok(MarkState::Found(mark)) => (mark.durable_seq, true),
             Ok(MarkState::Absent) if acks.written.is_empty() => (0, false),
             other => return Err(format!("the undamaged image's mark: {other:?}")),
@@ -436,8 +436,8 @@ impl Case {
         let active = segments(image).pop().expect("a segment");
         let mark = Path::new(DIR).join(MARK_FILE_NAME);
         let bytes = image.read_file(&active).expect("the active segment");
-        let frames_end = factlog::segment::decode_header(&bytes, &active)
-            .map(|header| factlog::recovery::analyze_tail(&bytes, &header).end_offset)
+        let frames_end = factlog::engine::segment::decode_header(&bytes, &active)
+            .map(|header| factlog::engine::recovery::analyze_tail(&bytes, &header).end_offset)
             .unwrap_or(64) as i64;
         let copies: Vec<&Vec<u8>> =
             history.iter().filter(|(p, _)| *p == active).map(|(_, b)| b).collect();
@@ -643,7 +643,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             .step(APPEND | FLUSHED, &[60])
             .step(APPEND | FLUSHED, &[60])
     };
-    let frame = i16::try_from(factlog::frame::frame_bytes(60)).expect("a small frame");
+    let frame = i16::try_from(factlog::engine::frame::frame_bytes(60)).expect("a small frame");
     let closed = || workload(None, false);
     let crashed = |model| workload(Some(model), false);
     vec![

@@ -21,11 +21,11 @@
 //! Inputs are bounded by libFuzzer's `-max_len`; nothing here allocates from a length read
 //! from the input.
 
+use factlog::engine::segment::FORMAT_VERSION;
 use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON, EVENT_MAGIC};
 use factlog::harness::codec::{ENVELOPE_VERSION, EnvelopeRef};
 use factlog::harness::{Body, Event, EventType};
 use factlog::limits::{EVENT_ENVELOPE_BYTES, TASK_ID_BYTES_MAX};
-use factlog::segment::FORMAT_VERSION;
 use factlog::{Error, ErrorKind, Seq};
 use serde_json::{Value, json};
 

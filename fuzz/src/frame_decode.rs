@@ -1,15 +1,15 @@
-//! Target `frame_decode`: [`factlog::frame::decode`] on arbitrary bytes at every 8-aligned
+//! Target `frame_decode`: [`factlog::engine::frame::decode`] on arbitrary bytes at every 8-aligned
 //! offset. Input: the segment salt (8 bytes, little-endian), then the bytes to decode.
 //!
 //! For every valid frame it checks, as `format-spec/record.md` states them: the covered bytes
 //! lie inside the input and the occupied size is `24 + len` rounded up to 8 (the padding may run
 //! past the end: step 4 of the decoding rules does not require it to be present); the records
 //! iterate to exactly `count` entries that fill the payload; re-encoding the decoded frame with
-//! [`factlog::frame::encode_single`] or [`factlog::frame::encode_batch`] gives back the same
+//! [`factlog::engine::frame::encode_single`] or [`factlog::engine::frame::encode_batch`] gives back the same
 //! bytes (a pair assertion: what the decoder accepts is exactly what the encoder writes); and
 //! cutting the last covered byte makes the frame invalid.
 
-use factlog::frame::{self, Decoded, Frame, KIND_BATCH, KIND_SINGLE};
+use factlog::engine::frame::{self, Decoded, Frame, KIND_BATCH, KIND_SINGLE};
 use factlog::limits::{BATCH_ENTRY_HEADER_BYTES, DURABLE_LAG_NONE, FRAME_ALIGN_BYTES};
 
 use super::input::Input;

@@ -7,8 +7,8 @@
 //! `snapshot_decode` seeds hold zstd output, which may change with the zstd library locked in
 //! `Cargo.lock`: after an update that changes it, rewrite them the same way.
 
-use factlog::frame;
-use factlog::segment::SegmentHeader;
+use factlog::engine::frame;
+use factlog::engine::segment::SegmentHeader;
 use factlog::{SegmentId, Seq};
 
 use super::{damaged_tail, event_decode, frame_decode, holder_crash, snapshot_decode};

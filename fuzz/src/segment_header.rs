@@ -1,4 +1,4 @@
-//! Target `segment_header`: [`factlog::segment::decode_header`] on arbitrary bytes. A header it
+//! Target `segment_header`: [`factlog::engine::segment::decode_header`] on arbitrary bytes. A header it
 //! accepts must re-encode to exactly the first 64 bytes (a pair assertion); only those 64 bytes
 //! may decide the outcome; anything it refuses is refused as corruption or as an unsupported
 //! version, never as another kind of error.
@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use factlog::ErrorKind;
+use factlog::engine::segment;
 use factlog::limits::SEGMENT_HEADER_BYTES;
-use factlog::segment;
 
 /// The body of the target. Returns whether the bytes start with a valid header.
 pub fn run(data: &[u8]) -> bool {
@@ -20,7 +20,7 @@ pub fn run(data: &[u8]) -> bool {
             assert_eq!(header, same, "only the first 64 bytes decide the header");
             assert_eq!(&header.encode()[..], head, "an accepted header re-encodes to its bytes");
             assert!(header.id.0 >= 1 && header.first_seq.0 >= 1);
-            assert_eq!(header.salt_crc(), factlog::frame::salt_crc(header.salt));
+            assert_eq!(header.salt_crc(), factlog::engine::frame::salt_crc(header.salt));
         }
         (Err(e), Err(same)) => {
             assert_eq!(e.to_string(), same.to_string(), "only the first 64 bytes decide");

@@ -1,5 +1,5 @@
 //! Target `tail_recovery`: recovery on arbitrary segment files. The input describes one or two
-//! segment files, written into a [`SimFs`] directory; then [`factlog::recovery::analyze_tail`]
+//! segment files, written into a [`SimFs`] directory; then [`factlog::engine::recovery::analyze_tail`]
 //! runs on each file whose header decodes, and [`factlog::verify`], [`Log::open_read_only`] and
 //! [`Log::open`] run on the directory, each followed by a read of every record. Nothing may
 //! panic, and:
@@ -21,12 +21,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use factlog::frame;
+use factlog::engine::frame;
+use factlog::engine::recovery::{self, TailAnalysis, TailState};
+use factlog::engine::segment::{self, SegmentHeader};
 use factlog::fs::Fs;
 use factlog::fs::sim::SimFs;
 use factlog::limits::{FRAME_ALIGN_BYTES, SEGMENT_HEADER_BYTES};
-use factlog::recovery::{self, TailAnalysis, TailState};
-use factlog::segment::{self, SegmentHeader};
 use factlog::{
     Durability, Error, ErrorKind, Log, Options, RecoveryMode, SegmentId, Seq, VerifyOutcome,
 };

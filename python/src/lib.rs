@@ -27,11 +27,11 @@ mod remote;
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
+use factlog::client::served::Held;
 use factlog::harness::TaskId;
 use factlog::harness::request_key as key;
 use factlog::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_TASK};
 use factlog::protocol::{self, Reply, Request, views};
-use factlog::served::Held;
 use factlog::server::{ServeOptions, Server};
 use factlog::{AppendOptions, Durability, StoreOptions};
 use parking_lot::{Mutex, RwLock};
@@ -250,7 +250,7 @@ impl Store {
         let store = match opened {
             Ok(store) => store,
             Err(error) => {
-                return match factlog::served::held_by_another(&path, &error) {
+                return match factlog::client::served::held_by_another(&path, &error) {
                     Some(Held::Served { .. }) if !share => {
                         Store::connect_to(py, path, Some(&error), holder, None)
                     }
@@ -264,7 +264,8 @@ impl Store {
                     }
                     Some(Held::NotServed { pid }) => {
                         let then = "factlog.Store connects to it";
-                        let message = factlog::served::not_served_message(&path, &error, pid, then);
+                        let message =
+                            factlog::client::served::not_served_message(&path, &error, pid, then);
                         Err(locked_err(py, &error, message))
                     }
                     None => Err(errors::from_error(py, &error)),

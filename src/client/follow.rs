@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::{Client, ClientError};
 use crate::limits::SERVER_FOLLOW_TIMEOUT_MS_MAX;
 use crate::protocol::request::KEY_TASK;
-use crate::server::conn::KEY_OP;
+use crate::protocol::session::KEY_OP;
 
 impl Client {
     /// One page of events from `from_seq` on (of `task` only, when given), as

@@ -27,6 +27,7 @@
 //! ```
 
 mod follow;
+pub mod served;
 mod task;
 
 pub use follow::Follow;
@@ -44,13 +45,14 @@ use serde_json::{Map, Value, json};
 use crate::harness::PurgeReport;
 use crate::harness::codec;
 use crate::harness::recovery::RecoveryReport;
+use crate::harness::socket_path;
 use crate::harness::{Body, CallId, TaskState};
 use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
 use crate::protocol::delta_line;
 use crate::protocol::reply::error_object;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
-use crate::server::conn::{KEY_HELLO, KEY_OP, KEY_VERSION};
-use crate::server::{SERVER_PROTOCOL_VERSION, socket_path};
+use crate::protocol::session::SERVER_PROTOCOL_VERSION;
+use crate::protocol::session::{KEY_HELLO, KEY_OP, KEY_VERSION};
 use crate::{AppendOptions, Appended, Durability, Seq};
 
 /// What went wrong talking to a served store.

@@ -106,3 +106,34 @@ pub(crate) fn remove_tree(fs: &dyn Fs, dir: &Path) {
     }
     let _ = fs.remove_dir(dir);
 }
+
+/// The name of the lock file of a log directory (`format-spec/segment.md`): a writer holds
+/// an exclusive `flock` on it while the log is open.
+pub const LOCK_FILE_NAME: &str = "LOCK";
+
+/// The process holding the directory lock of the store in `dir`, when the system tells
+/// (Linux: `/proc/locks` lists each `flock` with its process and the file's device and
+/// inode); `None` when nobody holds it or it cannot be told. For error messages: a store
+/// locked by a process that does not share it names that process.
+#[must_use]
+pub fn lock_holder(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir.join(LOCK_FILE_NAME)).ok()?;
+    let dev = meta.dev();
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        // `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF`
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let pid = fields.get(4)?.parse().ok()?;
+        let mut id = fields.get(5)?.split(':');
+        let file_major = u64::from_str_radix(id.next()?, 16).ok()?;
+        let file_minor = u64::from_str_radix(id.next()?, 16).ok()?;
+        let inode: u64 = id.next()?.parse().ok()?;
+        (file_major == major && file_minor == minor && inode == meta.ino()).then_some(pid)
+    })
+}

@@ -10,7 +10,6 @@ use bytes::Bytes;
 
 use super::{DirLock, Fs, FsFile, OpenMode, Space};
 use crate::limits::{LOCK_RETRIES, LOCK_RETRY_MS};
-use crate::segments::LOCK_FILE_NAME;
 
 /// The operating system's file system.
 #[derive(Debug, Default, Clone, Copy)]
@@ -65,7 +64,7 @@ impl Fs for RealFs {
             .create(true)
             .truncate(false)
             .mode(FILE_MODE)
-            .open(dir.join(LOCK_FILE_NAME))?;
+            .open(dir.join(super::LOCK_FILE_NAME))?;
         // A lock released a moment ago can still be held by a child process forked in that
         // moment (its copy of the descriptor holds the flock until it execs and closes it), so
         // a busy lock is tried again a few times before the store is reported locked.

@@ -12,12 +12,12 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::engine::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 use crate::error::{ErrorKind, Result};
 use crate::harness::event::{Body, Event, EventType, Opaque};
 use crate::harness::ids::TaskId;
 use crate::harness::upcast::{self, Refusal, ToolResultV1};
 use crate::limits::{EVENT_BODY_BYTES_MAX, EVENT_ENVELOPE_BYTES, TASK_ID_BYTES_MAX};
-use crate::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 use crate::types::Seq;
 
 /// First byte of every event record: tells an event from a raw record of `factlog append`.

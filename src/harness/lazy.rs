@@ -28,6 +28,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::engine::reader::Reader;
 use crate::error::Result;
 use crate::harness::codec;
 use crate::harness::event::{EventType, Risk, Scope};
@@ -36,7 +37,6 @@ use crate::harness::ids::TaskId;
 use crate::harness::state::{ApprovalStatus, CallStatus, State, TaskState};
 use crate::harness::store::{Store, TaskCell};
 use crate::limits::RECOVERY_SCAN_OPEN_CALLS_MAX;
-use crate::reader::Reader;
 use crate::types::Seq;
 
 /// The seqs of the first and last event of a task that are not folded into its state yet

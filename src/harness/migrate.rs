@@ -8,7 +8,7 @@
 //! 2. Open the store for writing (its lock is held to the end; a torn tail is cut, as by any
 //!    writable open). If the log changed between the two opens, check again under the lock.
 //! 3. Copy a backup of the segments and snapshots, and record where.
-//! 4. Stage one new segment per old one ([`crate::rewrite`]), with one `state/migrated`
+//! 4. Stage one new segment per old one ([`crate::engine::rewrite`]), with one `state/migrated`
 //!    audit event per task appended at the end, and read the staged files back: same events
 //!    per task, same state digests, same recovery plans, or nothing is switched.
 //! 5. Commit (the marker) and switch (renames), then open the store again to report.
@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::engine::rewrite::{self, Marker};
+use crate::engine::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
+use crate::engine::segments;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{Fs, OpenMode};
 use crate::harness::codec;
@@ -35,9 +38,6 @@ use crate::harness::recovery::{TaskRecovery, plan_task};
 use crate::harness::snapshot::SNAPSHOT_DIR_NAME;
 use crate::harness::state::{State, TaskState};
 use crate::harness::store::{Store, StoreOptions};
-use crate::rewrite::{self, Marker};
-use crate::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
-use crate::segments;
 use crate::types::Seq;
 
 /// How to migrate.

@@ -16,7 +16,10 @@ mod lazy;
 pub mod migrate;
 pub mod purge;
 pub mod recovery;
+pub(crate) mod replication_progress;
 pub mod request_key;
+pub mod restored;
+pub mod salvage;
 pub mod secret;
 pub mod secret_shapes;
 pub mod snapshot;
@@ -36,4 +39,4 @@ pub use recovery::{Outcome, Plan, RecoveryReport as HarnessRecoveryReport, Resum
 pub use state::{State, TaskState};
 pub(crate) use store::check_delta_text;
 pub use store::{AppendOptions, Appended, Store, StoreOptions, Task};
-pub use store_open::{DeepVerify, OpenReport, TaskRead};
+pub use store_open::{DeepVerify, OpenReport, SOCKET_FILE, TaskRead, socket_path};

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::engine::log::{Log, LogInfo, SegmentInfo};
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::harness::snapshot::{self, SnapshotFile};
 use crate::harness::store::Store;
-use crate::log::{Log, LogInfo, SegmentInfo};
 use crate::types::Seq;
 
 /// What a purge removed, or with [`PurgeReport::dry_run`] would remove: the shape of

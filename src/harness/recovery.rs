@@ -260,7 +260,7 @@ pub struct RecoveryReport {
     /// (`DIR/RESTORED.json`): this holder is on a new device, so nothing temporary carried
     /// over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restored: Option<crate::replica::restored::Restored>,
+    pub restored: Option<crate::harness::restored::Restored>,
 }
 
 /// The recovery of one task and the repair events it needs (empty when the task had no
@@ -476,7 +476,7 @@ impl Store {
             dry_run: false,
             tasks: Vec::new(),
             events_written: 0,
-            restored: crate::replica::restored::read(self.inner.fs.as_ref(), self.dir()),
+            restored: crate::harness::restored::read(self.inner.fs.as_ref(), self.dir()),
         };
         let cells = self.cells();
         // Tasks not folded since open are folded only if they may need repair
@@ -627,7 +627,7 @@ impl Store {
             dry_run: true,
             tasks: Vec::new(),
             events_written: 0,
-            restored: crate::replica::restored::read(self.inner.fs.as_ref(), self.dir()),
+            restored: crate::harness::restored::read(self.inner.fs.as_ref(), self.dir()),
         };
         for cell in self.cells() {
             let revision = cell.revision.load(Ordering::Acquire);

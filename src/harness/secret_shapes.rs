@@ -438,7 +438,7 @@ pub fn find_in_body(body: &Body) -> Vec<Finding> {
         Body::AssistantDelta(_) => Vec::new(),
         Body::Opaque(opaque) if opaque.encoding != codec::ENCODING_JSON => Vec::new(),
         Body::Opaque(opaque) => find_in_json(&opaque.bytes),
-        _ => codec::encode_body(body, crate::segment::FORMAT_VERSION)
+        _ => codec::encode_body(body, crate::engine::segment::FORMAT_VERSION)
             .map(|encoded| find_in_json(&encoded.3))
             .unwrap_or_default(),
     }

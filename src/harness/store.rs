@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
+use crate::engine::log::Log;
+use crate::engine::options::Options;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::Fs;
 use crate::harness::check::{self, Verdict};
@@ -33,8 +35,6 @@ use crate::limits::{
     DELTA_TEXT_BYTES_MAX, EVENT_BATCH_MAX, SNAPSHOT_EVERY_BYTES_DEFAULT,
     SNAPSHOT_EVERY_EVENTS_DEFAULT,
 };
-use crate::log::Log;
-use crate::options::Options;
 use crate::types::{Durability, Seq};
 
 /// Options of a [`Store`]: the log's options and the snapshot policy. A policy snapshot is
@@ -271,7 +271,7 @@ pub(crate) struct Inner {
     pub(crate) fold_budget: Mutex<FoldBudget>,
     /// The progress of the replication running in this process, if any
     /// ([`Store::replicate`]), which `Replicated` appends wait on.
-    pub(crate) replication: Mutex<Option<Arc<crate::replica::progress::Progress>>>,
+    pub(crate) replication: Mutex<Option<Arc<crate::harness::replication_progress::Progress>>>,
 }
 
 impl Inner {

@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::engine::log::Log;
+use crate::engine::recovery::RecoveryReport;
 use crate::error::{ErrorKind, Result, SnapshotFault};
 use crate::fs::Fs;
 use crate::harness::codec;
@@ -23,8 +25,6 @@ use crate::harness::snapshotter::Snapshotter;
 use crate::harness::state::{STATE_SCHEMA, State, TaskState};
 use crate::harness::store::{Inner, Store, StoreOptions, TaskCell};
 use crate::limits::SNAPSHOTS_KEPT;
-use crate::log::Log;
-use crate::recovery::RecoveryReport;
 use crate::types::Seq;
 
 /// What opening a store did.
@@ -65,6 +65,16 @@ pub(crate) struct Folded {
     pub(crate) unfolded_tasks: BTreeSet<TaskId>,
 }
 
+/// The name of the socket file inside the store directory, where a served store listens
+/// (`format-spec/server.md`).
+pub const SOCKET_FILE: &str = "factlog.sock";
+
+/// The socket path of the store in `dir`.
+#[must_use]
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join(SOCKET_FILE)
+}
+
 pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result<Store> {
     let background = options.log.background_threads;
     snapshot::refuse_newer(&*options.log.fs, dir)?;
@@ -77,7 +87,7 @@ pub(crate) fn open(dir: &Path, options: StoreOptions, read_only: bool) -> Result
         // (`served::held_by_another`) and fail to connect instead of being told who holds
         // it. `Store::serve` creates a new one. A server killed between binding its socket
         // and moving it into place leaves `factlog.sock.new`, removed as well.
-        let socket = crate::server::socket_path(dir);
+        let socket = socket_path(dir);
         let _ = std::fs::remove_file(&socket);
         let _ = std::fs::remove_file(socket.with_extension("sock.new"));
         log

@@ -39,6 +39,7 @@
 pub mod delta_line;
 pub mod reply;
 pub mod request;
+pub mod session;
 pub mod time;
 pub mod views;
 

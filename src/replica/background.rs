@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::progress::Progress;
 use super::{Remote, Replicator, ShipOptions, ShipStatus};
 use crate::Store;
 use crate::error::{ErrorKind, Result};
+use crate::harness::replication_progress::Progress;
 use crate::limits::{
     REPLICA_BACKOFF_MAX, REPLICA_BACKOFF_MIN, REPLICA_INTERVAL_DEFAULT, REPLICATED_WAIT_DEFAULT,
 };

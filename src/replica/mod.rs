@@ -29,10 +29,8 @@ pub mod listing;
 #[cfg(feature = "object-store")]
 pub mod object;
 pub mod part;
-pub(crate) mod progress;
 pub mod remote;
 pub mod restore;
-pub mod restored;
 pub mod retain;
 pub mod ship;
 pub mod shipped;

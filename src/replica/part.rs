@@ -56,10 +56,12 @@ pub fn encode(header: PartHeader, body: &[u8]) -> Vec<u8> {
 /// `salt`, as a part's header records them; `None` when it holds no valid frame.
 #[must_use]
 pub fn seq_range(start: u64, salt: u64, body: &[u8]) -> Option<(u64, u64)> {
-    let salt_crc = crate::frame::salt_crc(salt);
+    let salt_crc = crate::engine::frame::salt_crc(salt);
     let mut offset = if start == 0 { crate::limits::SEGMENT_HEADER_BYTES } else { 0 };
     let mut range: Option<(u64, u64)> = None;
-    while let crate::frame::Decoded::Frame(f) = crate::frame::decode(body, offset, salt_crc) {
+    while let crate::engine::frame::Decoded::Frame(f) =
+        crate::engine::frame::decode(body, offset, salt_crc)
+    {
         range = Some((range.map_or(f.seq, |(first, _)| first), f.end_seq() - 1));
         offset += f.frame_bytes;
     }

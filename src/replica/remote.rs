@@ -49,12 +49,12 @@ pub trait Remote: Send + Sync {
 /// The remote a location URL names: `file:///absolute/dir` (created if missing) is a
 /// [`DirRemote`]; `s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX` and `az://CONTAINER/PREFIX` are
 /// an [`ObjectRemote`](super::object::ObjectRemote) configured from the environment, with the
-/// default bounds (builds with the `object-store` feature, the default).
+/// default bounds (builds with the feature of that backend: `s3`, `gcs` or `azure`).
 ///
 /// # Errors
 ///
 /// [`ErrorKind::UnsupportedUrl`] for another scheme, a relative path, or an object-store URL
-/// in a build without the `object-store` feature; [`ErrorKind::Remote`] when the directory
+/// in a build without that backend's feature; [`ErrorKind::Remote`] when the directory
 /// cannot be created or the object-store client cannot be configured.
 pub fn open(url: &str) -> Result<Box<dyn Remote>> {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -81,16 +81,31 @@ pub fn open(url: &str) -> Result<Box<dyn Remote>> {
             Ok(Box::new(super::object::ObjectRemote::open(url, &settings, options)?))
         }
         #[cfg(not(feature = "object-store"))]
-        "s3" | "gs" | "az" => Err(unsupported(
-            url,
-            "this build of factlog has no object-store clients (it was built without the \
-             `object-store` feature); use file:///DIR, or a build with that feature",
-        )),
+        "s3" | "gs" | "az" => Err(backend_missing(url, scheme)),
         other => Err(unsupported(
             url,
             &format!("unknown scheme {other:?}; use file:///DIR, s3://, gs:// or az://"),
         )),
     }
+}
+
+/// The refusal of an object-store location whose backend this build left out (the library's
+/// features `s3`, `gcs` and `azure`).
+pub(crate) fn backend_missing(url: &str, scheme: &str) -> crate::Error {
+    let feature = match scheme {
+        "s3" => "s3",
+        "gs" => "gcs",
+        _ => "azure",
+    };
+    unsupported(
+        url,
+        &format!(
+            "this build of factlog has no {scheme}:// client (it was built without the \
+             `{feature}` feature); use file:///DIR, or install the command with it: \
+             `cargo install --path cli --features {feature}` (`--features cloud` for every \
+             backend)"
+        ),
+    )
 }
 
 fn unsupported(url: &str, reason: &str) -> crate::Error {

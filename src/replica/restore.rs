@@ -30,14 +30,14 @@ use super::identity::{Identity, foreign};
 use super::listing::Listing;
 use super::staging::Staging;
 use super::{Remote, device_name, part, snapshot_object};
+use crate::engine::frame::{self, Decoded, Frame};
+use crate::engine::segment::{self, SegmentHeader};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{self, Decoded, Frame};
 use crate::fs::{Fs, OpenMode};
 use crate::harness::codec;
 use crate::harness::snapshot::{self, SnapshotMeta};
 use crate::harness::{Store, StoreOptions};
 use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES};
-use crate::segment::{self, SegmentHeader};
 use crate::types::Seq;
 
 /// How to restore. A builder: `RestoreOptions::new().seq(Seq(120))`, or
@@ -242,7 +242,7 @@ pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Resu
         write_store(remote, &*fs, Some(&out), &listing, &options, &mut report).and_then(|()| {
             // Every restored byte was checked and synced: the mark vouches for all of them,
             // as after a clean close (`format-spec/mark.md`).
-            crate::mark::write_clean(&*fs, &out)?;
+            crate::engine::mark::write_clean(&*fs, &out)?;
             Store::open_read_only(&out, options.store.clone())?.close()?;
             Ok(())
         });
@@ -481,15 +481,15 @@ fn write_store(
         )));
     }
     let Some(out) = out else { return Ok(()) };
-    let restored = super::restored::Restored {
-        version: super::restored::RESTORED_VERSION,
+    let restored = crate::harness::restored::Restored {
+        version: crate::harness::restored::RESTORED_VERSION,
         from: report.location.clone(),
         through_seq: report.through_seq.0,
         source_device: report.source_device.clone(),
         restored_us: report.restored_us,
         device: report.device.clone(),
     };
-    super::restored::write(fs, out, &restored)?;
+    crate::harness::restored::write(fs, out, &restored)?;
     fs.sync_dir(out).map_err(|e| Error::io("fsync directory", out, e))
 }
 

@@ -13,15 +13,15 @@ use super::lease::{self, Lease};
 use super::retain::{self, RetentionRecord};
 use super::snapshot_object::{self, SnapshotObjectHeader};
 use super::{Remote, SEGMENTS_PREFIX, SNAPSHOTS_PREFIX, part, part_name, snapshot_name};
+use crate::engine::frame::{self, Decoded};
+use crate::engine::segment::decode_header;
+use crate::engine::segments;
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{self, Decoded};
 use crate::fs::{Fs, OpenMode};
 use crate::harness::snapshot;
 use crate::limits::{
     REPLICA_BACKOFF_MAX, REPLICA_BACKOFF_MIN, REPLICA_PART_BYTES_MAX, SEGMENT_HEADER_BYTES,
 };
-use crate::segment::decode_header;
-use crate::segments;
 
 /// How a replicator starts.
 #[derive(Debug, Clone, Copy, Default)]
@@ -680,7 +680,7 @@ fn next_seq_at(bytes: &[u8], first_seq: u64, salt: u64, end: u64) -> Option<u64>
     let header = decode_header(bytes.get(..SEGMENT_HEADER_BYTES)?, Path::new("")).ok()?;
     debug_assert_eq!(header.salt, salt);
     let mut found = None;
-    crate::segment::scan(bytes, &header, None, |offset, frame| {
+    crate::engine::segment::scan(bytes, &header, None, |offset, frame| {
         if (offset + frame.frame_bytes) as u64 == end {
             found = Some(frame.end_seq());
         }

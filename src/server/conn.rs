@@ -23,24 +23,14 @@ use crate::limits::{
 };
 use crate::protocol::reply::{self, error_object, with_id};
 use crate::protocol::request::{self, KEY_ID, KEY_TASK, KEY_TYPE, Refusal};
+use crate::protocol::session::{
+    CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_HELLO, KEY_OP, KEY_VERSION,
+    SERVER_PROTOCOL_VERSION,
+};
 use crate::protocol::{self, Reply, Request, delta_line, views};
 use crate::{AppendOptions, Store, Task};
 
-use super::SERVER_PROTOCOL_VERSION;
 use super::lines::{Line, LineReader, PROCESS_BUDGET, Parse, RequestBudget};
-
-/// The key of a read (or batch) request naming the operation; a line with `type` is an
-/// append, whatever else it holds.
-pub const KEY_OP: &str = "op";
-/// The key of the hello line naming the protocol (`"factlog"`).
-pub const KEY_HELLO: &str = "hello";
-/// The key of the hello line holding the server protocol version.
-pub const KEY_VERSION: &str = "version";
-
-/// The error code of a first line that is not a hello.
-pub const CODE_HELLO_REQUIRED: &str = "HELLO_REQUIRED";
-/// The error code of a hello asking for a server protocol version this server does not speak.
-pub const CODE_UNSUPPORTED_VERSION: &str = "UNSUPPORTED_VERSION";
 
 /// How a connection ended.
 #[derive(Debug)]

@@ -54,51 +54,12 @@ use parking_lot::Mutex;
 use conn::{End, Holds};
 use lines::RequestBudget;
 
-/// The server protocol version (`format-spec/server.md`, "Hello"): what a client's hello
-/// must name. The request lines inside it are protocol version
-/// [`crate::protocol::PROTOCOL_VERSION`].
-pub const SERVER_PROTOCOL_VERSION: u32 = 1;
+pub use crate::fs::lock_holder;
+pub use crate::harness::{SOCKET_FILE, socket_path};
 
-/// The name of the socket file inside the store directory.
-pub const SOCKET_FILE: &str = "factlog.sock";
-
-/// The error code of a peer whose credentials are refused.
-pub const CODE_PERMISSION_DENIED: &str = "PERMISSION_DENIED";
-/// The error code of a connection beyond [`ServeOptions::clients_max`].
-pub const CODE_SERVER_BUSY: &str = "SERVER_BUSY";
-
-/// The socket path of the store in `dir`.
-#[must_use]
-pub fn socket_path(dir: &Path) -> PathBuf {
-    dir.join(SOCKET_FILE)
-}
-
-/// The process holding the directory lock of the store in `dir`, when the system tells
-/// (Linux: `/proc/locks` lists each `flock` with its process and the file's device and
-/// inode); `None` when nobody holds it or it cannot be told. For error messages: a store
-/// locked by a process that does not share it names that process.
-#[must_use]
-pub fn lock_holder(dir: &Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(dir.join(crate::segments::LOCK_FILE_NAME)).ok()?;
-    let dev = meta.dev();
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    locks.lines().find_map(|line| {
-        // `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF`
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.get(1) != Some(&"FLOCK") {
-            return None;
-        }
-        let pid = fields.get(4)?.parse().ok()?;
-        let mut id = fields.get(5)?.split(':');
-        let file_major = u64::from_str_radix(id.next()?, 16).ok()?;
-        let file_minor = u64::from_str_radix(id.next()?, 16).ok()?;
-        let inode: u64 = id.next()?.parse().ok()?;
-        (file_major == major && file_minor == minor && inode == meta.ino()).then_some(pid)
-    })
-}
+pub use crate::protocol::session::{
+    CODE_PERMISSION_DENIED, CODE_SERVER_BUSY, SERVER_PROTOCOL_VERSION,
+};
 
 /// Options of a served store.
 #[derive(Debug, Clone)]

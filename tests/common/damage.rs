@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use factlog::frame::{self, Decoded};
+use factlog::engine::frame::{self, Decoded};
 use factlog::harness::event::Effect;
 use factlog::harness::request_key;
 use factlog::{Options, Seq, Store, StoreOptions};
@@ -57,7 +57,8 @@ pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
 pub fn frame_of(dir: &Path, seq: u64) -> (PathBuf, u64, u64) {
     for path in segment_files(dir) {
         let bytes = std::fs::read(&path).expect("read a segment");
-        let header = factlog::segment::decode_header(&bytes, &path).expect("a segment header");
+        let header =
+            factlog::engine::segment::decode_header(&bytes, &path).expect("a segment header");
         let mut offset = 64;
         while let Decoded::Frame(f) = frame::decode(&bytes, offset, header.salt_crc()) {
             if (f.seq..f.end_seq()).contains(&seq) {

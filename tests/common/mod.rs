@@ -5,14 +5,12 @@
 
 pub mod cli;
 pub mod damage;
-#[cfg(feature = "object-store")]
 pub mod emulators;
 pub mod fixtures;
 pub mod harness;
 pub mod readme;
 pub mod replica;
 pub mod replica_fixture;
-#[cfg(feature = "object-store")]
 pub mod s3;
 pub mod schema;
 pub mod server;
@@ -24,8 +22,25 @@ use std::process::{Command, Stdio};
 
 use factlog::{Log, Options, Seq};
 
-/// The binary Cargo built for this test run.
-pub const FACTLOG: &str = env!("CARGO_BIN_EXE_factlog");
+/// The `factlog` binary of the command's package (`cli/`), built beside this test's own
+/// executable: `cargo test` at the workspace root builds it first, because that package is a
+/// default member with integration tests of its own.
+pub static FACTLOG: std::sync::LazyLock<PathBuf> = std::sync::LazyLock::new(|| {
+    let exe = std::env::current_exe().expect("the test's executable");
+    // target/PROFILE/deps/TEST-HASH -> target/PROFILE/factlog
+    let binary = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("factlog"))
+        .expect("the test executable's directory");
+    assert!(
+        binary.is_file(),
+        "{} is missing: run the tests from the workspace root (`cargo test`), which builds \
+         the command, or build it first with `cargo build -p factlog-cli`",
+        binary.display()
+    );
+    binary
+});
 
 /// Bytes of a segment header (`format-spec/segment.md`).
 pub const SEGMENT_HEADER_BYTES: u64 = 64;
@@ -66,7 +81,7 @@ impl Run {
 
 /// Runs `factlog ARGS...` with `stdin` as its standard input and waits for it.
 pub fn factlog(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(FACTLOG)
+    let mut child = Command::new(&*FACTLOG)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -33,7 +33,7 @@ pub fn run_sh_block(heading: &str) -> (String, Output) {
     let output = Command::new("sh")
         .arg("-ec")
         .arg(&script)
-        .env("FACTLOG", FACTLOG)
+        .env("FACTLOG", &*FACTLOG)
         .output()
         .expect("run sh");
     (script, output)

@@ -58,13 +58,13 @@ pub fn segments_in(remote: &dyn Remote) -> BTreeMap<u64, Vec<u8>> {
 /// by first seq.
 pub fn segments_of(dir: &Path) -> BTreeMap<u64, Vec<u8>> {
     let fs = factlog::fs::RealFs;
-    let listing = factlog::segments::list(&fs, dir).expect("list segments");
+    let listing = factlog::engine::segments::list(&fs, dir).expect("list segments");
     listing
         .segments
         .iter()
         .map(|meta| {
             let bytes = std::fs::read(&meta.path).expect("read a segment");
-            let scan = factlog::segment::scan(&bytes, &meta.header, None, |_, _| {});
+            let scan = factlog::engine::segment::scan(&bytes, &meta.header, None, |_, _| {});
             (meta.header.first_seq.0, bytes[..scan.end_offset].to_vec())
         })
         .collect()

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use factlog::engine::segment;
 use factlog::harness::Body;
 use factlog::replica::{self, DirRemote, Remote, part};
-use factlog::segment;
 use factlog::{AppendOptions, Seq, Store};
 
 use super::damage::{segment_files, small_options, store_with_calls};

@@ -23,7 +23,7 @@ pub struct Served {
 impl Served {
     /// Starts `factlog serve DIR EXTRA..` and waits until a hello is answered.
     pub fn start(dir: &Path, extra: &[&str]) -> Served {
-        let child = Command::new(FACTLOG)
+        let child = Command::new(&*FACTLOG)
             .arg("serve")
             .arg(dir)
             .args(extra)

@@ -7,16 +7,15 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::segment::{self, SegmentHeader};
 use crate::error::{CorruptionReason, Error, ErrorKind, Result};
 use crate::fs::{Fs, FsFile, OpenMode};
 use crate::limits::{SEGMENT_HEADER_BYTES, ZERO_CHUNK_BYTES};
-use crate::segment::{self, SegmentHeader};
 use crate::types::{SegmentId, Seq};
 
 /// Name of the file that holds the next segment while it is being preallocated.
 pub const PREALLOC_FILE_NAME: &str = "prealloc.tmp";
-/// Name of the file the writer holds its exclusive lock on.
-pub const LOCK_FILE_NAME: &str = "LOCK";
+pub use crate::fs::LOCK_FILE_NAME;
 
 /// A segment known to the log: its header and where it lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,8 +81,8 @@ fn list_into(
             return Err(Error::corruption(None, &path, 0, CorruptionReason::NameMismatch));
         } else if name != PREALLOC_FILE_NAME
             && name != LOCK_FILE_NAME
-            && !crate::mark::is_mark_file(&name)
-            && !crate::torn::is_kept_name(&name)
+            && !crate::engine::mark::is_mark_file(&name)
+            && !crate::engine::torn::is_kept_name(&name)
         {
             foreign_files = true;
         }

@@ -14,7 +14,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
-use crate::server::{lock_holder, socket_path};
+use crate::fs::lock_holder;
+use crate::harness::socket_path;
 
 /// Another process holds a store: whether it serves it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -972,9 +972,9 @@ struct MigrateArgs {
     dir: PathBuf,
     /// The segment format version to migrate to (this build migrates to 2; 1 is its oldest).
     /// Default: the newest this build writes.
-    #[arg(long, default_value_t = factlog::segment::FORMAT_VERSION,
+    #[arg(long, default_value_t = factlog::engine::segment::FORMAT_VERSION,
           value_parser = clap::value_parser!(u16).range(
-        i64::from(factlog::segment::FORMAT_VERSION_MIN)..=i64::from(factlog::segment::FORMAT_VERSION)
+        i64::from(factlog::engine::segment::FORMAT_VERSION_MIN)..=i64::from(factlog::engine::segment::FORMAT_VERSION)
     ))]
     to: u16,
     /// Check and report what would change; write nothing.
@@ -1360,7 +1360,7 @@ fn require_store(dir: &Path) -> Result<(), Failure> {
             Failure::new(EXIT_FAILURE, format_args!("cannot list {}: {error}", dir.display()))
         })?;
         let has_segment = entries.filter_map(Result::ok).any(|entry| {
-            entry.file_name().to_str().and_then(factlog::segment::parse_file_name).is_some()
+            entry.file_name().to_str().and_then(factlog::engine::segment::parse_file_name).is_some()
         });
         if has_segment {
             return Ok(());
@@ -1405,10 +1405,10 @@ fn open_failure(dir: &Path, error: &factlog::Error) -> Failure {
 /// `purge`) cannot open `dir`: when a process that does not share the store holds it, that
 /// process and how to share the store, as `emit` says it; otherwise [`open_failure`].
 fn open_or_share_failure(dir: &Path, error: &factlog::Error) -> Failure {
-    match factlog::served::held_by_another(dir, error) {
-        Some(factlog::served::Held::NotServed { pid }) => Failure::new(
+    match factlog::client::served::held_by_another(dir, error) {
+        Some(factlog::client::served::Held::NotServed { pid }) => Failure::new(
             EXIT_FAILURE,
-            factlog::served::not_served_message(
+            factlog::client::served::not_served_message(
                 dir,
                 error,
                 pid,

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
+use crate::engine::frame::{self, Decoded};
+use crate::engine::segment::{self, ScanEnd, SegmentHeader};
 use crate::error::{CorruptionReason, FrameFault};
-use crate::frame::{self, Decoded};
 use crate::limits::FRAME_ALIGN_BYTES;
-use crate::segment::{self, ScanEnd, SegmentHeader};
 use crate::types::{RecoveryMode, SegmentId, Seq};
 
 /// What the tail of the active segment holds after its last valid frame.
@@ -203,7 +203,7 @@ pub struct RecoveryReport {
     /// The log mark found at open (`format-spec/mark.md`): it vouched for everything through
     /// its durable seq. `None` for a log without one (written before marks existed): its tail
     /// was classified by the witness rule alone, and a writer open gave it a mark.
-    pub mark: Option<crate::mark::Mark>,
+    pub mark: Option<crate::engine::mark::Mark>,
 }
 
 impl RecoveryReport {
@@ -224,7 +224,8 @@ impl RecoveryReport {
                 "message": cut.to_string(),
             })
         });
-        let mark = self.mark.as_ref().map_or(serde_json::Value::Null, crate::mark::Mark::to_json);
+        let mark =
+            self.mark.as_ref().map_or(serde_json::Value::Null, crate::engine::mark::Mark::to_json);
         serde_json::json!({
             "segments": self.segments,
             "records_scanned": self.records_scanned,

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 use crate::error::{Error, Result};
 use crate::fs::{Fs, RealFs};
 use crate::limits::{
@@ -12,7 +13,6 @@ use crate::limits::{
     FLUSH_DELAY_US_MAX, MARK_INTERVAL_US_DEFAULT, MARK_INTERVAL_US_MAX, SEGMENT_BYTES_ALIGN,
     SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN,
 };
-use crate::segment::{FORMAT_VERSION, FORMAT_VERSION_MIN};
 use crate::types::RecoveryMode;
 
 /// How to open a log. A builder: `Options::new().segment_bytes(1 << 20)`.

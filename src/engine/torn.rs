@@ -10,10 +10,10 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::engine::segment::{self, SegmentHeader};
 use crate::error::{CorruptionReason, Error, Result};
 use crate::fs::{Fs, FsFile, OpenMode};
 use crate::limits::{SEGMENT_HEADER_BYTES, ZERO_CHUNK_BYTES};
-use crate::segment::{self, SegmentHeader};
 
 /// Magic bytes at offset 0 of a kept tail.
 pub const KEPT_MAGIC: [u8; 8] = *b"FACTLTRN";

@@ -31,13 +31,13 @@
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::process::ExitCode;
 
+use factlog::client::served::Held;
 use factlog::client::{Client, ClientError};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
 use factlog::protocol::reply::KEY_WARNINGS;
 use factlog::protocol::reply::code_is_damage;
 use factlog::protocol::request::KEY_ID;
 use factlog::protocol::{self, error_reply};
-use factlog::served::Held;
 use factlog::{Durability, Error, ErrorKind, Store, StoreOptions};
 use serde_json::{Map, Value, json};
 
@@ -64,11 +64,11 @@ pub fn run(args: &EmitArgs) -> Outcome {
     let store = match Store::open(&args.dir, options) {
         Ok(store) => store,
         Err(error) => {
-            return match factlog::served::held_by_another(&args.dir, &error) {
+            return match factlog::client::served::held_by_another(&args.dir, &error) {
                 Some(Held::Served { .. }) => relay(args, &error),
                 Some(Held::NotServed { pid }) => Err(Failure::new(
                     EXIT_FAILURE,
-                    factlog::served::not_served_message(
+                    factlog::client::served::not_served_message(
                         &args.dir,
                         &error,
                         pid,

@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
+use crate::engine::frame::{self, Decoded, Frame};
 use crate::error::{CorruptionReason, Error, ErrorKind, FrameFault, Result};
-use crate::frame::{self, Decoded, Frame};
 use crate::limits::SEGMENT_HEADER_BYTES;
 use crate::types::{SegmentId, Seq};
 

@@ -3,22 +3,22 @@
 //! frame, whichever is larger) that moves on with the reader, so a scan of a whole log keeps
 //! about one window of it resident; every frame's CRC is checked as it is read, and the
 //! sequence must continue without a gap from one segment to the next, unless the log's gap file
-//! declares exactly that gap ([`crate::gaps`]).
+//! declares exactly that gap ([`crate::engine::gaps`]).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::engine::frame::{self, Decoded, KIND_BATCH};
+use crate::engine::gaps::Gaps;
+use crate::engine::segment;
+use crate::engine::segments::SegmentMeta;
 use crate::error::{CorruptionReason, Error, ErrorKind, Result};
-use crate::frame::{self, Decoded, KIND_BATCH};
 use crate::fs::Fs;
-use crate::gaps::Gaps;
 use crate::limits::{
     BATCH_ENTRY_HEADER_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, READ_WINDOW_BYTES,
     SEGMENT_HEADER_BYTES,
 };
-use crate::segment;
-use crate::segments::SegmentMeta;
 use crate::types::Seq;
 
 /// One record read back from the log.

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use factlog::segment::SEGMENT_SUFFIX;
+use factlog::engine::segment::SEGMENT_SUFFIX;
 use parking_lot::Mutex;
 
 /// How long an operation runs before its progress line appears.

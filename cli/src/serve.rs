@@ -23,9 +23,9 @@ pub fn run(args: &ServeArgs) -> Outcome {
         .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("blocking signals: {error}")))?;
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
     let store = Store::open(&args.dir, options).map_err(|error| {
-        match factlog::served::held_by_another(&args.dir, &error) {
+        match factlog::client::served::held_by_another(&args.dir, &error) {
             // A second server on a served store: say so, by whom, and what to do instead.
-            Some(factlog::served::Held::Served { socket }) => Failure::new(
+            Some(factlog::client::served::Held::Served { socket }) => Failure::new(
                 EXIT_FAILURE,
                 format_args!(
                     "{} is already served{} over {}: connect to it (factlog emit, the Python \

@@ -1,27 +1,27 @@
 //! [`Log`]: the handle applications hold. Opening runs recovery (`format-spec/recovery.md`);
-//! appends go to the [`crate::writer`]; reads go through a [`Reader`].
+//! appends go to the [`crate::engine::writer`]; reads go through a [`Reader`].
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::created::{Created, Undo};
+use crate::engine::created::{Created, Undo};
+use crate::engine::gaps::{self, Gaps};
+use crate::engine::mark::{self, Mark, MarkKeeper, MarkState};
+use crate::engine::options::Options;
+use crate::engine::prealloc::{PreallocStats, Preallocator};
+use crate::engine::reader::Reader;
+use crate::engine::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
+use crate::engine::rewrite;
+use crate::engine::segment;
+use crate::engine::segments::{self, LOCK_FILE_NAME, PREALLOC_FILE_NAME, SegmentMeta};
+use crate::engine::torn;
+use crate::engine::writer::{Writer, WriterStart};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirLock, Fs, FsFile, OpenMode};
-use crate::gaps::{self, Gaps};
 use crate::limits::ZERO_CHUNK_BYTES;
-use crate::mark::{self, Mark, MarkKeeper, MarkState};
-use crate::options::Options;
-use crate::prealloc::{PreallocStats, Preallocator};
-use crate::reader::Reader;
-use crate::recovery::{self, RecoveryReport, TailAnalysis, TailCut, TailState};
-use crate::rewrite;
-use crate::segment;
-use crate::segments::{self, LOCK_FILE_NAME, PREALLOC_FILE_NAME, SegmentMeta};
-use crate::torn;
 use crate::types::{Durability, RecoveryMode, SegmentId, Seq};
-use crate::writer::{Writer, WriterStart};
 
 /// An open log: a directory of segment files.
 ///

@@ -272,7 +272,7 @@ fn print_text(out: &mut Output, info: &LogInfo, tail_cut: Option<&TailCut>) {
 
 /// The torn tails an open kept aside before cutting them (`format-spec/mark.md`).
 fn kept_tails(info: &LogInfo) -> Vec<String> {
-    let kept = factlog::torn::list(&RealFs, &info.dir).unwrap_or_default();
+    let kept = factlog::engine::torn::list(&RealFs, &info.dir).unwrap_or_default();
     kept.iter().map(|path| path.display().to_string()).collect()
 }
 

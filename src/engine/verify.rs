@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::mark::{self, Mark};
+use crate::engine::options::Options;
+use crate::engine::recovery::{self, TailCut, TailState};
+use crate::engine::segment::{self, ScanEnd};
 use crate::error::{CorruptionReason, Error, ErrorKind, Result};
-use crate::mark::{self, Mark};
-use crate::options::Options;
-use crate::recovery::{self, TailCut, TailState};
-use crate::segment::{self, ScanEnd};
 use crate::types::{SegmentId, Seq};
 
 /// The result of [`verify`].
@@ -90,12 +90,12 @@ fn verify_once(dir: &Path, fs: &dyn crate::fs::Fs) -> Result<VerifyReport> {
         mark: None,
         kept_tails: Vec::new(),
     };
-    if crate::rewrite::pending(fs, dir)?.is_some() {
+    if crate::engine::rewrite::pending(fs, dir)?.is_some() {
         return Err(ErrorKind::RewritePending { dir: dir.to_path_buf() }.into());
     }
     // Read before the segments: beside a live writer it is a lower bound of what they hold.
     let mark_read = mark::read(fs, dir);
-    let listing = match crate::log::list_existing(fs, dir) {
+    let listing = match crate::engine::log::list_existing(fs, dir) {
         Ok(listing) => listing,
         Err(e) if e.is_corruption() => {
             report.outcome = VerifyOutcome::Corrupt(e);
@@ -103,7 +103,7 @@ fn verify_once(dir: &Path, fs: &dyn crate::fs::Fs) -> Result<VerifyReport> {
         }
         Err(e) => return Err(e),
     };
-    report.kept_tails = crate::torn::list(fs, dir)?;
+    report.kept_tails = crate::engine::torn::list(fs, dir)?;
     let mark_state = match mark_read {
         Ok(state) => state,
         Err(e) if e.is_corruption() => {
@@ -126,7 +126,7 @@ fn verify_once(dir: &Path, fs: &dyn crate::fs::Fs) -> Result<VerifyReport> {
         }
         return Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into());
     }
-    let gaps = match crate::gaps::read(fs, dir) {
+    let gaps = match crate::engine::gaps::read(fs, dir) {
         Ok(gaps) => gaps,
         Err(e) if e.is_corruption() => {
             report.outcome = VerifyOutcome::Corrupt(e);

@@ -32,8 +32,8 @@ pub fn run(args: &RecoverArgs) -> Outcome {
         // A preview must be the plan `recover` would carry out: through the serving process
         // on a served store (its clients' tasks are left alone there), and the same refusal
         // on a store a process holds without sharing it.
-        match factlog::served::holder_of(&args.dir) {
-            Some(factlog::served::Held::Served { .. }) => {
+        match factlog::client::served::holder_of(&args.dir) {
+            Some(factlog::client::served::Held::Served { .. }) => {
                 let report = Client::connect(&args.dir)
                     .and_then(|mut client| client.recover(true))
                     .map_err(|error| {
@@ -44,7 +44,7 @@ pub fn run(args: &RecoverArgs) -> Outcome {
                     })?;
                 return print_report(args, &report);
             }
-            Some(factlog::served::Held::NotServed { .. }) => {
+            Some(factlog::client::served::Held::NotServed { .. }) => {
                 let locked: factlog::Error =
                     factlog::ErrorKind::Locked { dir: args.dir.clone() }.into();
                 return Err(open_or_share_failure(&args.dir, &locked));
@@ -72,8 +72,8 @@ pub fn run(args: &RecoverArgs) -> Outcome {
         // (format-spec/server.md, "recover").
         Err(error)
             if matches!(
-                factlog::served::held_by_another(&args.dir, &error),
-                Some(factlog::served::Held::Served { .. })
+                factlog::client::served::held_by_another(&args.dir, &error),
+                Some(factlog::client::served::Held::Served { .. })
             ) =>
         {
             Client::connect(&args.dir).and_then(|mut client| client.recover(false)).map_err(

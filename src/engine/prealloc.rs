@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::engine::segments::{self, PREALLOC_FILE_NAME};
 use crate::error::ErrorKind;
 use crate::error::{Error, Result};
 use crate::fs::{Fs, FsFile, OpenMode};
@@ -48,7 +49,6 @@ use crate::limits::{
     GROWTH_IDLE_MS, SEGMENT_BYTES_ALIGN, ZERO_CHUNK_BYTES, growth_step_bytes_first,
     growth_step_bytes_max, prealloc_free_bytes_min,
 };
-use crate::segments::{self, PREALLOC_FILE_NAME};
 
 /// What the preallocator did since the log was opened, as [`crate::Log::prealloc_stats`]
 /// reports it.

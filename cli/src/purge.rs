@@ -81,8 +81,8 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<PurgeReport, Failure>
         // (format-spec/server.md, "purge").
         Err(error)
             if matches!(
-                factlog::served::held_by_another(&args.dir, &error),
-                Some(factlog::served::Held::Served { .. })
+                factlog::client::served::held_by_another(&args.dir, &error),
+                Some(factlog::client::served::Held::Served { .. })
             ) =>
         {
             Client::connect(&args.dir).and_then(|mut client| client.purge(false)).map_err(

@@ -13,7 +13,7 @@
 //!   with the same seqs, in the same order, each seq at most once; frames are copied byte for
 //!   byte under their segment's salt.
 //! - Every jump in the new log's sequence is declared in its `GAPS` file, and every declared
-//!   gap lies at a segment boundary of the new log ([`crate::gaps`]).
+//!   gap lies at a segment boundary of the new log ([`crate::engine::gaps`]).
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -21,17 +21,17 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::engine::frame::{self, Decoded};
+use crate::engine::gaps::{self, Gap, Gaps};
+use crate::engine::recovery::last_nonzero;
+use crate::engine::segment::{self, FORMAT_VERSION, SegmentHeader};
+use crate::engine::segments;
 use crate::error::{CorruptionReason, Error, ErrorKind, FrameFault, Result};
-use crate::frame::{self, Decoded};
 use crate::fs::{Fs, OpenMode};
-use crate::gaps::{self, Gap, Gaps};
 use crate::harness::codec;
 use crate::harness::snapshot::{self, SnapshotFile};
 use crate::harness::{Store, StoreOptions};
 use crate::limits::{FRAME_ALIGN_BYTES, SEGMENT_BYTES_MIN, SEGMENT_HEADER_BYTES};
-use crate::recovery::last_nonzero;
-use crate::segment::{self, FORMAT_VERSION, SegmentHeader};
-use crate::segments;
 use crate::types::{SegmentId, Seq};
 
 /// How to salvage. A builder: `SalvageOptions::new().dry_run(true)`.
@@ -206,7 +206,7 @@ pub fn salvage(
     let (dir, target) = (dir.as_ref(), target.as_ref());
     let fs = Arc::clone(&options.store.log.fs);
     check_target(&*fs, dir, target)?;
-    if crate::rewrite::pending(&*fs, dir)?.is_some() {
+    if crate::engine::rewrite::pending(&*fs, dir)?.is_some() {
         return Err(ErrorKind::RewritePending { dir: dir.to_path_buf() }.into());
     }
     let plan = scan(&*fs, dir)?;
@@ -247,7 +247,7 @@ pub fn salvage(
     let after_loss = !report.damage.is_empty() || !report.gaps.is_empty();
     let written = plan.write(&*fs, target).and_then(|()| {
         // The new log was written whole and synced: its mark vouches for every byte.
-        crate::mark::write_clean(&*fs, target)?;
+        crate::engine::mark::write_clean(&*fs, target)?;
         copy_snapshots(&*fs, target, &snapshots)?;
         if !store {
             return Ok(None);
@@ -496,7 +496,7 @@ fn scan(fs: &dyn Fs, dir: &Path) -> Result<Plan> {
         last_end: None,
     };
     let mut kept_tails: Vec<KeptTailUse> = Vec::new();
-    let kept_paths = crate::torn::list(fs, dir)?;
+    let kept_paths = crate::engine::torn::list(fs, dir)?;
     for (i, (name_seq, path)) in files.iter().enumerate() {
         let bound = files.get(i + 1).map(|(seq, _)| *seq);
         let mut map = fs.map(path).map_err(|e| Error::io("map", path, e))?;
@@ -508,7 +508,7 @@ fn scan(fs: &dyn Fs, dir: &Path) -> Result<Plan> {
     // The log mark vouches for records the segments may no longer hold (a truncation, a lost
     // page, a deleted last segment): they are declared lost, and the new log continues after
     // them, so that no seq it recorded is given again (`format-spec/mark.md`).
-    if let Ok(state) = crate::mark::read(fs, dir)
+    if let Ok(state) = crate::engine::mark::read(fs, dir)
         && let Some(mark) = state.mark()
     {
         let cursor = scanner.cursor.unwrap_or(1);
@@ -547,7 +547,7 @@ fn put_back_kept(
     let mut restored = false;
     for kept_path in kept.iter().rev() {
         let bytes = fs.map(kept_path).map_err(|e| Error::io("read", kept_path, e))?;
-        let verdict = match crate::torn::decode(&bytes, kept_path) {
+        let verdict = match crate::engine::torn::decode(&bytes, kept_path) {
             Err(e) => Err(e.to_string()),
             Ok(tail) if Some(tail.header) != header => {
                 Err("it was cut from another segment than the active one".to_owned())

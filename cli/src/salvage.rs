@@ -10,7 +10,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use factlog::salvage::{Damage, KeptRange, Lost};
+use factlog::harness::salvage::{Damage, KeptRange, Lost};
 use factlog::{SalvageOptions, SalvageReport};
 use serde_json::{Value, json};
 

@@ -30,8 +30,8 @@ pub fn run(args: &CheckpointArgs) -> Outcome {
         // Held by a process that shares the store: the snapshot is written there.
         Err(error)
             if matches!(
-                factlog::served::held_by_another(&args.dir, &error),
-                Some(factlog::served::Held::Served { .. })
+                factlog::client::served::held_by_another(&args.dir, &error),
+                Some(factlog::client::served::Held::Served { .. })
             ) =>
         {
             Client::connect(&args.dir).and_then(|mut client| client.checkpoint()).map_err(

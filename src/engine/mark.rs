@@ -16,12 +16,12 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::engine::recovery::{TailAnalysis, TailState};
+use crate::engine::segment;
+use crate::engine::segments::SegmentMeta;
 use crate::error::{CorruptionReason, Error, ErrorKind, Result};
 use crate::fs::{Fs, FsFile, OpenMode};
 use crate::limits::SEGMENT_HEADER_BYTES;
-use crate::recovery::{TailAnalysis, TailState};
-use crate::segment;
-use crate::segments::SegmentMeta;
 use crate::types::{SegmentId, Seq};
 
 /// Name of the mark file in a log directory.
@@ -464,12 +464,12 @@ fn create(fs: &dyn Fs, dir: &Path, mark: &Mark) -> Result<Box<dyn FsFile>> {
 /// # Errors
 /// The corruption of a log that does not end cleanly; I/O errors.
 pub fn write_clean(fs: &dyn Fs, dir: &Path) -> Result<()> {
-    let listing = crate::segments::list(fs, dir)?;
+    let listing = crate::engine::segments::list(fs, dir)?;
     let Some(active) = listing.segments.last() else {
         return Err(ErrorKind::NotALog { dir: dir.to_path_buf() }.into());
     };
     let map = fs.map(&active.path).map_err(|e| Error::io("map", &active.path, e))?;
-    let analysis = crate::recovery::analyze_tail(&map, &active.header);
+    let analysis = crate::engine::recovery::analyze_tail(&map, &active.header);
     if analysis.state != TailState::Clean {
         let reason = CorruptionReason::MarkMismatch("the log written does not end cleanly");
         return Err(Error::corruption(Some(active.header.id), &active.path, 0, reason));

@@ -22,19 +22,19 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::engine::frame;
+use crate::engine::mark::{Mark, MarkKeeper};
+use crate::engine::prealloc::{PreallocStats, Preallocator};
+use crate::engine::segment::SegmentHeader;
+use crate::engine::segments::{self, SegmentMeta};
+use crate::engine::watch::SeqWatch;
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame;
 use crate::fs::{Fs, FsFile, OpenMode};
 use crate::limits::{
     BATCH_RECORDS_MAX, BUFFER_FLUSH_FRACTION, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX,
     GROUP_COMMIT_WAIT_US_MAX, SEGMENT_HEADER_BYTES,
 };
-use crate::mark::{Mark, MarkKeeper};
-use crate::prealloc::{PreallocStats, Preallocator};
-use crate::segment::SegmentHeader;
-use crate::segments::{self, SegmentMeta};
 use crate::types::{Durability, SegmentId, Seq};
-use crate::watch::SeqWatch;
 
 /// Where the writer starts: the recovered end of the active segment.
 pub(crate) struct WriterStart {

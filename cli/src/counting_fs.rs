@@ -140,7 +140,7 @@ impl Fs for CountingFs {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>> {
         let inner = RealFs.open(path, mode)?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let mark = factlog::mark::is_mark_file(name);
+        let mark = factlog::engine::mark::is_mark_file(name);
         Ok(Box::new(CountingFile { inner, counters: Arc::clone(&self.counters), mark }))
     }
 

@@ -30,9 +30,9 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use factlog::engine::mark::Mark;
 use factlog::harness::DeepVerify;
 use factlog::harness::snapshot::{SnapshotMeta, SnapshotsChecked};
-use factlog::mark::Mark;
 use factlog::{
     Error, ErrorKind, Options, SegmentVerify, Store, StoreOptions, TailCut, VerifyOutcome,
     VerifyReport,

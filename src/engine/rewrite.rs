@@ -14,11 +14,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::frame::{self, KIND_BATCH};
+use crate::engine::segment::{self, SegmentHeader};
+use crate::engine::segments::{self, SegmentMeta};
 use crate::error::{CorruptionReason, Error, ErrorKind, Result};
-use crate::frame::{self, KIND_BATCH};
 use crate::fs::{Fs, OpenMode};
-use crate::segment::{self, SegmentHeader};
-use crate::segments::{self, SegmentMeta};
 use crate::types::Seq;
 
 /// Suffix of a staged segment: `NAME.seg` is rewritten into `NAME.seg.new`.
@@ -250,7 +250,7 @@ pub fn read_staged(
         .filter(|n| is_staged(n))
         .collect();
     names.sort();
-    let gaps = crate::gaps::read(fs, dir)?;
+    let gaps = crate::engine::gaps::read(fs, dir)?;
     let mut next: Option<u64> = None;
     let mut records = 0;
     for name in names {
@@ -336,8 +336,8 @@ pub fn finish(fs: &dyn Fs, dir: &Path) -> Result<Option<Marker>> {
     // The log mark names the old files (their salts): the rewritten log, whole and synced,
     // gets a clean one (or none, if it does not end cleanly: the next write gives it one). A
     // writer still holding the old mark open writes only to the replaced file.
-    match crate::mark::write_clean(fs, dir) {
-        Err(e) if e.is_corruption() => crate::mark::remove(fs, dir)?,
+    match crate::engine::mark::write_clean(fs, dir) {
+        Err(e) if e.is_corruption() => crate::engine::mark::remove(fs, dir)?,
         outcome => outcome?,
     }
     let path = dir.join(MARKER_FILE_NAME);
