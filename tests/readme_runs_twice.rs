@@ -64,7 +64,10 @@ fn script_of(block: &[&str], root: &Path) -> String {
                 script.push(format!("# not run: {line}"));
             }
         } else {
-            assert!(!command.contains("cargo "), "a cargo command that cannot be dropped: {line:?}");
+            assert!(
+                !command.contains("cargo "),
+                "a cargo command that cannot be dropped: {line:?}"
+            );
             script.push(line.replace("/tmp/", &format!("{root}/")));
         }
         continued = line.trim_end().ends_with('\\');
