@@ -10,7 +10,7 @@
 //! (`tests/common/emulators.rs`); moto serves one request at a time there, since its threaded
 //! server checks a create's condition and then writes, and can let both racers win (the
 //! script says more). `s3s-fs` (`tests/replica_s3.rs`) lets both racers win, so the races are
-//! not run on it. Nothing runs against a `gs://` emulator: see README.md, "Testing".
+//! not run on it. Nothing runs against a `gs://` emulator: see docs/testing.md.
 
 mod common;
 

@@ -1,8 +1,7 @@
 """ns per `task.delta` from Python (not run by CI): `python python/bench/delta.py [RUNS]`.
 
-Appends 24-byte fragments (the size of the Rust figure in the README's "Performance"
-section) to one task of a store in a temporary directory, in runs of 50,000, and prints the
-median, minimum and quartiles of the runs. The machine's load moves these numbers a lot:
+Appends 24-byte fragments (the size of the Rust figure in docs/performance.md) to one task
+of a store in a temporary directory, in runs of 50,000, and prints the median, minimum and quartiles of the runs. The machine's load moves these numbers a lot:
 compare with the Rust `Task::delta` measured in the same minutes, not with a number from
 another day.
 """

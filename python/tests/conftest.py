@@ -49,18 +49,19 @@ def store_path(request, tmp_path):
         holder.release(path)
 
 
-def _readme_python_block(section: str) -> str:
-    with open(README, encoding="utf-8") as f:
+def _readme_python_block(section: str, document: str = README) -> str:
+    with open(document, encoding="utf-8") as f:
         text = f.read()
     body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```python\n(.*?)```", body, re.DOTALL)
-    assert match, f"the README's {section!r} section has no python block"
+    assert match, f"{document}: the {section!r} section has no python block"
     return match.group(1)
 
 
 @pytest.fixture
-def readme_python_block() -> Callable[[str], str]:
-    """The first ```python block of a README section, by its ``##`` title."""
+def readme_python_block() -> Callable[..., str]:
+    """The first ```python block of a section, by its ``##`` title, of the README or of the
+    document whose path is given (such as docs/python.md)."""
     return _readme_python_block
 
 
