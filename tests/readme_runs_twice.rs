@@ -28,7 +28,7 @@ const README_LINES_MAX: usize = 420;
 
 /// The directory holding the `factlog` the examples find on `PATH`, as after `cargo install`.
 fn factlog_bin_dir() -> PathBuf {
-    Path::new(common::FACTLOG).parent().expect("the binary's directory").to_path_buf()
+    common::FACTLOG.parent().expect("the binary's directory").to_path_buf()
 }
 
 /// The lines of every ```sh block of the README, in order.

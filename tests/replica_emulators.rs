@@ -238,7 +238,11 @@ fn of_two_runs_taking_the_lease_at_once_exactly_one_wins(kind: Kind) {
         };
         let mut won: Vec<Lease> = taken.iter().filter_map(|t| t.as_ref().ok().copied()).collect();
         won.sort_by_key(|lease| lease.epoch);
-        assert!(!won.is_empty(), "{}: round {round}: nobody took the lease: {taken:?}", kind.name());
+        assert!(
+            !won.is_empty(),
+            "{}: round {round}: nobody took the lease: {taken:?}",
+            kind.name()
+        );
         for lost in taken.iter().filter_map(|t| t.as_ref().err()) {
             assert!(matches!(lost.kind(), ErrorKind::LeaseHeld { .. }), "round {round}: {lost}");
         }

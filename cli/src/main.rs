@@ -2,8 +2,8 @@
 //!
 //! This crate only parses arguments, calls the library and formats its answers; every decision
 //! about the log lives in the library. Each command has its own module. The output contract
-//! (formats and exit codes) is used by tests outside the crate and must not drift: see the
-//! `CLI` section of the README.
+//! (formats and exit codes) is used by tests outside the crate and must not drift: see
+//! `docs/cli.md`.
 //!
 //! Errors are one line `factlog: <message>` on standard error and a non-zero exit code, never
 //! a panic. Every command uses one exit-code table ([`EXIT_CODE_TABLE`], printed in each
