@@ -46,15 +46,12 @@ use factlog::limits::{SEGMENT_BYTES_DEFAULT, SERVER_CLIENTS_MAX};
 use factlog::server::ServeOptions;
 use factlog::{AppendOptions, Options, Store, StoreOptions};
 
-use counting_fs::CountingFs;
+use factlog::engine::counting_fs::CountingFs;
 use events::{Workload, median};
 use many::{Timings, Usage};
 use workload::{Action, Shape};
 
 mod common;
-#[path = "common/counting_fs.rs"]
-#[allow(dead_code, reason = "shared with benches/harness.rs, which reads every counter")]
-mod counting_fs;
 #[path = "common/events.rs"]
 #[allow(dead_code, reason = "shared with benches/sessions.rs, which uses all of it")]
 mod events;
@@ -252,7 +249,7 @@ fn measure(form: Form, sessions: &[Workload], shape: Shape) -> Run {
             let counts = counters.read().since(&before);
             drop(server);
             store.close().expect("close the store");
-            Run { elapsed, syncs: Some(counts.segment_syncs() + counts.other_syncs), timings }
+            Run { elapsed, syncs: Some(counts.segment_syncs() + counts.other_syncs()), timings }
         }
         Form::Sqlite => {
             let dir = common::temp_dir("clients-sqlite");

@@ -68,12 +68,10 @@ use factlog::{Durability, Log, Options, Seq, Store, StoreOptions, Task};
 use serde_json::json;
 use tempfile::TempDir;
 
-use counting_fs::{CountingFs, FsCounts};
+use factlog::engine::counting_fs::{CountingFs, FileKind, FsCounts, Issuer};
 use workload::{DELTA_TEXT_BYTES, Shape, StepClose};
 
 mod common;
-#[path = "common/counting_fs.rs"]
-mod counting_fs;
 #[path = "common/settle.rs"]
 mod settle;
 #[path = "common/workload.rs"]
@@ -452,11 +450,11 @@ fn report_pairs(name: &str, floor_name: &str, pairs: &[Paired], reference: &Refe
     let ratio =
         median(pairs.iter().map(|p| p.store.as_secs_f64() / p.floor.as_secs_f64()).collect());
     let by = |f: fn(&FsCounts) -> u64| median(pairs.iter().map(|p| f(&p.counts) as f64).collect());
-    let appender_syncs = by(|c| c.segment_syncs_by_appenders);
-    let flusher_syncs = by(|c| c.segment_syncs_by_flusher);
+    let appender_syncs = by(|c| c.syncs(FileKind::Segment, Issuer::Appender));
+    let flusher_syncs = by(|c| c.syncs(FileKind::Segment, Issuer::Flusher));
     let syncs = by(FsCounts::segment_syncs);
-    let writes = by(|c| c.segment_writes);
-    let written = by(|c| c.segment_write_bytes);
+    let writes = by(FsCounts::segment_writes);
+    let written = by(FsCounts::segment_write_bytes);
     assert_eq!(written, reference.data_bytes as f64, "{name}: every run writes the same frames");
     eprintln!(
         "{name}: {n} sessions, paired with {floor_name}: median {store_ms:.1} ms vs floor \

@@ -53,14 +53,11 @@ use criterion::{Criterion, SamplingMode, Throughput, criterion_main};
 use factlog::limits::SEGMENT_BYTES_DEFAULT;
 use factlog::{Options, Store, StoreOptions};
 
-use counting_fs::CountingFs;
+use factlog::engine::counting_fs::CountingFs;
 use events::{Workload, median};
 use workload::{Shape, StepClose};
 
 mod common;
-#[path = "common/counting_fs.rs"]
-#[allow(dead_code, reason = "shared with benches/harness.rs, which reads every counter")]
-mod counting_fs;
 #[path = "common/events.rs"]
 mod events;
 #[path = "common/settle.rs"]
@@ -112,7 +109,7 @@ fn factlog_run(w: &Workload) -> Run {
     let counts = counters.read().since(&before);
     drop(task);
     store.close().expect("close the store");
-    Run { elapsed, bytes: counts.segment_write_bytes, syncs: Some(counts.segment_syncs()) }
+    Run { elapsed, bytes: counts.segment_write_bytes(), syncs: Some(counts.segment_syncs()) }
 }
 
 /// SQLite in WAL mode with `synchronous=FULL`, committing at each critical event.

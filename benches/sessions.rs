@@ -42,9 +42,6 @@ use events::{Workload, median};
 use workload::Shape;
 
 mod common;
-#[path = "common/counting_fs.rs"]
-#[allow(dead_code, reason = "shared with benches/harness.rs, which reads every counter")]
-mod counting_fs;
 #[path = "common/events.rs"]
 mod events;
 #[path = "common/many.rs"]

@@ -10,7 +10,7 @@ use factlog::limits::SEGMENT_BYTES_DEFAULT;
 use factlog::{Durability, Options, Store, StoreOptions, Task};
 use parking_lot::Mutex;
 
-use super::counting_fs::CountingFs;
+use factlog::engine::counting_fs::CountingFs;
 use super::events::Workload;
 use super::settle;
 use super::workload::{self, Action, StepClose};
@@ -144,7 +144,7 @@ pub fn factlog_threads(sessions: &[Workload], dir: &std::path::Path) -> (Duratio
     let counts = counters.read().since(&before);
     drop(tasks);
     store.close().expect("close the store");
-    (elapsed, counts.segment_syncs() + counts.other_syncs, timings)
+    (elapsed, counts.segment_syncs() + counts.other_syncs(), timings)
 }
 
 /// The nearest-rank percentile `p` (0-100) of sorted `values`, in microseconds.

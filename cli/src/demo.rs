@@ -281,7 +281,7 @@ fn run_demo(
         after.execution.turns
     );
     let events = store.log().last_seq().map_or(0, |s| s.0);
-    let parent_syncs = counters.total_syncs();
+    let parent_syncs = counters.read().record_and_dir_syncs();
     store.close().map_err(fail("close"))?;
 
     // 4. What persistence cost.

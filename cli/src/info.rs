@@ -26,7 +26,7 @@ use factlog::replica::shipped::{self, Found, Shipped};
 use factlog::{Log, LogInfo, Options, Seq, Store, StoreOptions, TailCut};
 use serde_json::{Value, json};
 
-use crate::counting_fs::CountingFs;
+use factlog::engine::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, check_snapshot};
 use crate::text::counted;

@@ -16,7 +16,6 @@ mod append;
 mod base64;
 mod bench;
 mod checkpoint;
-mod counting_fs;
 mod demo;
 mod dump;
 mod emit;

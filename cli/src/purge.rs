@@ -18,7 +18,7 @@ use factlog::harness::snapshot::{self, SnapshotFile};
 use factlog::harness::{PurgeReport, plan_purge};
 use factlog::{Log, Options, Store, StoreOptions};
 
-use crate::counting_fs::CountingFs;
+use factlog::engine::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::{
     EXIT_FAILURE, Failure, Outcome, Output, PurgeArgs, library_failure, open_failure,

@@ -39,7 +39,7 @@ use factlog::{
 };
 use serde_json::{Value, json};
 
-use crate::counting_fs::{Counters, CountingFs};
+use factlog::engine::counting_fs::{CountingFs, FsCounters};
 use crate::progress::{Progress, Unit, segment_bytes};
 use crate::{
     EXIT_DAMAGED, EXIT_FAILURE, Failure, Outcome, VerifyArgs, damage_message, exit_code_of,
@@ -68,7 +68,7 @@ struct Evidence {
 /// that shows it.
 struct Scan {
     fs: Arc<CountingFs>,
-    counters: Arc<Counters>,
+    counters: Arc<FsCounters>,
     progress: Progress,
 }
 

@@ -16,12 +16,14 @@
 //!   [`torn`]: torn tails kept aside before a cut; `created`: what a failed create takes back.
 //! - `verify`: the read-only check of every segment; [`gaps`]: the gap file a salvage
 //!   writes; [`rewrite`]: rewriting segments into another format version.
-//! - `options`: how a log is opened.
+//! - `options`: how a log is opened; [`counting_fs`]: a file system that counts the syncs
+//!   and writes the engine asks for, by file and by thread (the benches' and `demo`'s cost).
 //!
 //! Nothing in this wing imports the harness or a door (`ARCHITECTURE.md`); the layering test
 //! (`tests/layering.rs`) fails when an import points up.
 
 pub(crate) mod created;
+pub mod counting_fs;
 pub mod frame;
 pub mod gaps;
 pub(crate) mod log;

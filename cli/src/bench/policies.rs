@@ -17,7 +17,7 @@ use factlog::{AppendOptions, Appended, Durability, Log, Options, Seq, Store, Sto
 use parking_lot::Mutex;
 
 use super::workload::{Action, Line, Session};
-use crate::counting_fs::{Counters, CountingFs};
+use factlog::engine::counting_fs::{CountingFs, FsCounters};
 
 /// The longest the bench waits for a fresh log's background preallocation.
 const PREALLOC_WAIT_MAX: Duration = Duration::from_secs(120);
@@ -198,7 +198,7 @@ fn perform(task: &Task, session: Session, mode: StoreMode) -> Result<Vec<u64>, F
     Ok(latencies)
 }
 
-fn open_store(dir: &Path) -> Result<(Store, Arc<Counters>), Failed> {
+fn open_store(dir: &Path) -> Result<(Store, Arc<FsCounters>), Failed> {
     let (fs, counters) = CountingFs::new();
     let options = StoreOptions::new().log(Options::new().fs(fs));
     let store = Store::open(dir, options)
@@ -228,7 +228,7 @@ fn store_session(
         let session = slots[i].lock().take().ok_or("a session ran twice")?;
         perform(&tasks[i], session, mode)
     })?;
-    let counts = counters.read().since(before);
+    let counts = counters.read().since(&before);
     let chunks = counters.chunks();
     let reference = if reference {
         store.flush(Durability::Synced).map_err(store_error("flush"))?;
@@ -250,10 +250,10 @@ fn store_session(
     store.close().map_err(store_error("close the store"))?;
     let measured = Measured {
         elapsed,
-        syncs: counts.syncs,
-        syncs_by_flusher: counts.syncs_by_flusher,
-        mark_syncs: counts.mark_syncs,
-        bytes: counts.write_bytes,
+        syncs: counts.record_syncs(),
+        syncs_by_flusher: counts.record_syncs_by_flusher(),
+        mark_syncs: counts.mark_syncs(),
+        bytes: counts.record_write_bytes(),
         synced_latencies_ns: latencies.concat(),
         chunks,
     };
@@ -272,7 +272,7 @@ pub fn store(dir: &Path, sessions: Vec<Session>, mode: StoreMode) -> Result<Meas
 }
 
 /// A fresh log in `dir` on a counting file system, its preallocation settled.
-fn open_log(dir: &Path) -> Result<(Log, Arc<Counters>), Failed> {
+fn open_log(dir: &Path) -> Result<(Log, Arc<FsCounters>), Failed> {
     let (fs, counters) = CountingFs::new();
     let log = Log::open(dir, Options::new().fs(fs))
         .map_err(|error| format!("cannot open a log in {}: {error}", dir.display()))?;
@@ -296,14 +296,14 @@ pub fn raw_buffered(dir: &Path, reference: &Reference) -> Result<Measured, Faile
     let flush_started = Instant::now();
     log.flush(Durability::Synced).map_err(store_error("flush"))?;
     let flush = flush_started.elapsed();
-    let counts = counters.read().since(before);
+    let counts = counters.read().since(&before);
     log.close().map_err(store_error("close the log"))?;
     Ok(Measured {
         elapsed: elapsed + flush,
-        syncs: counts.syncs,
-        syncs_by_flusher: counts.syncs_by_flusher,
-        mark_syncs: counts.mark_syncs,
-        bytes: counts.write_bytes,
+        syncs: counts.record_syncs(),
+        syncs_by_flusher: counts.record_syncs_by_flusher(),
+        mark_syncs: counts.mark_syncs(),
+        bytes: counts.record_write_bytes(),
         synced_latencies_ns: vec![flush.as_nanos() as u64],
         chunks: Vec::new(),
     })
@@ -571,14 +571,14 @@ pub fn raw_tiered(dir: &Path, sessions: &[LoggedSession]) -> Result<Measured, Fa
         }
         Ok(latencies)
     })?;
-    let counts = counters.read().since(before);
+    let counts = counters.read().since(&before);
     log.close().map_err(store_error("close the log"))?;
     Ok(Measured {
         elapsed,
-        syncs: counts.syncs,
-        syncs_by_flusher: counts.syncs_by_flusher,
-        mark_syncs: counts.mark_syncs,
-        bytes: counts.write_bytes,
+        syncs: counts.record_syncs(),
+        syncs_by_flusher: counts.record_syncs_by_flusher(),
+        mark_syncs: counts.mark_syncs(),
+        bytes: counts.record_write_bytes(),
         synced_latencies_ns: latencies.concat(),
         chunks: Vec::new(),
     })

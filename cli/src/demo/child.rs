@@ -72,7 +72,7 @@ pub fn run(dir: &Path, scenario: &Scenario) -> Result<(), String> {
         "publishing": true,
         "landed": scenario.lands_before_crash,
         "events": events,
-        "syncs": counters.total_syncs(),
+        "syncs": counters.read().record_and_dir_syncs(),
     }))?;
     // Wait for the kill. Reading returns only if the parent went away.
     let mut byte = [0u8; 1];

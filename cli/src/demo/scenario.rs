@@ -11,7 +11,7 @@ use std::sync::Arc;
 use factlog::harness::event::Effect;
 use factlog::{Options, StoreOptions};
 
-use crate::counting_fs::{Counters, CountingFs};
+use factlog::engine::counting_fs::{CountingFs, FsCounters};
 
 /// The demo's task.
 pub const TASK: &str = "publish-article";
@@ -88,7 +88,7 @@ impl Scenario {
 /// The store options of both processes, with a counting file system. The background flusher
 /// is off so that the number of syncs is the same in every run of a seed: buffered events
 /// (deltas, starts) become durable with the next synced one.
-pub fn store_options() -> (StoreOptions, Arc<Counters>) {
+pub fn store_options() -> (StoreOptions, Arc<FsCounters>) {
     let (fs, counters) = CountingFs::new();
     let log = Options::new().segment_bytes(SEGMENT_BYTES).background_threads(false).fs(fs);
     (StoreOptions::new().log(log).clock(demo_clock), counters)
