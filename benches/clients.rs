@@ -46,8 +46,8 @@ use factlog::limits::{SEGMENT_BYTES_DEFAULT, SERVER_CLIENTS_MAX};
 use factlog::server::ServeOptions;
 use factlog::{AppendOptions, Options, Store, StoreOptions};
 
-use factlog::engine::counting_fs::CountingFs;
 use events::{Workload, median};
+use factlog::engine::counting_fs::CountingFs;
 use many::{Timings, Usage};
 use workload::{Action, Shape};
 

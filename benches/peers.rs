@@ -53,8 +53,8 @@ use criterion::{Criterion, SamplingMode, Throughput, criterion_main};
 use factlog::limits::SEGMENT_BYTES_DEFAULT;
 use factlog::{Options, Store, StoreOptions};
 
-use factlog::engine::counting_fs::CountingFs;
 use events::{Workload, median};
+use factlog::engine::counting_fs::CountingFs;
 use workload::{Shape, StepClose};
 
 mod common;

@@ -127,6 +127,38 @@ fn a_running_restore_is_named_by_pid_and_a_killed_one_is_reported_not_removed() 
 }
 
 #[test]
+fn a_restore_never_writes_into_another_restores_directory() {
+    let (store_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    replicated(store_dir.path(), replica_dir.path(), 1);
+    let parent = tempfile::tempdir().unwrap();
+    let target = parent.path().join("store");
+    // A staging directory without a lock file (left by something other than a running
+    // restore, which locks its directory before giving it that name), and a directory another
+    // restore is creating (not yet locked, under a name no restore looks at).
+    let lockless = parent.path().join(".store.restore-4343-00000000000000bb");
+    std::fs::create_dir(&lockless).expect("create");
+    let creating = parent.path().join(".store.restore~4444-00000000000000cc");
+    std::fs::create_dir(&creating).expect("create");
+    let report = restore(&remote(replica_dir.path()), &target, RestoreOptions::new())
+        .expect("the restore runs");
+    assert_eq!(report.stale_staging, std::slice::from_ref(&lockless));
+    for other in [&lockless, &creating] {
+        let files: Vec<_> = std::fs::read_dir(other).expect("still there").collect();
+        assert!(files.is_empty(), "{}: nothing written into it: {files:?}", other.display());
+    }
+    // The restore's own directories are gone: the target holds the store, nothing else is left.
+    let mut left: Vec<String> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [".store.restore-4343-00000000000000bb", ".store.restore~4444-00000000000000cc", "store"]
+    );
+}
+
+#[test]
 fn a_snapshot_of_another_replica_is_refused_by_name() {
     let temp = tempfile::tempdir().unwrap();
     let (a, a_replica) = (temp.path().join("a"), temp.path().join("a-replica"));

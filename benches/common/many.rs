@@ -10,10 +10,10 @@ use factlog::limits::SEGMENT_BYTES_DEFAULT;
 use factlog::{Durability, Options, Store, StoreOptions, Task};
 use parking_lot::Mutex;
 
-use factlog::engine::counting_fs::CountingFs;
 use super::events::Workload;
 use super::settle;
 use super::workload::{self, Action, StepClose};
+use factlog::engine::counting_fs::CountingFs;
 
 /// What one session timed.
 #[derive(Default)]

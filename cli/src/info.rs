@@ -26,7 +26,6 @@ use factlog::replica::shipped::{self, Found, Shipped};
 use factlog::{Log, LogInfo, Options, Seq, Store, StoreOptions, TailCut};
 use serde_json::{Value, json};
 
-use factlog::engine::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, check_snapshot};
 use crate::text::counted;
@@ -34,6 +33,7 @@ use crate::{
     EXIT_DAMAGED, Failure, InfoArgs, Outcome, Output, exit_code_of, library_failure, open_failure,
     require_store,
 };
+use factlog::engine::counting_fs::CountingFs;
 
 /// One task of a store, as `info` shows it.
 struct TaskLine {

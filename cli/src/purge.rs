@@ -18,12 +18,12 @@ use factlog::harness::snapshot::{self, SnapshotFile};
 use factlog::harness::{PurgeReport, plan_purge};
 use factlog::{Log, Options, Store, StoreOptions};
 
-use factlog::engine::counting_fs::CountingFs;
 use crate::progress::{Progress, Unit};
 use crate::{
     EXIT_FAILURE, Failure, Outcome, Output, PurgeArgs, library_failure, open_failure,
     open_or_share_failure, require_store,
 };
+use factlog::engine::counting_fs::CountingFs;
 
 /// A snapshot file with the outcome of decoding it.
 pub struct CheckedSnapshot {

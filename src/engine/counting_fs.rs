@@ -146,7 +146,8 @@ impl FsCounts {
     /// Those of [`FsCounts::record_syncs`] the background flusher issued.
     #[must_use]
     pub fn record_syncs_by_flusher(&self) -> u64 {
-        self.syncs(FileKind::Segment, Issuer::Flusher) + self.syncs(FileKind::Other, Issuer::Flusher)
+        self.syncs(FileKind::Segment, Issuer::Flusher)
+            + self.syncs(FileKind::Other, Issuer::Flusher)
     }
 
     /// The `fdatasync`s of the log mark, by any thread.
@@ -172,7 +173,9 @@ impl FsCounts {
     pub fn record_write_bytes(&self) -> u64 {
         self.write_bytes
             .iter()
-            .map(|by_issuer| by_issuer[Issuer::Appender as usize] + by_issuer[Issuer::Flusher as usize])
+            .map(|by_issuer| {
+                by_issuer[Issuer::Appender as usize] + by_issuer[Issuer::Flusher as usize]
+            })
             .sum()
     }
 

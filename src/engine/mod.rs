@@ -22,8 +22,8 @@
 //! Nothing in this wing imports the harness or a door (`ARCHITECTURE.md`); the layering test
 //! (`tests/layering.rs`) fails when an import points up.
 
-pub(crate) mod created;
 pub mod counting_fs;
+pub(crate) mod created;
 pub mod frame;
 pub mod gaps;
 pub(crate) mod log;

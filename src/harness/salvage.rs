@@ -248,7 +248,8 @@ pub fn salvage(
     let written = plan.write(&*fs, target).and_then(|()| {
         // The new log was written whole and synced: its mark vouches for every byte.
         crate::engine::mark::write_clean(&*fs, target)?;
-        copy_snapshots(&*fs, target, &snapshots)?;
+        let copied = copy_snapshots(&*fs, target, &snapshots)?;
+        report.snapshots = copied;
         if !store {
             return Ok(None);
         }
@@ -271,16 +272,23 @@ pub fn salvage(
 }
 
 /// Copies the snapshot `files` (each checked valid) into `target/snapshots/`, byte for byte,
-/// each through a synced temporary file renamed into place, then syncs the directory.
-fn copy_snapshots(fs: &dyn Fs, target: &Path, files: &[SnapshotFile]) -> Result<()> {
+/// each through a synced temporary file renamed into place, then syncs the directory; returns
+/// the covered seqs of those copied. A snapshot removed since it was listed (a live writer
+/// pruned it: salvage takes no lock) is left out, not an error.
+fn copy_snapshots(fs: &dyn Fs, target: &Path, files: &[SnapshotFile]) -> Result<Vec<Seq>> {
+    let mut copied = Vec::with_capacity(files.len());
     if files.is_empty() {
-        return Ok(());
+        return Ok(copied);
     }
     let dir = snapshot::snapshot_dir(target);
     fs.create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
     fs.sync_dir(target).map_err(|e| Error::io("fsync directory", target, e))?;
     for file in files {
-        let bytes = fs.map(&file.path).map_err(|e| Error::io("read", &file.path, e))?;
+        let bytes = match fs.map(&file.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("read", &file.path, e)),
+        };
         let name = snapshot::file_name(file.covered_seq);
         let (temp, path) = (dir.join(format!("{name}.tmp")), dir.join(name));
         let copy =
@@ -288,8 +296,10 @@ fn copy_snapshots(fs: &dyn Fs, target: &Path, files: &[SnapshotFile]) -> Result<
         copy.write_all_at(&bytes, 0).map_err(|e| Error::io("write", &temp, e))?;
         copy.sync_data().map_err(|e| Error::io("fdatasync", &temp, e))?;
         fs.rename(&temp, &path).map_err(|e| Error::io("rename", &temp, e))?;
+        copied.push(file.covered_seq);
     }
-    fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))
+    fs.sync_dir(&dir).map_err(|e| Error::io("fsync directory", &dir, e))?;
+    Ok(copied)
 }
 
 /// Removes everything under `target` (which was empty or missing before the salvage), and

@@ -394,7 +394,13 @@ fn remove_temp_files(fs: &dyn Fs, dir: &Path) -> Result<usize> {
     let mut removed = 0;
     for name in names_in(fs, dir)?.iter().filter(|n| n.ends_with(TEMP_SUFFIX)) {
         let path = dir.join(name);
-        fs.remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+        // Removed meanwhile (another process cleaned up): what was wanted.
+        match fs.remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove", &path, e));
+            }
+            _ => {}
+        }
         removed += 1;
     }
     Ok(removed)
@@ -603,7 +609,13 @@ pub fn prune(fs: &dyn Fs, store_dir: &Path, keep: usize) -> Result<usize> {
     let snapshots = snapshots_by_name(fs, &dir)?;
     let excess = snapshots.len().saturating_sub(keep);
     for (_, path) in snapshots.iter().take(excess) {
-        fs.remove_file(path).map_err(|e| Error::io("remove", path, e))?;
+        // Removed meanwhile (another process cleaned up): what was wanted.
+        match fs.remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove", path, e));
+            }
+            _ => {}
+        }
         removed += 1;
     }
     if removed > 0 {

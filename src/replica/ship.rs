@@ -183,7 +183,16 @@ impl Replicator {
             started_at: Instant::now(),
             recorded: None,
         };
-        if let Err(error) = replicator.load_replica() {
+        // A store segment listed and then removed while the replica was compared with it is
+        // read again from a new listing (`vanished`), once.
+        let loaded = match replicator.load_replica() {
+            Err(error) if vanished(&error) => {
+                replicator.segments.clear();
+                replicator.load_replica()
+            }
+            other => other,
+        };
+        if let Err(error) = loaded {
             // The lease is given back: nothing was shipped by this run.
             let _ = lease::release(replicator.remote.as_ref(), lease);
             return Err(error);
@@ -246,7 +255,10 @@ impl Replicator {
                 if oldest_local.is_some_and(|oldest| first_seq < oldest) {
                     // Purged here after a snapshot covered it; the replica keeps it. Where its
                     // frames end tells whether the store's next segment follows it.
-                    let object = self.remote.get(last_name)?.unwrap_or_default();
+                    let object = self
+                        .remote
+                        .get(last_name)?
+                        .ok_or_else(|| listed_but_gone(self, last_name))?;
                     let (header, body) = part::decode(last_name, &object, *last_start, *last_end)?;
                     self.check_ours(last_name, header.replica_id)?;
                     let next_seq = next_seq_of_part(body, *last_start, header.salt).unwrap_or(0);
@@ -256,11 +268,8 @@ impl Replicator {
                 }
                 return Err(diverged(first_seq, 0, "the replica has this segment, the store not"));
             };
-            let object = self.remote.get(last_name)?.ok_or_else(|| {
-                Error::from(ErrorKind::ReplicaGap {
-                    missing: format!("{last_name}, listed but gone; replicate to a new location"),
-                })
-            })?;
+            let object =
+                self.remote.get(last_name)?.ok_or_else(|| listed_but_gone(self, last_name))?;
             let (header, body) = part::decode(last_name, &object, *last_start, *last_end)?;
             self.check_ours(last_name, header.replica_id)?;
             if header.salt != meta.header.salt {
@@ -313,7 +322,13 @@ impl Replicator {
     ///
     /// Those of [`Replicator::round`].
     pub fn round_through(&mut self, bound: u64) -> Result<&ShipStatus> {
-        let result = self.round_inner(bound);
+        // A segment listed at the start of the round and removed before it was read (a purge
+        // or a reclaim beside the replicator) is not damage: the round starts over from a new
+        // listing, which sees the segment gone (and a gap, if it was not shipped in full).
+        let result = match self.round_inner(bound) {
+            Err(error) if vanished(&error) => self.round_inner(bound),
+            other => other,
+        };
         self.status.last_error = result.as_ref().err().map(ToString::to_string);
         self.record_shipped(true);
         result.map(|()| &self.status)
@@ -639,6 +654,27 @@ pub(crate) fn fatal(error: &Error) -> bool {
             | ErrorKind::UnsupportedVersion { .. }
             | ErrorKind::Corruption { .. }
     )
+}
+
+/// Whether a round failed because a file of the store it had listed was gone when it read it
+/// (a purge or a reclaim beside the replicator): a new listing is the answer, not a report.
+fn vanished(error: &Error) -> bool {
+    matches!(error.kind(), ErrorKind::Io { source, .. }
+        if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// A part the replica listed and no longer holds when it is read: a `retain` removed it
+/// meanwhile, or another process removes objects. The next round lists the replica again.
+fn listed_but_gone(replicator: &Replicator, name: &str) -> Error {
+    ErrorKind::Remote {
+        location: replicator.remote.location().to_owned(),
+        op: "get",
+        object: name.to_owned(),
+        reason: "the object was listed, then gone before it was read (a retain running \
+                 meanwhile?); the next round reads the replica again"
+            .to_owned(),
+    }
+    .into()
 }
 
 fn diverged(segment: u64, offset: u64, reason: &str) -> Error {

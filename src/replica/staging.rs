@@ -6,10 +6,14 @@
 //!
 //! Invariants:
 //! - The staging directory's name is `.{target name}.restore-{pid}-{random}`, in the target's
-//!   parent; it is created by this restore and locked (the file-system seam's directory lock)
-//!   for as long as the restore runs.
-//! - Nothing outside the staging directory is written before the final `rename`, and nothing
-//!   but the staging directory is ever removed.
+//!   parent. A restore creates its directory under a name no other restore looks at
+//!   (`.{target name}.restore~{pid}-{random}`, the random part 64 bits), locks it (the
+//!   file-system seam's directory lock, a `LOCK` file inside), and only then renames it to
+//!   its staging name: so every directory another restore finds under a staging name is
+//!   locked for as long as its restore runs, and a free lock means that restore is gone.
+//! - A restore never writes into another restore's directory: one without a `LOCK` file is
+//!   not locked to find out who holds it, and nothing but its own directory is ever removed.
+//! - Nothing outside the staging directory is written before the final `rename`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -32,6 +36,15 @@ fn prefix(target: &Path) -> OsString {
     let mut prefix = OsString::from(".");
     prefix.push(target.file_name().unwrap_or_default());
     prefix.push(".restore-");
+    prefix
+}
+
+/// The prefix of the directories of restores into `target` that are being created (not yet
+/// locked): other restores never look at them.
+fn prefix_creating(target: &Path) -> OsString {
+    let mut prefix = OsString::from(".");
+    prefix.push(target.file_name().unwrap_or_default());
+    prefix.push(".restore~");
     prefix
 }
 
@@ -60,18 +73,37 @@ impl<'a> Staging<'a> {
         }
         let parent = parent(target);
         fs.create_dir_all(&parent).map_err(|e| Error::io("create directory", &parent, e))?;
-        let mut name = prefix(target);
-        name.push(format!("{}-{:016x}", std::process::id(), fs.random_u64()));
-        let dir = parent.join(name);
-        fs.create_dir_all(&dir).map_err(|e| Error::io("create directory", &dir, e))?;
-        let lock = match fs.lock_dir(&dir) {
+        let unique = format!("{}-{:016x}", std::process::id(), fs.random_u64());
+        let mut creating = prefix_creating(target);
+        creating.push(&unique);
+        let creating = parent.join(creating);
+        fs.create_dir_all(&creating).map_err(|e| Error::io("create directory", &creating, e))?;
+        let lock = match fs.lock_dir(&creating) {
             Ok(Some(lock)) => lock,
-            Ok(None) => unreachable!("a directory this restore just created is locked by no one"),
+            Ok(None) => {
+                crate::fs::remove_tree(fs, &creating);
+                return Err(Error::io(
+                    "lock",
+                    &creating,
+                    std::io::Error::new(
+                        std::io::ErrorKind::WouldBlock,
+                        "a directory this restore just created is locked by another process",
+                    ),
+                ));
+            }
             Err(e) => {
-                crate::fs::remove_tree(fs, &dir);
-                return Err(Error::io("lock", &dir, e));
+                crate::fs::remove_tree(fs, &creating);
+                return Err(Error::io("lock", &creating, e));
             }
         };
+        let mut name = prefix(target);
+        name.push(&unique);
+        let dir = parent.join(name);
+        if let Err(e) = fs.rename(&creating, &dir) {
+            drop(lock);
+            crate::fs::remove_tree(fs, &creating);
+            return Err(Error::io("rename", &creating, e));
+        }
         let mut staging =
             Staging { fs, target: target.to_path_buf(), dir, _lock: lock, stale: Vec::new() };
         if let Err(error) = staging.check_others(&parent) {
@@ -95,6 +127,17 @@ impl<'a> Staging<'a> {
                 continue;
             }
             let pid = rest.split('-').next().and_then(|pid| pid.parse::<u32>().ok());
+            // Every staging directory is locked before it gets its name; one without a lock
+            // file was left by something else, and is not written into to find out.
+            match self.fs.list_dir(&other) {
+                Ok(files) if files.iter().any(|f| f == crate::fs::LOCK_FILE_NAME) => {}
+                Ok(_) => {
+                    self.stale.push(other);
+                    continue;
+                }
+                // Gone meanwhile (the other restore finished or gave up): not in the way.
+                Err(_) => continue,
+            }
             match self.fs.lock_dir(&other) {
                 Ok(Some(_free)) => self.stale.push(other),
                 Ok(None) => {
@@ -105,7 +148,6 @@ impl<'a> Staging<'a> {
                     }
                     .into());
                 }
-                // Gone meanwhile (the other restore finished or gave up): not in the way.
                 Err(_) => {}
             }
         }
