@@ -11,6 +11,8 @@
 //!   file-system seam's directory lock, a `LOCK` file inside), and only then renames it to
 //!   its staging name: so every directory another restore finds under a staging name is
 //!   locked for as long as its restore runs, and a free lock means that restore is gone.
+//! - Of two running restores that see each other, the one whose staging name sorts first goes
+//!   on and the other is refused, so they never both give up.
 //! - A restore never writes into another restore's directory: one without a `LOCK` file is
 //!   not locked to find out who holds it, and nothing but its own directory is ever removed.
 //! - Nothing outside the staging directory is written before the final `rename`.
@@ -140,6 +142,10 @@ impl<'a> Staging<'a> {
             }
             match self.fs.lock_dir(&other) {
                 Ok(Some(_free)) => self.stale.push(other),
+                // A running restore that began after this one (its name sorts after this
+                // one's) gives way to it, so two restores that see each other never both
+                // give up: this one goes on, and the final `rename` decides in any case.
+                Ok(None) if other > self.dir => {}
                 Ok(None) => {
                     return Err(ErrorKind::RestoreInProgress {
                         target: self.target.clone(),
