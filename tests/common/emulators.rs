@@ -10,7 +10,7 @@
 //! that walk outlasted the tests' 10 s request timeout.
 //!
 //! When an endpoint is unset a test is skipped with a message, unless `CI=true` or
-//! `FACTLOG_EMULATORS_REQUIRED` is set (`.ci/run` has both), which makes it a failure.
+//! `FACTLOG_EMULATORS_REQUIRED` is set (`.ci/run` sets the latter), which makes it a failure.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
