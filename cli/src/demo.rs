@@ -646,7 +646,7 @@ fn recovery_text(out: &mut String, recovery: &TaskRecovery) {
     let _ = writeln!(
         out,
         "recovery wrote {} (one atomic batch, synced) for task {}",
-        counted(recovery.events_written as u64, "repair event"),
+        counted(recovery.events_written, "repair event"),
         recovery.task
     );
     for call in &recovery.calls {

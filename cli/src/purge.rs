@@ -128,7 +128,7 @@ fn print_text(out: &mut Output, report: &PurgeReport) {
     writeln!(
         out,
         "{verb} {}, {}; the log {} at seq {}",
-        counted(report.removed_segments as u64, "segment"),
+        counted(report.removed_segments, "segment"),
         counted(report.removed_bytes, "byte"),
         if report.dry_run { "would start" } else { "starts" },
         report.first_seq

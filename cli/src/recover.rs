@@ -129,7 +129,7 @@ fn report_text(report: &RecoveryReport) -> String {
         let _ = writeln!(
             out,
             "recovered {tasks} task{plural}: {} written",
-            counted(report.events_written as u64, "repair event")
+            counted(report.events_written, "repair event")
         );
     }
     out
@@ -177,6 +177,6 @@ fn task_text(out: &mut String, task: &TaskRecovery, dry_run: bool) {
         let _ = writeln!(out, "  turn {turn} closed as interrupted");
     }
     if !dry_run {
-        let _ = writeln!(out, "  {} written", counted(task.events_written as u64, "repair event"));
+        let _ = writeln!(out, "  {} written", counted(task.events_written, "repair event"));
     }
 }

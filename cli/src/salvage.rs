@@ -96,7 +96,7 @@ fn write_text(out: &mut impl Write, report: &SalvageReport) -> io::Result<()> {
                     )?;
                 }
             }
-            let written = counted(recovery.events_written as u64, "repair event");
+            let written = counted(recovery.events_written, "repair event");
             writeln!(out, "recovery: {written} written")?;
         }
         None if report.dry_run => writeln!(out, "dry run: nothing was written")?,
