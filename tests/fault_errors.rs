@@ -43,6 +43,7 @@ enum OpKind {
     Write,
     SyncData,
     Rename,
+    Link,
     Remove,
     SyncDir,
 }
@@ -87,6 +88,13 @@ impl Fs for Traced {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.note(OpKind::Rename, to);
         self.sim.rename(from, to)
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.note(OpKind::Link, to);
+        self.sim.hard_link(from, to)
+    }
+    fn is_dir(&self, path: &Path) -> io::Result<bool> {
+        self.sim.is_dir(path)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.note(OpKind::Remove, path);

@@ -53,6 +53,12 @@ impl Fs for Vanishing {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         RealFs.rename(from, to)
     }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.hard_link(from, to)
+    }
+    fn is_dir(&self, path: &Path) -> io::Result<bool> {
+        RealFs.is_dir(path)
+    }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         RealFs.remove_file(path)
     }

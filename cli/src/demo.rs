@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 pub use scenario::DEFAULT_SEED;
 
+use crate::text::counted;
 use crate::{DemoArgs, EXIT_FAILURE, Failure, Outcome, print_out};
 use external::{Dedup, Service};
 use scenario::{APPROVAL_NOTIFY_AGAIN, CALL_NOTIFY, CALL_PUBLISH, Scenario, TASK, store_options};
@@ -179,10 +180,11 @@ fn run_demo(
     let _ = writeln!(out, "== 1. The run, until the crash ==");
     let _ = writeln!(
         out,
-        "writer process {} wrote {} events: a high-risk task/contract, two turns with {} \
-         streamed deltas, a read-only search and its result, once approvals for publish and \
-         notify",
-        crash.pid, crash.events, before.execution.deltas
+        "writer process {} wrote {}: a high-risk task/contract, two turns with {}, a read-only \
+         search and its result, once approvals for publish and notify",
+        crash.pid,
+        counted(crash.events, "event"),
+        counted(before.execution.deltas, "streamed delta")
     );
     let _ = writeln!(
         out,
@@ -211,11 +213,11 @@ fn run_demo(
     let has_result = publish_before.status == CallStatus::Completed;
     let _ = writeln!(
         out,
-        "the log ends with that tool/call: {} (status {}); the service shows {} article(s) \
-         under the key\n",
+        "the log ends with that tool/call: {} (status {}); the service shows {} under the \
+         key\n",
         if has_result { "a tool/result exists" } else { "no tool/result" },
         publish_before.status.as_str(),
-        effects_at_crash
+        counted(effects_at_crash as u64, "article")
     );
 
     // 2. Recovery.
@@ -275,10 +277,10 @@ fn run_demo(
     let finished = task_finished(&after);
     let _ = writeln!(
         out,
-        "task {}: phase {}, {} turns, last turn completed\n",
+        "task {}: phase {}, {}, last turn completed\n",
         if finished { "finished" } else { "NOT finished" },
         after.task.phase.as_deref().unwrap_or("none"),
-        after.execution.turns
+        counted(after.execution.turns, "turn")
     );
     let events = store.log().last_seq().map_or(0, |s| s.0);
     let parent_syncs = counters.read().record_and_dir_syncs();
@@ -298,8 +300,9 @@ fn run_demo(
     );
     let _ = writeln!(
         out,
-        "{events} events ({tokens} streamed tokens), {bytes_on_disk} bytes of log on disk, {:.1} \
-         bytes per token",
+        "{} ({}), {bytes_on_disk} bytes of log on disk, {:.1} bytes per token",
+        counted(events, "event"),
+        counted(tokens, "streamed token"),
         per(bytes_on_disk, tokens)
     );
     let _ = writeln!(
@@ -642,8 +645,9 @@ fn per(bytes: u64, tokens: u64) -> f64 {
 fn recovery_text(out: &mut String, recovery: &TaskRecovery) {
     let _ = writeln!(
         out,
-        "recovery wrote {} repair events (one atomic batch, synced) for task {}",
-        recovery.events_written, recovery.task
+        "recovery wrote {} (one atomic batch, synced) for task {}",
+        counted(recovery.events_written, "repair event"),
+        recovery.task
     );
     for call in &recovery.calls {
         match call.outcome {

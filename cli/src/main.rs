@@ -1288,20 +1288,33 @@ fn command_list() -> String {
     }
 }
 
-/// Joins clap's multi-line message into one line, dropping the usage block and the hint.
+/// Joins clap's multi-line message into one line, dropping the usage block and the hint. A
+/// line ending with `:` introduces the indented lines after it, which follow it as a list
+/// ("not provided: --task <TASK>, --json"); other lines are separate sentences (the error,
+/// then a tip), kept apart by `; `.
 fn one_line(rendered: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
+    let mut message = String::new();
+    let mut listing = false;
     for line in rendered.lines() {
+        let indented = line.starts_with(char::is_whitespace);
         let line = line.trim();
         if line.starts_with("Usage:") || line.starts_with("For more information") {
             break;
         }
-        if !line.is_empty() {
-            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        if line.is_empty() {
+            continue;
         }
+        let part = line.strip_prefix("error: ").unwrap_or(line);
+        let separator = match (message.is_empty(), indented) {
+            (true, _) => "",
+            (false, true) if message.ends_with(':') => " ",
+            (false, true) if listing => ", ",
+            (false, _) => "; ",
+        };
+        listing = indented && !message.is_empty();
+        message.push_str(separator);
+        message.push_str(part);
     }
-    // Clap's lines are separate sentences (the error, then a tip): keep them apart.
-    let mut message = parts.join("; ");
     message.push_str(" (see --help)");
     message
 }
@@ -1493,5 +1506,23 @@ mod tests {
         assert!(!line.contains('\n'));
         assert!(line.contains("fast"), "{line}");
         assert!(line.contains("synced"), "{line}");
+    }
+
+    #[test]
+    fn a_missing_argument_follows_the_sentence_that_names_it() {
+        let error = Cli::try_parse_from(["factlog", "history", "/tmp/x"])
+            .expect_err("history needs --task");
+        let line = one_line(&error.render().to_string());
+        assert_eq!(
+            line,
+            "the following required arguments were not provided: --task <TASK> (see --help)"
+        );
+        let rendered = "error: the following required arguments were not provided:\n  \
+                        --task <TASK>\n  --json\n\ntip: one more\n\nUsage: factlog history\n";
+        assert_eq!(
+            one_line(rendered),
+            "the following required arguments were not provided: --task <TASK>, --json; \
+             tip: one more (see --help)"
+        );
     }
 }

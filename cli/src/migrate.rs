@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use factlog::harness::migrate::{MigrateOptions, MigrationReport, migrate};
 use factlog::{Options, StoreOptions};
 
+use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, MigrateArgs, Outcome, library_failure, print_out, require_store,
 };
@@ -45,16 +46,20 @@ fn report_text(report: &MigrationReport) -> String {
     let verb = if report.dry_run { "would migrate" } else { "migrated" };
     let _ = writeln!(
         out,
-        "{verb} {dir} from format {} to {}: {} events in {} segments, {} records rewritten, the \
-         others copied byte for byte",
-        report.from, report.to, report.events, report.segments, report.rewritten
+        "{verb} {dir} from format {} to {}: {} in {}, {} rewritten, the others copied byte for \
+         byte",
+        report.from,
+        report.to,
+        counted(report.events, "event"),
+        counted(report.segments as u64, "segment"),
+        counted(report.rewritten, "record")
     );
     for task in &report.tasks {
         let _ = writeln!(
             out,
-            "  task {}: {} events, {} rewritten, state {} (unchanged)",
+            "  task {}: {}, {} rewritten, state {} (unchanged)",
             task.task,
-            task.events,
+            counted(task.events, "event"),
             task.rewritten,
             &task.state_digest[..16.min(task.state_digest.len())]
         );

@@ -19,6 +19,7 @@ use factlog::harness::{PurgeReport, plan_purge};
 use factlog::{Log, Options, Store, StoreOptions};
 
 use crate::progress::{Progress, Unit};
+use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, Output, PurgeArgs, library_failure, open_failure,
     open_or_share_failure, require_store,
@@ -126,9 +127,9 @@ fn print_text(out: &mut Output, report: &PurgeReport) {
     }
     writeln!(
         out,
-        "{verb} {} segments, {} bytes; the log {} at seq {}",
-        report.removed_segments,
-        report.removed_bytes,
+        "{verb} {}, {}; the log {} at seq {}",
+        counted(report.removed_segments, "segment"),
+        counted(report.removed_bytes, "byte"),
         if report.dry_run { "would start" } else { "starts" },
         report.first_seq
     );

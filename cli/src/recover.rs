@@ -21,6 +21,7 @@ use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
 use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
 use factlog::{Store, StoreOptions};
 
+use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, RecoverArgs, library_failure, open_or_share_failure, print_out,
     require_store,
@@ -127,8 +128,8 @@ fn report_text(report: &RecoveryReport) -> String {
     } else {
         let _ = writeln!(
             out,
-            "recovered {tasks} task{plural}: {} repair events written",
-            report.events_written
+            "recovered {tasks} task{plural}: {} written",
+            counted(report.events_written, "repair event")
         );
     }
     out
@@ -176,6 +177,6 @@ fn task_text(out: &mut String, task: &TaskRecovery, dry_run: bool) {
         let _ = writeln!(out, "  turn {turn} closed as interrupted");
     }
     if !dry_run {
-        let _ = writeln!(out, "  {} repair events written", task.events_written);
+        let _ = writeln!(out, "  {} written", counted(task.events_written, "repair event"));
     }
 }

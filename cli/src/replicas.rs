@@ -168,9 +168,9 @@ fn verify(url: &str, as_json: bool) -> Outcome {
         Err(Failure::new(
             EXIT_DAMAGED,
             format_args!(
-                "replica {url}: {} problems (above); a restore passes over them, but replicate \
-                 the store again or re-seed the replica at a new location to mend them",
-                scrub.problems.len()
+                "replica {url}: {} (above); a restore passes over them, but replicate the \
+                 store again or re-seed the replica at a new location to mend them",
+                counted(scrub.problems.len() as u64, "problem")
             ),
         ))
     }

@@ -14,6 +14,7 @@ use factlog::harness::salvage::{Damage, KeptRange, Lost};
 use factlog::{SalvageOptions, SalvageReport};
 use serde_json::{Value, json};
 
+use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, SalvageArgs, is_broken_pipe, library_failure, require_store,
 };
@@ -48,8 +49,8 @@ fn write_text(out: &mut impl Write, report: &SalvageReport) -> io::Result<()> {
     let verb = if report.dry_run { "would copy" } else { "copied" };
     writeln!(
         out,
-        "{verb} {} records of {} into {} (segment format {})",
-        report.records_kept,
+        "{verb} {} of {} into {} (segment format {})",
+        counted(report.records_kept, "record"),
         report.source.display(),
         report.target.display(),
         report.format_version
@@ -95,7 +96,8 @@ fn write_text(out: &mut impl Write, report: &SalvageReport) -> io::Result<()> {
                     )?;
                 }
             }
-            writeln!(out, "recovery: {} repair events written", recovery.events_written)?;
+            let written = counted(recovery.events_written, "repair event");
+            writeln!(out, "recovery: {written} written")?;
         }
         None if report.dry_run => writeln!(out, "dry run: nothing was written")?,
         None => writeln!(out, "the records are not events: no harness recovery to run")?,
@@ -108,7 +110,7 @@ fn kept_text(kept: &KeptRange) -> String {
         Some(last) => format!("seqs {}..={}", kept.first_seq.0, last.0),
         None => format!("no records (the log continues at seq {})", kept.first_seq.0),
     };
-    format!("{seqs} ({} records) from {}", kept.records, kept.source.display())
+    format!("{seqs} ({}) from {}", counted(kept.records, "record"), kept.source.display())
 }
 
 fn damage_text(damage: &Damage) -> String {
@@ -121,10 +123,10 @@ fn damage_text(damage: &Damage) -> String {
         Lost::Unknown => "lost seqs unknown".to_owned(),
     };
     format!(
-        "{segment}{} at offset {}, {} bytes: {}; {lost}",
+        "{segment}{} at offset {}, {}: {}; {lost}",
         damage.path.display(),
         damage.offset,
-        damage.bytes,
+        counted(damage.bytes, "byte"),
         damage.reason
     )
 }

@@ -40,6 +40,7 @@ use factlog::{
 use serde_json::{Value, json};
 
 use crate::progress::{Progress, Unit, segment_bytes};
+use crate::text::counted;
 use crate::{
     EXIT_DAMAGED, EXIT_FAILURE, Failure, Outcome, VerifyArgs, damage_message, exit_code_of,
     is_broken_pipe, report_failure, require_store,
@@ -244,14 +245,14 @@ fn print_deep_text(out: &mut String, deep: &Result<DeepVerify, Error>) {
     // would be false, and removing the snapshots (the advice for a store with all its events)
     // would leave a store that cannot be opened at all.
     match &deep.rebuilt_from {
-        None => say!(out, "deep: {} events folded from scratch", deep.events),
+        None => say!(out, "deep: {} folded from scratch", counted(deep.events, "event")),
         Some(base) => say!(
             out,
             "deep: rebuilt from snapshot {} (covers seq {}; the segments before it were \
-             reclaimed) + {} events: {}",
+             reclaimed) + {}: {}",
             base.path.display(),
             base.covered_seq.0,
-            deep.events,
+            counted(deep.events, "event"),
             seq_range(base.covered_seq.0, deep.events)
         ),
     }
@@ -394,14 +395,16 @@ fn print_text(out: &mut String, reports: Option<Reports<'_>>, finding: &Finding<
                 (report.segments.len(), report.records, report.last_seq)
             });
             let last = last_seq.map_or_else(|| "none".to_owned(), |seq| seq.0.to_string());
-            let plural = if segments == 1 { "" } else { "s" };
-            say!(out, "clean: {segments} segment{plural}, {records} records, last seq {last}");
+            let (segments, records) =
+                (counted(segments as u64, "segment"), counted(records, "record"));
+            say!(out, "clean: {segments}, {records}, last seq {last}");
         }
         Finding::TornTail { segment, path, offset, bytes, evidence } => {
             say!(
                 out,
-                "torn tail: segment {segment} ({path}) at offset {offset}: {bytes} bytes after \
-                 the last valid record, which an open would cut"
+                "torn tail: segment {segment} ({path}) at offset {offset}: {} after the last \
+                 valid record, which an open would cut",
+                counted(*bytes, "byte")
             );
             if let Some(evidence) = evidence {
                 say!(out, "torn tail: why it is one: {}", evidence_text(evidence));
@@ -467,10 +470,10 @@ fn segment_text(segment: &SegmentVerify) -> String {
         None => format!("no records (first seq {})", segment.first_seq.0),
     };
     format!(
-        "segment {} {}: {seqs}, {} records, {} of {} bytes used",
+        "segment {} {}: {seqs}, {}, {} of {} bytes used",
         segment.id.0,
         segment.path.display(),
-        segment.records,
+        counted(segment.records, "record"),
         segment.used_bytes,
         segment.file_bytes
     )

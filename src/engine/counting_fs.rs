@@ -300,6 +300,14 @@ impl Fs for CountingFs {
         self.inner.rename(from, to)
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.hard_link(from, to)
+    }
+
+    fn is_dir(&self, path: &Path) -> io::Result<bool> {
+        self.inner.is_dir(path)
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.inner.remove_file(path)
     }

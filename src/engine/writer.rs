@@ -87,9 +87,13 @@ struct Io {
     offset: u64,
 }
 
+/// What the flusher thread is told, under the `flusher` lock.
 #[derive(Default)]
 struct FlusherSignal {
+    /// A buffer filled up: group-commit now.
     wake: bool,
+    /// A record was appended while the flusher was parked: look again at what is due.
+    nudged: bool,
     shutdown: bool,
 }
 
@@ -123,6 +127,10 @@ pub(crate) struct Writer {
     poison_cause: Mutex<Option<String>>,
     flusher: Mutex<FlusherSignal>,
     flusher_wake: Condvar,
+    /// Whether the flusher is parked: blocked with nothing to do until an append nudges it.
+    /// Read by every append (one atomic load, no lock, no syscall); only the append that
+    /// clears it takes the `flusher` lock to wake the thread.
+    flusher_parked: AtomicBool,
     segments: Mutex<Vec<SegmentMeta>>,
     prealloc: Preallocator,
     /// Taken after `segments` when both are, never while `state` waits for `io`.
@@ -185,6 +193,7 @@ impl Writer {
             poison_cause: Mutex::new(None),
             flusher: Mutex::new(FlusherSignal::default()),
             flusher_wake: Condvar::new(),
+            flusher_parked: AtomicBool::new(false),
             segments: Mutex::new(start.segments),
             prealloc: start.prealloc,
             durable_pos: Mutex::new(DurablePos {
@@ -398,18 +407,23 @@ impl Writer {
                 self.appended_watch.appended();
                 if due {
                     self.wake_flusher();
+                } else {
+                    self.nudge_flusher();
                 }
                 Ok(())
             }
             Durability::Flushed => {
                 let written = self.write_out(state).map(|_| ());
                 self.appended_watch.appended();
+                self.nudge_flusher();
                 written
             }
             Durability::Synced => {
                 self.synced_fresh.fetch_add(1, Ordering::AcqRel);
                 drop(state);
                 self.appended_watch.appended();
+                // The sync is this thread's; the flusher still owes the mark an update.
+                self.nudge_flusher();
                 self.sync_through(last)
             }
         }
@@ -756,16 +770,76 @@ impl Writer {
         self.flusher_wake.notify_one();
     }
 
-    /// The body of the background flusher thread: every flush delay, or when woken by a
-    /// buffer filling up, group-commits whatever is not yet durable.
+    /// Wakes the flusher if it is parked, after an append (whose `appended_seq` store is
+    /// `SeqCst`, as the flag's accesses are: either this load sees the flag, or the flusher's
+    /// check after setting it sees the record). On the hot path: one atomic load while the
+    /// flusher is awake; the lock and the wake-up only for the first append after idle.
+    fn nudge_flusher(&self) {
+        if self.flusher_parked.load(Ordering::SeqCst)
+            && self.flusher_parked.swap(false, Ordering::SeqCst)
+        {
+            self.flusher.lock().nudged = true;
+            self.flusher_wake.notify_one();
+        }
+    }
+
+    /// How long the flusher may sleep before it has work: the flush delay while records are
+    /// not durable (a `Buffered` record reaches the disk within it), the time until the mark
+    /// is due while it lags the durable end, `None` (park until an append) when neither.
+    fn flusher_timeout(&self) -> Option<Duration> {
+        if self.is_poisoned() {
+            return None;
+        }
+        if self.appended_seq.load(Ordering::Acquire) > self.durable_seq.load(Ordering::Acquire) {
+            return Some(self.flush_delay);
+        }
+        let mark = self.mark.lock();
+        let pos = *self.durable_pos.lock();
+        let current = mark.current();
+        if pos.segment != current.last_segment || pos.seq <= current.durable_seq {
+            return None;
+        }
+        Some(self.mark_interval.saturating_sub(mark.since_written()))
+    }
+
+    /// The body of the background flusher thread: group-commits whatever is not yet durable
+    /// every flush delay while there is some, or at once when woken by a buffer filling up,
+    /// and updates the mark when it is due. With nothing to do it parks, without a timeout,
+    /// until an append nudges it: an idle store does not wake.
     pub(crate) fn run_flusher(&self) {
         let mut signal = self.flusher.lock();
         loop {
-            if !signal.wake && !signal.shutdown {
-                self.flusher_wake.wait_for(&mut signal, self.flush_delay);
-            }
             if signal.shutdown {
                 return;
+            }
+            if !signal.wake {
+                let seen = self.appended_seq.load(Ordering::SeqCst);
+                drop(signal);
+                let timeout = self.flusher_timeout();
+                signal = self.flusher.lock();
+                match timeout {
+                    Some(timeout) => {
+                        if !signal.wake && !signal.shutdown {
+                            self.flusher_wake.wait_for(&mut signal, timeout);
+                        }
+                    }
+                    None => {
+                        signal.nudged = false;
+                        self.flusher_parked.store(true, Ordering::SeqCst);
+                        // An append that did not see the flag stored its seq before reading it.
+                        if self.appended_seq.load(Ordering::SeqCst) == seen {
+                            while !signal.wake && !signal.nudged && !signal.shutdown {
+                                self.flusher_wake.wait(&mut signal);
+                            }
+                        }
+                        self.flusher_parked.store(false, Ordering::SeqCst);
+                        // Records appended meanwhile get their flush delay from now on.
+                        continue;
+                    }
+                }
+                if signal.shutdown {
+                    return;
+                }
             }
             signal.wake = false;
             drop(signal);

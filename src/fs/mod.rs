@@ -39,6 +39,13 @@ pub trait Fs: Send + Sync + fmt::Debug + 'static {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn FsFile>>;
     /// Renames `from` to `to`, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Gives the file `from` a second name `to` (`link(2)`), failing with
+    /// [`io::ErrorKind::AlreadyExists`] if `to` exists: the atomic create-if-absent of a
+    /// `file://` replica. The new name is durable only after [`Fs::sync_dir`] on its directory.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Whether `path` is a directory (following symbolic links); `Ok(false)` when nothing has
+    /// that name.
+    fn is_dir(&self, path: &Path) -> io::Result<bool>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Removes an empty directory; fails if it holds anything.

@@ -45,6 +45,18 @@ impl Fs for RealFs {
         fs::rename(from, to)
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
+    }
+
+    fn is_dir(&self, path: &Path) -> io::Result<bool> {
+        match fs::metadata(path) {
+            Ok(meta) => Ok(meta.is_dir()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
     }

@@ -17,7 +17,7 @@
 //!   left;
 //! - silent corruption of synced data: a bit flip or a zeroed sector.
 //!
-//! Every state-changing call (create, write, sync, rename, remove, directory sync) is one
+//! Every state-changing call (create, write, sync, rename, link, remove, directory sync) is one
 //! numbered operation, so a test can count a workload's operations and crash it at each one.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -513,6 +513,28 @@ impl Fs for SimFs {
         let inode = state.inode_of(from)?;
         state.change_names(vec![(from.to_path_buf(), None), (to.to_path_buf(), Some(inode))]);
         Ok(())
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = self.state.lock();
+        if let Some(fault) = state.op()? {
+            return Err(fault_error(fault));
+        }
+        let inode = state.inode_of(from)?;
+        if state.names.contains_key(to) || state.dirs.contains(to) {
+            return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+        }
+        if !state.dirs.contains(&parent_of(to)) {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        state.change_names(vec![(to.to_path_buf(), Some(inode))]);
+        Ok(())
+    }
+
+    fn is_dir(&self, path: &Path) -> io::Result<bool> {
+        let state = self.state.lock();
+        state.check_alive()?;
+        Ok(state.dirs.contains(path))
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {

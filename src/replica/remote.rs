@@ -2,12 +2,13 @@
 //! "Locations and the seam"): [`Remote`], its `file://` implementation [`DirRemote`], and
 //! [`open`], which turns a location URL into one.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{ErrorKind, Result};
+use crate::fs::{Fs, OpenMode, RealFs};
 
 /// An object store as a replica sees it. Objects are immutable once created; names are
 /// relative, `/`-separated, without empty, `.` or `..` components.
@@ -114,11 +115,14 @@ fn unsupported(url: &str, reason: &str) -> crate::Error {
 
 /// A replica in a directory (`file://`): an object is a file under it. A create writes a
 /// hidden temporary file, syncs it and links it to its name, so readers never see part of
-/// an object and two creators of one name cannot both succeed.
+/// an object and two creators of one name cannot both succeed. Every file-system call goes
+/// through an [`Fs`] ([`RealFs`] unless [`DirRemote::create_with_fs`] gives another), so the
+/// fault-injecting file systems of the tests reach it as they reach the log.
 #[derive(Debug)]
 pub struct DirRemote {
     url: String,
     root: PathBuf,
+    fs: Arc<dyn Fs>,
     temporaries: AtomicU64,
 }
 
@@ -126,15 +130,27 @@ pub struct DirRemote {
 const TEMPORARY_PREFIX: &str = ".tmp-";
 
 impl DirRemote {
-    /// The replica in `root` (created with its parents if missing), named `url` in messages.
+    /// The replica in `root` on the real file system (created with its parents if missing),
+    /// named `url` in messages.
     ///
     /// # Errors
     ///
     /// [`ErrorKind::Remote`] when `root` cannot be created.
     pub fn create(url: &str, root: &Path) -> Result<DirRemote> {
+        DirRemote::create_with_fs(Arc::new(RealFs), url, root)
+    }
+
+    /// The replica in `root` on the file system `fs` (created with its parents if missing),
+    /// named `url` in messages: how a test runs a `file://` replica on a file system that
+    /// fails or crashes.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Remote`] when `root` cannot be created.
+    pub fn create_with_fs(fs: Arc<dyn Fs>, url: &str, root: &Path) -> Result<DirRemote> {
         let remote =
-            DirRemote { url: url.to_owned(), root: root.to_path_buf(), temporaries: 0.into() };
-        fs::create_dir_all(root).map_err(|e| remote.failed("create", "", &e))?;
+            DirRemote { url: url.to_owned(), root: root.to_path_buf(), fs, temporaries: 0.into() };
+        remote.create_dirs_synced(root).map_err(|e| remote.failed("create", "", &e))?;
         Ok(remote)
     }
 
@@ -162,25 +178,81 @@ impl DirRemote {
 
     fn write_new(&self, path: &Path, bytes: &[u8]) -> io::Result<bool> {
         let parent = path.parent().unwrap_or(&self.root);
-        create_dirs_synced(parent)?;
+        self.create_dirs_synced(parent)?;
         let number = self.temporaries.fetch_add(1, Ordering::Relaxed);
         let temporary = parent.join(format!("{TEMPORARY_PREFIX}{}-{number}", std::process::id()));
         let written = (|| {
-            let mut file = File::create_new(&temporary)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            match fs::hard_link(&temporary, path) {
+            let file = self.fs.open(&temporary, OpenMode::CreateNew)?;
+            file.write_all_at(bytes, 0)?;
+            file.sync_data()?;
+            match self.fs.hard_link(&temporary, path) {
                 Ok(()) => Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
                 Err(e) => Err(e),
             }
         })();
-        let _ = fs::remove_file(&temporary);
+        // Whatever happened, the temporary goes: a failed create leaves no trace but, at
+        // worst, a temporary name that listings skip.
+        let _ = self.fs.remove_file(&temporary);
         let created = written?;
         if created {
-            File::open(parent)?.sync_all()?;
+            self.fs.sync_dir(parent)?;
         }
         Ok(created)
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let file = self.fs.open(path, OpenMode::Read)?;
+        let len = usize::try_from(file.len()?)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "object too large"))?;
+        let mut bytes = vec![0; len];
+        file.read_exact_at(&mut bytes, 0)?;
+        Ok(bytes)
+    }
+
+    /// Creates `dir` and its missing ancestors, syncing the directory that holds each one it
+    /// creates, so that an object created inside is not lost with its directory by a power
+    /// failure.
+    fn create_dirs_synced(&self, dir: &Path) -> io::Result<()> {
+        if self.fs.is_dir(dir)? {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent() {
+            self.create_dirs_synced(parent)?;
+        }
+        // The parent exists: this creates `dir` alone, or finds it made by a racing creator.
+        self.fs.create_dir_all(dir)?;
+        match dir.parent() {
+            Some(parent) => self.fs.sync_dir(parent),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds the files under `dir` (named `prefix` + their relative path) to `names`, skipping
+    /// temporary files; a missing `dir` holds nothing.
+    fn list_files(&self, dir: &Path, prefix: &str, names: &mut Vec<String>) -> io::Result<()> {
+        let entries = match self.fs.list_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for name in entries {
+            if name.starts_with(TEMPORARY_PREFIX) {
+                continue;
+            }
+            let relative = if prefix.is_empty() || prefix.ends_with('/') {
+                format!("{prefix}{name}")
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let path = dir.join(&name);
+            if self.fs.is_dir(&path)? {
+                self.list_files(&path, &format!("{relative}/"), names)?;
+            } else {
+                names.push(relative);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -192,7 +264,7 @@ impl Remote for DirRemote {
 
     fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
         let path = self.path("get", name)?;
-        match fs::read(&path) {
+        match self.read(&path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.failed("get", name, &e)),
@@ -202,14 +274,14 @@ impl Remote for DirRemote {
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         let mut names = Vec::new();
         let start = self.root.join(prefix.trim_end_matches('/'));
-        list_files(&start, prefix, &mut names).map_err(|e| self.failed("list", prefix, &e))?;
+        self.list_files(&start, prefix, &mut names).map_err(|e| self.failed("list", prefix, &e))?;
         names.sort();
         Ok(names)
     }
 
     fn delete(&self, name: &str) -> Result<()> {
         let path = self.path("delete", name)?;
-        match fs::remove_file(&path) {
+        match self.fs.remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(self.failed("delete", name, &e)),
@@ -219,55 +291,6 @@ impl Remote for DirRemote {
     fn location(&self) -> &str {
         &self.url
     }
-}
-
-/// Creates `dir` and its missing ancestors, syncing the directory that holds each one it
-/// creates, so that an object created inside is not lost with its directory by a power
-/// failure.
-fn create_dirs_synced(dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        create_dirs_synced(parent)?;
-    }
-    match fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    match dir.parent() {
-        Some(parent) => File::open(parent)?.sync_all(),
-        None => Ok(()),
-    }
-}
-
-/// Adds the files under `dir` (named `prefix` + their relative path) to `names`, skipping
-/// temporary files; a missing `dir` holds nothing.
-fn list_files(dir: &Path, prefix: &str, names: &mut Vec<String>) -> io::Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let Ok(name) = entry.file_name().into_string() else { continue };
-        if name.starts_with(TEMPORARY_PREFIX) {
-            continue;
-        }
-        let relative = if prefix.is_empty() || prefix.ends_with('/') {
-            format!("{prefix}{name}")
-        } else {
-            format!("{prefix}/{name}")
-        };
-        if entry.file_type()?.is_dir() {
-            list_files(&entry.path(), &format!("{relative}/"), names)?;
-        } else {
-            names.push(relative);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

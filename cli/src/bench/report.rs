@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::policies::Measured;
+use crate::text::counted;
 
 /// The figures of one policy over every run.
 #[derive(Debug, Clone)]
@@ -134,16 +135,15 @@ pub fn table(workload: &Workload, policies: &[PolicyReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "workload: {} task(s) x {} turns x {} steps x {} tokens ({} events/session; deltas {} B, \
-         tool/result ~{} B); {} interleaved run(s)",
-        workload.tasks,
-        workload.turns,
-        workload.steps,
-        workload.tokens,
+        "workload: {} x {} x {} x {} ({} events/session; deltas {} B, tool/result ~{} B); {}",
+        counted(workload.tasks as u64, "task"),
+        counted(workload.turns as u64, "turn"),
+        counted(workload.steps as u64, "step"),
+        counted(workload.tokens as u64, "token"),
         workload.events_per_session,
         workload.delta_bytes,
         workload.result_bytes,
-        workload.runs
+        counted(workload.runs as u64, "interleaved run")
     );
     let _ = writeln!(
         out,
@@ -427,8 +427,12 @@ pub fn svg(workload: &Workload, policies: &[PolicyReport]) -> String {
     let height = cdf_bottom + 56.0;
 
     let title = format!(
-        "factlog bench: {} task(s) x {} turns x {} steps x {} tokens, {} run(s)",
-        workload.tasks, workload.turns, workload.steps, workload.tokens, workload.runs
+        "factlog bench: {} x {} x {} x {}, {}",
+        counted(workload.tasks as u64, "task"),
+        counted(workload.turns as u64, "turn"),
+        counted(workload.steps as u64, "step"),
+        counted(workload.tokens as u64, "token"),
+        counted(workload.runs as u64, "run")
     );
     let mut out = svg_start(SVG_WIDTH, height, &title);
 

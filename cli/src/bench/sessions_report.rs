@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::policies::Measured;
 use super::report::{LogScale, Spread, colour, decade_label, duration, percentile, svg_start, xml};
+use crate::text::counted;
 
 /// The workload of a run, for the header and the JSON.
 #[derive(Debug, Clone)]
@@ -103,17 +104,17 @@ pub fn table(workload: &SessionsWorkload, rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "workload: N sessions at once, each {} turns x {} steps x {} tokens ({} events, {} \
-         critical; deltas {} B, tool/result ~{} B); N = {:?}; {} interleaved run(s)",
-        workload.turns,
-        workload.steps,
-        workload.tokens,
+        "workload: N sessions at once, each {} x {} x {} ({} events, {} critical; deltas {} \
+         B, tool/result ~{} B); N = {:?}; {}",
+        counted(workload.turns as u64, "turn"),
+        counted(workload.steps as u64, "step"),
+        counted(workload.tokens as u64, "token"),
         workload.events_per_session,
         workload.critical_events_per_session,
         workload.delta_bytes,
         workload.result_bytes,
         workload.sessions,
-        workload.runs
+        counted(workload.runs as u64, "interleaved run")
     );
     let _ = writeln!(
         out,
@@ -288,8 +289,11 @@ pub fn svg(workload: &SessionsWorkload, rows: &[Row]) -> String {
     let panel_height = SVG_PLOT_HEIGHT + 90.0;
     let height = 40.0 + panel_height * panels.len() as f64;
     let title = format!(
-        "factlog bench --sessions: N sessions of {} turns x {} steps x {} tokens, {} run(s)",
-        workload.turns, workload.steps, workload.tokens, workload.runs
+        "factlog bench --sessions: N sessions of {} x {} x {}, {}",
+        counted(workload.turns as u64, "turn"),
+        counted(workload.steps as u64, "step"),
+        counted(workload.tokens as u64, "token"),
+        counted(workload.runs as u64, "run")
     );
     let mut out = svg_start(SVG_WIDTH, height, &title);
     for (i, panel) in panels.iter().enumerate() {
