@@ -273,6 +273,11 @@ pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
 /// [`plan_task`], and with `after_loss` (the log lost events, as after a salvage: the task's
 /// contract or its risk may be among them) every task needs repair and asks for a
 /// confirmation, whatever its known risk.
+///
+/// The repair, in this order: a `tool/outcome_unknown` for each call dispatched without a
+/// result, an `approval/expired` for each `once` or `run` grant, a `signal/expired` for each
+/// pending cancel, the open step and turn closed as interrupted, and a `recovery/restored`
+/// recording the decisions, unless there is nothing to record.
 #[must_use]
 pub fn plan_task_after(
     id: &TaskId,
@@ -290,7 +295,35 @@ pub fn plan_task_after(
     {
         return (report_last(id, task), Vec::new());
     }
-    // Work since the last closed turn or restart: that is what the restart interrupted.
+    let mut bodies = Vec::new();
+    let calls = decide_open_calls(task, &mut bodies);
+    let expired = expire_approvals(task, &mut bodies);
+    let expired_signals = expire_signals(task, &mut bodies);
+    let (interrupted_step, interrupted_turn) = interrupt_step_and_turn(task, &mut bodies);
+    let recovery = TaskRecovery {
+        task: id.clone(),
+        calls,
+        expired,
+        expired_signals,
+        interrupted_step,
+        interrupted_turn,
+        resume,
+        events_written: 0,
+    };
+    // Nothing open, nothing to expire, no call to decide and no confirmation to ask for: a
+    // `recovery/restored` would record nothing, so none is written.
+    if bodies.is_empty() && recovery.calls.is_empty() && resume == Resume::Ready {
+        return (recovery, bodies);
+    }
+    bodies.push(restored_body(&recovery));
+    (recovery, bodies)
+}
+
+/// The calls of the work the restart interrupted (since the last closed turn or restart),
+/// each classified by the decision table, in the order the model asked for them (calls no
+/// message asked for, by dispatch). A call dispatched without a result gets a
+/// `tool/outcome_unknown` in `bodies`.
+fn decide_open_calls(task: &TaskState, bodies: &mut Vec<Body>) -> Vec<CallReport> {
     let closed = task
         .execution
         .last_turn_end_seq
@@ -305,7 +338,6 @@ pub fn plan_task_after(
             CallStatus::Completed => c.dispatched_seq > closed,
         })
         .collect();
-    // In the order the model asked for them; calls no message asked for, by dispatch.
     open_calls.sort_by_key(|(_, c)| {
         if c.announced_seq > 0 {
             (c.announced_seq, c.announced_index)
@@ -313,7 +345,6 @@ pub fn plan_task_after(
             (c.dispatched_seq, 0)
         }
     });
-    let mut bodies = Vec::new();
     let mut calls = Vec::new();
     for (call_id, call) in open_calls {
         let report = report_call(call_id, call);
@@ -326,6 +357,12 @@ pub fn plan_task_after(
         }
         calls.push(report);
     }
+    calls
+}
+
+/// The granted `once` and `run` approvals, which no restart keeps: each gets an
+/// `approval/expired` in `bodies`.
+fn expire_approvals(task: &TaskState, bodies: &mut Vec<Body>) -> Vec<ApprovalId> {
     let expired: Vec<ApprovalId> = task
         .control
         .approvals
@@ -342,6 +379,11 @@ pub fn plan_task_after(
             ..Default::default()
         }));
     }
+    expired
+}
+
+/// The pending cancels, which no restart keeps: each gets a `signal/expired` in `bodies`.
+fn expire_signals(task: &TaskState, bodies: &mut Vec<Body>) -> Vec<u64> {
     let expired_signals = task.control.pending_cancels.clone();
     for &signal_seq in &expired_signals {
         bodies.push(Body::SignalExpired(SignalExpired {
@@ -350,6 +392,12 @@ pub fn plan_task_after(
             ..Default::default()
         }));
     }
+    expired_signals
+}
+
+/// The open step and turn, each closed as interrupted by a repair `step/end` and `turn/end`
+/// in `bodies`.
+fn interrupt_step_and_turn(task: &TaskState, bodies: &mut Vec<Body>) -> (Option<u64>, Option<u64>) {
     let interrupted_step = task.execution.open_step;
     if interrupted_step.is_some() {
         bodies.push(Body::StepEnd(StepEnd {
@@ -366,29 +414,19 @@ pub fn plan_task_after(
             ..Default::default()
         }));
     }
-    let recovery = TaskRecovery {
-        task: id.clone(),
-        calls,
-        expired,
-        expired_signals,
-        interrupted_step,
-        interrupted_turn,
-        resume,
-        events_written: 0,
-    };
-    // Nothing open, nothing to expire, no call to decide and no confirmation to ask for: a
-    // `recovery/restored` would record nothing, so none is written.
-    if bodies.is_empty() && recovery.calls.is_empty() && resume == Resume::Ready {
-        return (recovery, bodies);
-    }
-    let resume_name = match resume {
+    (interrupted_step, interrupted_turn)
+}
+
+/// The `recovery/restored` event of `recovery`: whether the task may resume, the approvals
+/// expired, and the decisions, within a byte budget so that the event stays far below the
+/// body limit however many calls a task left open (the report itself lists them all).
+fn restored_body(recovery: &TaskRecovery) -> Body {
+    let resume_name = match recovery.resume {
         Resume::Ready => "ready",
         Resume::NeedsConfirmation => "needs_confirmation",
     };
-    // The decisions recorded, within a byte budget so that the event stays far below the
-    // body limit however many calls a task left open; the report itself lists them all.
     let mut budget = RESTORED_CALLS_BYTES_MAX;
-    bodies.push(Body::Restored(Restored {
+    Body::Restored(Restored {
         resume: resume_name.to_owned(),
         calls: recovery
             .calls
@@ -407,8 +445,7 @@ pub fn plan_task_after(
             .collect(),
         expired: recovery.expired.clone(),
         ..Default::default()
-    }));
-    (recovery, bodies)
+    })
 }
 
 /// The report of a task that needs no repair: the decisions of its last recovery (none if it
