@@ -15,6 +15,7 @@ use crate::harness::codec;
 use crate::harness::event::{Body, Event, EventType};
 use crate::harness::fold;
 use crate::harness::ids::{CallId, TaskId, check_task_id};
+use crate::harness::replication_progress::Progress;
 use crate::harness::request_key;
 use crate::harness::secret;
 use crate::harness::secret_shapes;
@@ -171,100 +172,127 @@ impl Store {
             && bodies.iter().any(|b| b.event_type().is_some_and(|t| types.contains(&t)))
     }
 
-    /// The checked, atomic append of `bodies` to the task of `cell`.
+    /// The checked, atomic append of `bodies` to the task of `cell`: the batch is bounded,
+    /// each body prepared and encoded, all checked against the task's state under its lock,
+    /// written through the compare-and-set gate and folded in; a `Replicated` append then
+    /// waits for its replica. `by_recovery` marks a takeover's repair, which skips the caller's
+    /// durability and secret policies and the checks recovery itself makes true.
     pub(crate) fn append_events(
         &self,
         cell: &TaskCell,
         mut bodies: Vec<Body>,
         options: AppendOptions,
         by_recovery: bool,
-        mut findings: Option<&mut Vec<secret_shapes::Finding>>,
+        findings: Option<&mut Vec<secret_shapes::Finding>>,
     ) -> Result<Appended> {
-        if bodies.is_empty() || bodies.len() > EVENT_BATCH_MAX {
-            return Err(ErrorKind::LimitExceeded {
-                what: "events in one batch (at least 1)",
-                value: bodies.len() as u64,
-                limit: EVENT_BATCH_MAX as u64,
-            }
-            .into());
-        }
-        let mut durability = Durability::Buffered;
-        let replicated = !by_recovery && (options.replicated || self.replicated_by_type(&bodies));
-        let progress = if replicated {
-            let progress = self.inner.replication.lock().clone();
-            let Some(progress) = progress else {
-                return Err(ErrorKind::NotReplicated {
-                    seq: 0,
-                    reason: "this store is not replicating".to_owned(),
-                }
-                .into());
-            };
-            durability = Durability::Synced;
-            Some(progress)
-        } else {
-            None
-        };
-        let mut encoded = Vec::with_capacity(bodies.len());
-        // Bodies are written in the schemas of the log's format, so that a format-1 log stays
-        // readable by the release that wrote it (`format-spec/events.md`, "Schema versions").
-        let format_version = self.inner.log.format_version();
-        let refuse_unmarked = (!by_recovery && self.inner.options.refuse_unmarked_secrets)
-            .then_some(cell.id.as_str());
-        for body in &mut bodies {
-            if !by_recovery {
-                durability = durability.max(resolve_durability(body, options.durability)?);
-            }
-            encoded.push(prepare(body, format_version, refuse_unmarked, findings.as_deref_mut())?);
-        }
-        if by_recovery {
-            // Recovery batches every task's repair and syncs once at the end.
-            durability = options.durability.unwrap_or(Durability::Synced);
-        }
+        check_batch_len(bodies.len())?;
+        let replica = self.replica_to_wait_for(&bodies, options, by_recovery)?;
+        let (encoded, durability) = self.encode_batch(
+            cell,
+            &mut bodies,
+            options,
+            by_recovery,
+            replica.is_some(),
+            findings,
+        )?;
         // A `Task` exists only once `Store::task` took its task over (on a writable store).
         debug_assert!(
             by_recovery || cell.held.load(Ordering::Acquire) || self.inner.log.is_read_only()
         );
         let now = self.now_us();
         let mut locked = cell.state.lock();
-        // Check each event against the state as the batch's earlier events leave it.
-        let mut scratch: Option<TaskState> = None;
-        for (i, body) in bodies.iter().enumerate() {
-            let view = scratch.as_ref().unwrap_or(&locked);
-            match check::check(&cell.id, view, body, now, by_recovery)? {
-                Verdict::Write => {}
-                Verdict::Duplicate { call_id, receipt, result_seq } if bodies.len() == 1 => {
-                    return Ok(Appended::Duplicate {
-                        call_id,
-                        receipt,
-                        result_seq: Seq(result_seq),
-                        revision: cell.revision.load(Ordering::Acquire),
-                    });
-                }
-                Verdict::Duplicate { call_id, .. } => {
-                    return Err(ErrorKind::InvalidEvent {
-                        event_type: EventType::ToolCall.name().to_owned(),
-                        reason: format!(
-                            "call {:?} already completed; a batch cannot hold a duplicate \
-                             dispatch: send it alone to get its receipt",
-                            call_id.0
-                        ),
-                    }
-                    .into());
-                }
-            }
-            if bodies.len() > 1 && i + 1 < bodies.len() {
-                let state = scratch.get_or_insert_with(|| check::batch_view(&locked, &bodies));
-                fold::apply_to_task(state, &probe_event(&cell.id, body.clone(), now));
-            }
+        if let Some(duplicate) = check_batch(cell, &locked, &bodies, now, by_recovery)? {
+            return Ok(duplicate);
         }
         let task = cell.id.as_str();
         let mut records: Vec<Vec<u8>> =
             encoded.iter().map(|body| codec::encode_parts(task, 0, now, body)).collect();
+        let first = self.write_batch(cell, &mut records, options.expected_revision, durability)?;
+        // Fold in log order: the events are durable as asked, and the task lock is still held.
+        let (revision, turn_ended) =
+            fold_written(cell, &mut locked, bodies, &records, &encoded, first, now);
+        drop(locked);
+        let last = Seq(first.0 + records.len() as u64 - 1);
+        self.after_append(last, turn_ended);
+        if let Some(progress) = replica {
+            progress.wait_shipped(last.0)?;
+        }
+        Ok(Appended::Written { seq: first, revision })
+    }
+
+    /// The replication a `Replicated` append waits for (asked for, or by its event types;
+    /// never for recovery's repair): `None` when it is not one; refused when this store is
+    /// not replicating, before anything is written.
+    fn replica_to_wait_for(
+        &self,
+        bodies: &[Body],
+        options: AppendOptions,
+        by_recovery: bool,
+    ) -> Result<Option<Arc<Progress>>> {
+        let replicated = !by_recovery && (options.replicated || self.replicated_by_type(bodies));
+        if !replicated {
+            return Ok(None);
+        }
+        let progress = self.inner.replication.lock().clone();
+        let Some(progress) = progress else {
+            return Err(ErrorKind::NotReplicated {
+                seq: 0,
+                reason: "this store is not replicating".to_owned(),
+            }
+            .into());
+        };
+        Ok(Some(progress))
+    }
+
+    /// Prepares and encodes each body ([`prepare`]) and the durability the batch waits for:
+    /// the strongest its events ask for, at least `Synced` when `replicated`; for recovery's
+    /// repair, the one it passes (`Synced` if none), as it batches every task's repair and
+    /// syncs once at the end.
+    fn encode_batch(
+        &self,
+        cell: &TaskCell,
+        bodies: &mut [Body],
+        options: AppendOptions,
+        by_recovery: bool,
+        replicated: bool,
+        mut findings: Option<&mut Vec<secret_shapes::Finding>>,
+    ) -> Result<(Vec<codec::EncodedBody>, Durability)> {
+        let mut durability = if replicated { Durability::Synced } else { Durability::Buffered };
+        let mut encoded = Vec::with_capacity(bodies.len());
+        // Bodies are written in the schemas of the log's format, so that a format-1 log stays
+        // readable by the release that wrote it (`format-spec/events.md`, "Schema versions").
+        let format_version = self.inner.log.format_version();
+        let refuse_unmarked = (!by_recovery && self.inner.options.refuse_unmarked_secrets)
+            .then_some(cell.id.as_str());
+        for body in bodies {
+            if !by_recovery {
+                durability = durability.max(resolve_durability(body, options.durability)?);
+            }
+            encoded.push(prepare(body, format_version, refuse_unmarked, findings.as_deref_mut())?);
+        }
+        if by_recovery {
+            durability = options.durability.unwrap_or(Durability::Synced);
+        }
+        Ok((encoded, durability))
+    }
+
+    /// Writes `records`, the encoded events of the task of `cell`, as one atomic batch at
+    /// `durability`, and returns the first one's seq. Under the log's lock, the gate refuses a
+    /// revision other than `expected_revision` (compare-and-set), sets each record's revision
+    /// and moves the task's counters, so that revisions follow log order.
+    fn write_batch(
+        &self,
+        cell: &TaskCell,
+        records: &mut [Vec<u8>],
+        expected_revision: Option<u64>,
+        durability: Durability,
+    ) -> Result<Seq> {
+        let task = cell.id.as_str();
         let bytes: usize = records.iter().map(Vec::len).sum();
         let count = records.len() as u64;
         let gate = |seq: Seq, records: &mut [Vec<u8>]| -> Result<()> {
             let current = cell.revision.load(Ordering::Acquire);
-            if let Some(expected) = options.expected_revision
+            if let Some(expected) = expected_revision
                 && expected != current
             {
                 return Err(ErrorKind::StaleRevision {
@@ -282,46 +310,16 @@ impl Store {
             bump(&self.inner.appended_bytes, bytes as u64);
             Ok(())
         };
-        let first = if records.len() == 1 {
-            let record = &mut records[0];
+        if let [record] = records {
             let len = record.len();
             self.inner.log.append_with(len, durability, |seq, out| {
                 gate(seq, std::slice::from_mut(record))?;
                 out.copy_from_slice(record);
                 Ok(())
-            })?
+            })
         } else {
-            self.inner.log.append_batch_with(&mut records, durability, gate)?
-        };
-        // Fold in log order: the events are durable as asked, and the task lock is still held.
-        let mut revision = 0;
-        let mut turn_ended = false;
-        for (i, ((body, record), codec::EncodedBody { schema, .. })) in
-            bodies.into_iter().zip(&records).zip(&encoded).enumerate()
-        {
-            revision = u64::from_le_bytes(
-                record[codec::REVISION_OFFSET..codec::REVISION_OFFSET + 8]
-                    .try_into()
-                    .expect("8 bytes"),
-            );
-            turn_ended |= matches!(body, Body::TurnEnd(_));
-            let event = Event {
-                seq: Seq(first.0 + i as u64),
-                task: cell.id.clone(),
-                revision,
-                timestamp_us: now,
-                schema: *schema,
-                body,
-            };
-            fold::apply_to_task(&mut locked, &event);
+            self.inner.log.append_batch_with(records, durability, gate)
         }
-        drop(locked);
-        let last = Seq(first.0 + count - 1);
-        self.after_append(last, turn_ended);
-        if let Some(progress) = progress {
-            progress.wait_shipped(last.0)?;
-        }
-        Ok(Appended::Written { seq: first, revision })
     }
 
     /// The snapshot policy: counts what was appended and writes a snapshot when one is due.
@@ -353,6 +351,97 @@ pub(crate) fn check_delta_text(text: &str) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Refuses an empty batch or one of more than [`EVENT_BATCH_MAX`] events.
+fn check_batch_len(len: usize) -> Result<()> {
+    if len == 0 || len > EVENT_BATCH_MAX {
+        return Err(ErrorKind::LimitExceeded {
+            what: "events in one batch (at least 1)",
+            value: len as u64,
+            limit: EVENT_BATCH_MAX as u64,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Checks each of `bodies` against the task's state `locked` as the batch's earlier events
+/// leave it (`harness/check.rs`). A lone `tool/call` whose call already completed is not
+/// written: its first result is returned as [`Appended::Duplicate`]; in a batch of more, such
+/// a call is refused.
+fn check_batch(
+    cell: &TaskCell,
+    locked: &TaskState,
+    bodies: &[Body],
+    now: u64,
+    by_recovery: bool,
+) -> Result<Option<Appended>> {
+    let mut scratch: Option<TaskState> = None;
+    for (i, body) in bodies.iter().enumerate() {
+        let view = scratch.as_ref().unwrap_or(locked);
+        match check::check(&cell.id, view, body, now, by_recovery)? {
+            Verdict::Write => {}
+            Verdict::Duplicate { call_id, receipt, result_seq } if bodies.len() == 1 => {
+                return Ok(Some(Appended::Duplicate {
+                    call_id,
+                    receipt,
+                    result_seq: Seq(result_seq),
+                    revision: cell.revision.load(Ordering::Acquire),
+                }));
+            }
+            Verdict::Duplicate { call_id, .. } => {
+                return Err(ErrorKind::InvalidEvent {
+                    event_type: EventType::ToolCall.name().to_owned(),
+                    reason: format!(
+                        "call {:?} already completed; a batch cannot hold a duplicate \
+                         dispatch: send it alone to get its receipt",
+                        call_id.0
+                    ),
+                }
+                .into());
+            }
+        }
+        if bodies.len() > 1 && i + 1 < bodies.len() {
+            let state = scratch.get_or_insert_with(|| check::batch_view(locked, bodies));
+            fold::apply_to_task(state, &probe_event(&cell.id, body.clone(), now));
+        }
+    }
+    Ok(None)
+}
+
+/// Folds the events just written (`records`, from seq `first`) into the task's state
+/// `locked`, in log order; returns the task's revision after them and whether one ended a
+/// turn.
+fn fold_written(
+    cell: &TaskCell,
+    locked: &mut TaskState,
+    bodies: Vec<Body>,
+    records: &[Vec<u8>],
+    encoded: &[codec::EncodedBody],
+    first: Seq,
+    now: u64,
+) -> (u64, bool) {
+    let mut revision = 0;
+    let mut turn_ended = false;
+    for (i, ((body, record), codec::EncodedBody { schema, .. })) in
+        bodies.into_iter().zip(records).zip(encoded).enumerate()
+    {
+        revision = u64::from_le_bytes(
+            record[codec::REVISION_OFFSET..codec::REVISION_OFFSET + 8].try_into().expect("8 bytes"),
+        );
+        turn_ended |= matches!(body, Body::TurnEnd(_));
+        let event = Event {
+            seq: Seq(first.0 + i as u64),
+            task: cell.id.clone(),
+            revision,
+            timestamp_us: now,
+            schema: *schema,
+            body,
+        };
+        fold::apply_to_task(locked, &event);
+    }
+    (revision, turn_ended)
 }
 
 /// Adds `n` to a counter whose every writer holds the log's writer lock.

@@ -91,25 +91,7 @@ impl Store {
         inner.log.flush(crate::types::Durability::Flushed).ok();
         let live = self.state();
         let first_seq = inner.log.first_seq()?.0;
-        let (mut rebuilt, rebuilt_from) = if first_seq > 1 {
-            // The events before `first_seq` are gone, so the rebuild has to start from a
-            // snapshot. The oldest usable one is checked against the most events; a snapshot
-            // is usable under the rules an open applies to it.
-            let base = snapshot::list(&*inner.fs, &inner.dir)?
-                .iter()
-                .filter(|f| f.covered_seq.0 + 1 >= first_seq && f.covered_seq.0 <= through)
-                .find_map(|file| snapshot::load(&*inner.fs, file).ok());
-            let Some((meta, state)) = base else {
-                let checked = snapshot::check_all(&*inner.fs, &inner.dir, first_seq)?;
-                let lost = snapshot::base_lost(&inner.dir, first_seq, &checked.files);
-                return Err(lost.unwrap_or_else(|| {
-                    ErrorKind::Reclaimed { requested: 1, first_available: first_seq }.into()
-                }));
-            };
-            (state, Some(meta))
-        } else {
-            (State::default(), None)
-        };
+        let (mut rebuilt, rebuilt_from) = self.rebuild_base(first_seq, through)?;
         let base_seq = rebuilt_from.as_ref().map_or(0, |m| m.covered_seq.0);
         // One pass over the events serves both comparisons: the rebuild reaches the newest
         // snapshot's seq on its way to the live state's. The reader is taken after the live
@@ -148,6 +130,31 @@ impl Store {
             events: replayed,
             skipped_snapshots: latest.skipped,
         })
+    }
+
+    /// Where [`Store::verify_deep`] rebuilds from: the empty state, or, when the log's first
+    /// seq `first_seq` is past 1 (segments were reclaimed), the oldest usable snapshot that
+    /// the kept log continues, through `through` at most.
+    fn rebuild_base(&self, first_seq: u64, through: u64) -> Result<(State, Option<SnapshotMeta>)> {
+        if first_seq <= 1 {
+            return Ok((State::default(), None));
+        }
+        let inner = &self.inner;
+        // The events before `first_seq` are gone, so the rebuild has to start from a
+        // snapshot. The oldest usable one is checked against the most events; a snapshot
+        // is usable under the rules an open applies to it.
+        let base = snapshot::list(&*inner.fs, &inner.dir)?
+            .iter()
+            .filter(|f| f.covered_seq.0 + 1 >= first_seq && f.covered_seq.0 <= through)
+            .find_map(|file| snapshot::load(&*inner.fs, file).ok());
+        let Some((meta, state)) = base else {
+            let checked = snapshot::check_all(&*inner.fs, &inner.dir, first_seq)?;
+            let lost = snapshot::base_lost(&inner.dir, first_seq, &checked.files);
+            return Err(lost.unwrap_or_else(|| {
+                ErrorKind::Reclaimed { requested: 1, first_available: first_seq }.into()
+            }));
+        };
+        Ok((state, Some(meta)))
     }
 
     /// Reclaims disk space, explicitly: deletes the log segments whose every event is

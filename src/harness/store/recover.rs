@@ -130,15 +130,7 @@ impl Store {
                 return Ok(report_last(&cell.id, &state));
             }
             let (mut recovery, mut bodies) = plan_task_after(&cell.id, &state, after_loss);
-            // What earlier batches of this takeover expired is no longer in the plan.
-            if !expired.is_empty() || !expired_signals.is_empty() {
-                recovery.expired = [expired.clone(), recovery.expired].concat();
-                recovery.expired_signals =
-                    [expired_signals.clone(), recovery.expired_signals].concat();
-                if let Some(Body::Restored(restored)) = bodies.last_mut() {
-                    restored.expired.clone_from(&recovery.expired);
-                }
-            }
+            merge_expired(&mut recovery, &mut bodies, &expired, &expired_signals);
             if bodies.is_empty() {
                 recovery.events_written = written;
                 break recovery;
@@ -148,20 +140,7 @@ impl Store {
                 bodies.truncate(EVENT_BATCH_MAX);
             }
             let count = bodies.len() as u64;
-            let batch_expired: Vec<ApprovalId> = bodies
-                .iter()
-                .filter_map(|b| match b {
-                    Body::ApprovalExpired(e) => Some(e.approval_id.clone()),
-                    _ => None,
-                })
-                .collect();
-            let batch_signals: Vec<u64> = bodies
-                .iter()
-                .filter_map(|b| match b {
-                    Body::SignalExpired(e) => Some(e.signal_seq),
-                    _ => None,
-                })
-                .collect();
+            let (batch_expired, batch_signals) = expired_by(&bodies);
             // A compare-and-set on the revision planned from: a delta appended meanwhile
             // makes it stale, and the task is planned again.
             let options = AppendOptions {
@@ -240,4 +219,42 @@ impl Store {
         }
         report
     }
+}
+
+/// Adds to a plan what earlier batches of the same takeover expired, which is no longer in
+/// it: to the report, and to the `recovery/restored` that ends `bodies`.
+fn merge_expired(
+    recovery: &mut TaskRecovery,
+    bodies: &mut [Body],
+    expired: &[ApprovalId],
+    expired_signals: &[u64],
+) {
+    if expired.is_empty() && expired_signals.is_empty() {
+        return;
+    }
+    recovery.expired = [expired.to_vec(), std::mem::take(&mut recovery.expired)].concat();
+    recovery.expired_signals =
+        [expired_signals.to_vec(), std::mem::take(&mut recovery.expired_signals)].concat();
+    if let Some(Body::Restored(restored)) = bodies.last_mut() {
+        restored.expired.clone_from(&recovery.expired);
+    }
+}
+
+/// The approvals and the cancel signals that the repair events `bodies` expire.
+fn expired_by(bodies: &[Body]) -> (Vec<ApprovalId>, Vec<u64>) {
+    let approvals = bodies
+        .iter()
+        .filter_map(|b| match b {
+            Body::ApprovalExpired(e) => Some(e.approval_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let signals = bodies
+        .iter()
+        .filter_map(|b| match b {
+            Body::SignalExpired(e) => Some(e.signal_seq),
+            _ => None,
+        })
+        .collect();
+    (approvals, signals)
 }
