@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::harness::check::{self, Verdict};
 use crate::harness::codec;
-use crate::harness::event::{Body, Event, EventType};
+use crate::harness::event::{Body, Event, EventType, ToolCall};
 use crate::harness::fold;
 use crate::harness::ids::{CallId, TaskId, check_task_id};
 use crate::harness::replication_progress::Progress;
@@ -491,32 +491,64 @@ fn prepare(
     if event_type == EventType::AssistantDelta {
         return codec::encode_body(body, format_version);
     }
-    if let Body::ToolCall(call) = body
-        && let Some(args) = &call.args
-    {
-        // Over the arguments with every secret masked: stable across dispatches, and it
-        // reveals nothing about a secret.
-        let mut masked = args.clone();
-        secret::mask(&mut masked);
-        let digest = request_key::args_digest(&masked);
-        // A digest the caller sent must be the one of its arguments: the call-id and
-        // duplicate checks compare digests, so a wrong one would pass a changed request off
-        // as the same.
-        if let Some(given) = &call.args_digest
-            && *given != digest
-        {
-            return Err(ErrorKind::InvalidEvent {
-                event_type: event_type.name().to_owned(),
-                reason: format!(
-                    "args_digest {given:?} is not the digest of args ({digest}); leave \
-                     args_digest out and the store computes it"
-                ),
-            }
-            .into());
-        }
-        call.args_digest = Some(digest);
+    if let Body::ToolCall(call) = body {
+        fill_args_digest(call)?;
     }
     let encoded = codec::encode_body(body, format_version)?;
+    check_unmarked_secrets(&encoded, event_type, refuse_unmarked, findings)?;
+    // Most bodies hold no secret: the JSON text tells without building a tree of values.
+    if !secret::json_mentions_secret(&encoded.bytes) {
+        return Ok(encoded);
+    }
+    let mut value = codec::body_to_value(body);
+    if secret::redact(&mut value) == 0 {
+        return Ok(encoded);
+    }
+    *body = codec::body_from_value(event_type, value).map_err(|e| {
+        Error::from(ErrorKind::InvalidEvent {
+            event_type: event_type.name().to_owned(),
+            reason: format!("a secret replaced a field of the wrong type: {e}"),
+        })
+    })?;
+    codec::encode_body(body, format_version)
+}
+
+/// Fills a `tool/call`'s argument digest from its arguments, or refuses a digest the caller
+/// sent that is not theirs.
+fn fill_args_digest(call: &mut ToolCall) -> Result<()> {
+    let Some(args) = &call.args else { return Ok(()) };
+    // Over the arguments with every secret masked: stable across dispatches, and it
+    // reveals nothing about a secret.
+    let mut masked = args.clone();
+    secret::mask(&mut masked);
+    let digest = request_key::args_digest(&masked);
+    // A digest the caller sent must be the one of its arguments: the call-id and
+    // duplicate checks compare digests, so a wrong one would pass a changed request off
+    // as the same.
+    if let Some(given) = &call.args_digest
+        && *given != digest
+    {
+        return Err(ErrorKind::InvalidEvent {
+            event_type: EventType::ToolCall.name().to_owned(),
+            reason: format!(
+                "args_digest {given:?} is not the digest of args ({digest}); leave \
+                 args_digest out and the store computes it"
+            ),
+        }
+        .into());
+    }
+    call.args_digest = Some(digest);
+    Ok(())
+}
+
+/// The unmarked credential-shaped values of an encoded body: refused with `refuse_unmarked`
+/// (the task's id), else collected into `findings` for a warning, when either is asked for.
+fn check_unmarked_secrets(
+    encoded: &codec::EncodedBody,
+    event_type: EventType,
+    refuse_unmarked: Option<&str>,
+    findings: Option<&mut Vec<secret_shapes::Finding>>,
+) -> Result<()> {
     let found = if refuse_unmarked.is_some() || findings.is_some() {
         secret_shapes::find_in_json(&encoded.bytes)
     } else {
@@ -536,19 +568,5 @@ fn prepare(
     if let Some(findings) = findings {
         findings.extend(found);
     }
-    // Most bodies hold no secret: the JSON text tells without building a tree of values.
-    if !secret::json_mentions_secret(&encoded.bytes) {
-        return Ok(encoded);
-    }
-    let mut value = codec::body_to_value(body);
-    if secret::redact(&mut value) == 0 {
-        return Ok(encoded);
-    }
-    *body = codec::body_from_value(event_type, value).map_err(|e| {
-        Error::from(ErrorKind::InvalidEvent {
-            event_type: event_type.name().to_owned(),
-            reason: format!("a secret replaced a field of the wrong type: {e}"),
-        })
-    })?;
-    codec::encode_body(body, format_version)
+    Ok(())
 }

@@ -111,20 +111,7 @@ impl Store {
 fn open_store(dir: &Path, options: StoreOptions, read_only: bool) -> Result<Store> {
     let background = options.log.background_threads;
     snapshot::refuse_newer(&*options.log.fs, dir)?;
-    let log = if read_only {
-        Log::open_read_only(dir, options.log.clone())?
-    } else {
-        let log = Log::open(dir, options.log.clone())?;
-        // This process holds the store now, so no server serves it: a socket file left by
-        // a server that was killed would make other processes take the store for served
-        // (`served::held_by_another`) and fail to connect instead of being told who holds
-        // it. `Store::serve` creates a new one. A server killed between binding its socket
-        // and moving it into place leaves `factlog.sock.new`, removed as well.
-        let socket = socket_path(dir);
-        let _ = std::fs::remove_file(&socket);
-        let _ = std::fs::remove_file(socket.with_extension("sock.new"));
-        log
-    };
+    let log = open_log(dir, &options, read_only)?;
     let fs = Arc::clone(&options.log.fs);
     let through = log.last_seq().map_or(0, |s| s.0);
     let scanned = if read_only {
@@ -185,6 +172,24 @@ fn open_store(dir: &Path, options: StoreOptions, read_only: bool) -> Result<Stor
             fold_budget: Mutex::new(FoldBudget { scanned: 0, budget }),
         }),
     })
+}
+
+/// The store's log, opened for writing (with the socket file of a server that is gone
+/// removed) or, with `read_only`, for reading.
+fn open_log(dir: &Path, options: &StoreOptions, read_only: bool) -> Result<Log> {
+    if read_only {
+        return Log::open_read_only(dir, options.log.clone());
+    }
+    let log = Log::open(dir, options.log.clone())?;
+    // This process holds the store now, so no server serves it: a socket file left by
+    // a server that was killed would make other processes take the store for served
+    // (`served::held_by_another`) and fail to connect instead of being told who holds
+    // it. `Store::serve` creates a new one. A server killed between binding its socket
+    // and moving it into place leaves `factlog.sock.new`, removed as well.
+    let socket = socket_path(dir);
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(socket.with_extension("sock.new"));
+    Ok(log)
 }
 
 /// The newest usable snapshot and the events after it through `through`, read but folded
