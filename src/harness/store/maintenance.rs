@@ -178,7 +178,7 @@ impl Store {
         purge::reclaim_covered(&*inner.fs, &inner.dir, &inner.log)
     }
 
-    /// What [`Store::purge`] would remove now, removing nothing: [`plan_purge`] on this
+    /// What [`Store::purge`] would remove now, removing nothing: [`purge::plan_purge`] on this
     /// store's log.
     ///
     /// # Errors

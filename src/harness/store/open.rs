@@ -90,8 +90,8 @@ impl Store {
     }
 
     /// Flushes and closes the store, syncing everything appended. If other clones of this
-    /// store (or [`Task`] handles) are still alive, it syncs and leaves the store open for
-    /// them: the directory lock is released when the last one is dropped.
+    /// store (or [`Task`](super::Task) handles) are still alive, it syncs and leaves the store
+    /// open for them: the directory lock is released when the last one is dropped.
     pub fn close(self) -> Result<()> {
         // `Store` has a `Drop`: take a handle of our own, then let this one go.
         let inner = Arc::clone(&self.inner);
