@@ -741,265 +741,371 @@ impl fmt::Debug for Error {
 }
 
 impl fmt::Display for Error {
+    /// Each kind's message says what happened and what to do; the kinds are routed to one
+    /// function per concern, which writes the message.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &*self.kind {
-            ErrorKind::Io { op, path, source } => {
-                write!(f, "{op} failed on {}: {source}", path.display())
-            }
-            ErrorKind::DiskFull { op, path } => write!(
-                f,
-                "disk full during {op} on {}: free space and reopen; nothing acknowledged was lost",
-                path.display()
-            ),
-            ErrorKind::Corruption { segment, path, offset, reason } => {
-                write!(f, "corruption in {}", path.display())?;
-                if let Some(segment) = segment {
-                    write!(f, " (segment {segment})")?;
-                }
-                // A snapshot's damage is the store's: name the store's directory.
-                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-                let dir = match parent {
-                    Some(p) if p.file_name().is_some_and(|n| n == "snapshots") => p.parent(),
-                    other => other,
-                };
-                let dir = dir.map_or_else(|| "DIR".to_owned(), |d| d.display().to_string());
-                write!(
-                    f,
-                    " at offset {offset}: {reason}; copy every intact record into a new store \
-                     with `factlog salvage {dir} --to NEWDIR` (`factlog verify {dir}` shows \
-                     the damage)"
-                )
-            }
-            ErrorKind::TornTail { segment, path, offset, bytes } => write!(
-                f,
-                "torn tail of {bytes} bytes at offset {offset} of {} (segment {segment}); strict \
-                 recovery refuses to cut it: open with RecoveryMode::TolerateTornTail to cut it",
-                path.display()
-            ),
-            ErrorKind::UnsupportedVersion { path, found, supported } => write!(
-                f,
-                "{} has format version {found}, this build reads up to version {supported}: \
-                 open it with a newer factlog",
-                path.display()
-            ),
-            ErrorKind::Locked { dir } => write!(
-                f,
-                "log directory {} is locked by another writer: close it first, or open read-only",
-                dir.display()
-            ),
-            ErrorKind::Poisoned { cause } => write!(
-                f,
-                "log handle is poisoned by an earlier I/O failure ({cause}): reopen the log to \
-                 recover its durable prefix"
-            ),
-            ErrorKind::LimitExceeded { what, value, limit } => {
-                write!(
-                    f,
-                    "{what} is {value}, above the limit of {limit}; make it smaller (split the \
-                     text or the batch, or keep a large value outside the log and store a \
-                     reference to it)"
-                )
-            }
-            ErrorKind::InvalidOptions { reason } => write!(f, "invalid options: {reason}"),
-            ErrorKind::ReadOnly => {
-                f.write_str("log is open read-only: open it with Log::open to append")
-            }
-            ErrorKind::RewritePending { dir } => write!(
-                f,
-                "{} holds a committed migration that is not yet switched in: open it for writing \
-                 once (any factlog command that writes, or `factlog migrate` again) to finish it",
-                dir.display()
-            ),
-            ErrorKind::MigrationRefused { reason } => write!(
-                f,
-                "migration refused, nothing was switched: {reason}; the store is unchanged and \
-                 still opens with this build (report this as a bug with `factlog dump --raw`)"
-            ),
-            ErrorKind::MigrationIncomplete { reason } => write!(
-                f,
-                "the migration was committed but not finished: {reason}; the store opens as the \
-                 new version once a writable open (or `factlog migrate` run again) completes the \
-                 switch, and the backup holds the old store"
-            ),
-            ErrorKind::UnsupportedStateSchema { path, found, supported } => write!(
-                f,
-                "snapshot {} holds state schema {found}, this build folds schema {supported}: \
-                 skipped, the state is rebuilt by replaying the log (a newer factlog can use it)",
-                path.display()
-            ),
-            ErrorKind::SalvageFailed { target, source } => write!(
-                f,
-                "salvage into {} failed: {source}; everything it wrote there was removed and \
-                 the damaged log is unchanged: fix the cause (free space, permissions) and run \
-                 factlog salvage again",
-                target.display()
-            ),
-            ErrorKind::TargetNotEmpty { dir } => write!(
-                f,
-                "{} exists and is not empty: name a new or empty directory for the new store; \
-                 nothing was written",
-                dir.display()
-            ),
-            ErrorKind::TargetInsideSource { log_dir, target } => write!(
-                f,
-                "{} is inside the damaged log {}, which salvage never writes to: name a \
-                 directory outside it; nothing was written",
-                target.display(),
-                log_dir.display()
-            ),
-            ErrorKind::NotALog { dir } => write!(
-                f,
-                "{} holds no factlog segments (and a new log is only created in an empty or \
-                 missing directory): check the path",
-                dir.display()
-            ),
-            ErrorKind::UnsupportedUrl { url, reason } => {
-                write!(f, "cannot use {url:?} as a replica location: {reason}")
-            }
-            ErrorKind::Remote { location, op, object, reason } => write!(
-                f,
-                "the object store of replica {location} failed a {op} of {object:?}: {reason}; \
-                 what was shipped before is intact: check the location, credentials and \
-                 network, and the replicator retries by itself"
-            ),
-            ErrorKind::NotAReplica { location } => write!(
-                f,
-                "{location} holds no factlog replica (no factlog-replica.json): check the \
-                 location, or replicate a store there first"
-            ),
-            ErrorKind::ReplicaDamaged { object, reason } => write!(
-                f,
-                "replica object {object:?} is damaged: {reason}; nothing was restored: restore \
-                 with --seq below the damage, or from another replica"
-            ),
-            ErrorKind::ReplicaOutdated { location, found, supported } => write!(
-                f,
-                "replica {location} has format version {found}, whose objects do not name the \
-                 replica they belong to; this build reads version {supported} only: re-seed it \
-                 (factlog replicate DIR --to A_NEW_LOCATION from the store, or restore it with \
-                 the factlog that wrote it and replicate the result to a new location); nothing \
-                 was read or written"
-            ),
-            ErrorKind::RestoreInProgress { target, pid, staging } => write!(
-                f,
-                "another factlog restore (pid {pid}) is writing {} now, staged in {}; nothing \
-                 was written: wait for it to finish, or restore into another directory",
-                target.display(),
-                staging.display()
-            ),
-            ErrorKind::ReplicaGap { missing } => write!(
-                f,
-                "the replica is missing {missing}; nothing was restored: restore with --seq \
-                 below the gap, or from another replica"
-            ),
-            ErrorKind::ReplicaDiverged { segment, offset, reason } => write!(
-                f,
-                "the store and its replica differ in segment {segment} at offset {offset}: \
-                 {reason}; nothing was shipped: the store was rebuilt or restored since, so \
-                 replicate it to a new location"
-            ),
-            ErrorKind::NotReplicated { seq: 0, reason } => write!(
-                f,
-                "a Replicated append needs a replica: {reason}; nothing was written (start \
-                 Store::replicate, or append with synced durability)"
-            ),
-            ErrorKind::NotReplicated { seq, reason } => write!(
-                f,
-                "the append at seq {seq} is written and synced in the store, but the replica \
-                 does not hold it: {reason}; it stays in the store and is shipped when \
-                 replication runs again: do not report it as replicated"
-            ),
-            ErrorKind::LeaseHeld { location, holder } => write!(
-                f,
-                "replica {location} is being written by another run ({holder}): one store \
-                 replicates to a replica at a time; if that run is gone for good, start this \
-                 one with --takeover, which ends its lease and is recorded"
-            ),
-            ErrorKind::LeaseLost { location, epoch } => write!(
-                f,
-                "this run's lease (epoch {epoch}) on replica {location} was taken over by \
-                 another run; it stopped shipping: run it again only once the other has \
-                 stopped, with --takeover"
-            ),
-            ErrorKind::Reclaimed { requested, first_available } => write!(
-                f,
-                "records before {first_available} were reclaimed, so reading from {requested} \
-                 would skip them: read from {first_available}, or (for a store) restore a \
-                 snapshot that covers them"
-            ),
-            ErrorKind::StaleRevision { task, expected, actual } => write!(
-                f,
-                "stale revision for task {task:?}: the update was based on revision {expected} but \
-                 the task is at revision {actual}; nothing was written: re-read the task and decide"
-            ),
-            ErrorKind::InvalidEvent { event_type, reason } => write!(
-                f,
-                "invalid {event_type:?} event: {reason}; nothing was written (see \
-                 format-spec/events.md for the fields of each type)"
-            ),
-            ErrorKind::CorruptEvent { seq, reason } => write!(
-                f,
-                "record {seq} is not a valid event: {reason}; the store refuses to guess: inspect \
-                 it with `factlog dump --raw` and `factlog verify`"
-            ),
-            ErrorKind::CannotUpcast { seq, event_type, from, to, reason } => write!(
-                f,
-                "event {seq} ({event_type}, body schema {from}) cannot be read as schema {to}: \
-                 {reason}; this build refuses to guess, so the store does not open: open it with \
-                 the factlog release that wrote it, or inspect the event with `factlog dump DIR \
-                 --raw --from {seq}`"
-            ),
-            ErrorKind::CorruptSnapshot { path, reason } => write!(
-                f,
-                "snapshot {} is damaged: {reason}; it is only an accelerator: remove it and the \
-                 state is rebuilt from the events",
-                path.display()
-            ),
-            ErrorKind::NeedsConfirmation { task } => write!(
-                f,
-                "task {task:?} was restored after a restart with a high-risk contract: record a \
-                 control/resume confirmation before dispatching a side-effecting call"
-            ),
-            ErrorKind::ApprovalRefused { task, approval_id, reason } => write!(
-                f,
-                "approval {approval_id:?} of task {task:?} does not authorise this call: {reason}; \
-                 request a new approval; nothing was written"
-            ),
-            ErrorKind::NeedsRecovery { task, calls } => {
-                write!(
-                    f,
-                    "task {task:?} has calls dispatched before a restart whose outcome is unknown \
-                     and unresolved:"
-                )?;
-                for call in calls {
-                    write!(f, " {:?} ({}, plan {})", call.call_id, call.tool, call.plan)?;
-                }
-                write!(
-                    f,
-                    "; resolve each before dispatching a call that is not read-only: record its \
-                     tool/result if it happened (verify with the service, or ask the user), or \
-                     dispatch it again with the same call id or request key to retry it; \
-                     nothing was written"
-                )
-            }
-            ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => write!(
-                f,
-                "call id {call_id:?} of task {task:?} already names another request (seq \
-                 {earlier_seq}, tool {tool:?}, argument digest {}): a duplicate must have the \
-                 same request key, or the same tool and arguments; give the new call a call id \
-                 of its own; nothing was written",
-                args_digest.as_deref().unwrap_or("none")
-            ),
-            ErrorKind::UnmarkedSecret { task, event_type, path, shape } => write!(
-                f,
-                "{event_type} event of task {task:?}: the value at {path} looks like a \
-                 credential ({shape}) and is not marked as a secret; nothing was written; \
-                 where the field takes any JSON (args, output, receipt) wrap it as \
-                 {{\"$secret\": \"...\"}} so that only a reference is stored, and in a text \
-                 field leave the credential out of the text"
-            ),
+        let kind = &*self.kind;
+        match kind {
+            ErrorKind::Io { .. }
+            | ErrorKind::DiskFull { .. }
+            | ErrorKind::Locked { .. }
+            | ErrorKind::Poisoned { .. }
+            | ErrorKind::ReadOnly
+            | ErrorKind::InvalidOptions { .. }
+            | ErrorKind::LimitExceeded { .. }
+            | ErrorKind::NotALog { .. }
+            | ErrorKind::Reclaimed { .. } => handle_message(kind, f),
+            ErrorKind::Corruption { .. }
+            | ErrorKind::TornTail { .. }
+            | ErrorKind::UnsupportedVersion { .. }
+            | ErrorKind::UnsupportedStateSchema { .. }
+            | ErrorKind::CorruptEvent { .. }
+            | ErrorKind::CannotUpcast { .. }
+            | ErrorKind::CorruptSnapshot { .. } => damage_message(kind, f),
+            ErrorKind::RewritePending { .. }
+            | ErrorKind::MigrationRefused { .. }
+            | ErrorKind::MigrationIncomplete { .. }
+            | ErrorKind::SalvageFailed { .. }
+            | ErrorKind::TargetNotEmpty { .. }
+            | ErrorKind::TargetInsideSource { .. } => rewrite_message(kind, f),
+            ErrorKind::UnsupportedUrl { .. }
+            | ErrorKind::Remote { .. }
+            | ErrorKind::NotAReplica { .. }
+            | ErrorKind::ReplicaDamaged { .. }
+            | ErrorKind::ReplicaOutdated { .. }
+            | ErrorKind::RestoreInProgress { .. }
+            | ErrorKind::ReplicaGap { .. } => replica_message(kind, f),
+            ErrorKind::ReplicaDiverged { .. }
+            | ErrorKind::NotReplicated { .. }
+            | ErrorKind::LeaseHeld { .. }
+            | ErrorKind::LeaseLost { .. } => shipping_message(kind, f),
+            ErrorKind::StaleRevision { .. }
+            | ErrorKind::InvalidEvent { .. }
+            | ErrorKind::NeedsConfirmation { .. }
+            | ErrorKind::ApprovalRefused { .. }
+            | ErrorKind::NeedsRecovery { .. }
+            | ErrorKind::CallIdReused { .. }
+            | ErrorKind::UnmarkedSecret { .. } => refusal_message(kind, f),
         }
     }
+}
+
+/// The message of an error of the handle, its files and its arguments: I/O, the lock, a
+/// poisoned writer, a bound.
+fn handle_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match kind {
+        ErrorKind::Io { op, path, source } => {
+            write!(f, "{op} failed on {}: {source}", path.display())
+        }
+        ErrorKind::DiskFull { op, path } => write!(
+            f,
+            "disk full during {op} on {}: free space and reopen; nothing acknowledged was lost",
+            path.display()
+        ),
+        ErrorKind::Locked { dir } => write!(
+            f,
+            "log directory {} is locked by another writer: close it first, or open read-only",
+            dir.display()
+        ),
+        ErrorKind::Poisoned { cause } => write!(
+            f,
+            "log handle is poisoned by an earlier I/O failure ({cause}): reopen the log to \
+             recover its durable prefix"
+        ),
+        ErrorKind::ReadOnly => {
+            f.write_str("log is open read-only: open it with Log::open to append")
+        }
+        ErrorKind::InvalidOptions { reason } => write!(f, "invalid options: {reason}"),
+        ErrorKind::LimitExceeded { what, value, limit } => {
+            write!(
+                f,
+                "{what} is {value}, above the limit of {limit}; make it smaller (split the \
+                 text or the batch, or keep a large value outside the log and store a \
+                 reference to it)"
+            )
+        }
+        ErrorKind::NotALog { dir } => write!(
+            f,
+            "{} holds no factlog segments (and a new log is only created in an empty or \
+             missing directory): check the path",
+            dir.display()
+        ),
+        ErrorKind::Reclaimed { requested, first_available } => write!(
+            f,
+            "records before {first_available} were reclaimed, so reading from {requested} \
+             would skip them: read from {first_available}, or (for a store) restore a \
+             snapshot that covers them"
+        ),
+        other => unreachable!("Error::fmt routes {other:?} elsewhere"),
+    }
+}
+
+/// The message of damaged or unreadable bytes: in the log, its events or its snapshots.
+fn damage_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match kind {
+        ErrorKind::Corruption { segment, path, offset, reason } => {
+            corruption_message(f, *segment, path, *offset, reason)
+        }
+        ErrorKind::TornTail { segment, path, offset, bytes } => write!(
+            f,
+            "torn tail of {bytes} bytes at offset {offset} of {} (segment {segment}); strict \
+             recovery refuses to cut it: open with RecoveryMode::TolerateTornTail to cut it",
+            path.display()
+        ),
+        ErrorKind::UnsupportedVersion { path, found, supported } => write!(
+            f,
+            "{} has format version {found}, this build reads up to version {supported}: \
+             open it with a newer factlog",
+            path.display()
+        ),
+        ErrorKind::UnsupportedStateSchema { path, found, supported } => write!(
+            f,
+            "snapshot {} holds state schema {found}, this build folds schema {supported}: \
+             skipped, the state is rebuilt by replaying the log (a newer factlog can use it)",
+            path.display()
+        ),
+        ErrorKind::CorruptEvent { seq, reason } => write!(
+            f,
+            "record {seq} is not a valid event: {reason}; the store refuses to guess: inspect \
+             it with `factlog dump --raw` and `factlog verify`"
+        ),
+        ErrorKind::CannotUpcast { seq, event_type, from, to, reason } => write!(
+            f,
+            "event {seq} ({event_type}, body schema {from}) cannot be read as schema {to}: \
+             {reason}; this build refuses to guess, so the store does not open: open it with \
+             the factlog release that wrote it, or inspect the event with `factlog dump DIR \
+             --raw --from {seq}`"
+        ),
+        ErrorKind::CorruptSnapshot { path, reason } => write!(
+            f,
+            "snapshot {} is damaged: {reason}; it is only an accelerator: remove it and the \
+             state is rebuilt from the events",
+            path.display()
+        ),
+        other => unreachable!("Error::fmt routes {other:?} elsewhere"),
+    }
+}
+
+/// The message of an error of `factlog migrate` or `factlog salvage`, which write a store anew.
+fn rewrite_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match kind {
+        ErrorKind::RewritePending { dir } => write!(
+            f,
+            "{} holds a committed migration that is not yet switched in: open it for writing \
+             once (any factlog command that writes, or `factlog migrate` again) to finish it",
+            dir.display()
+        ),
+        ErrorKind::MigrationRefused { reason } => write!(
+            f,
+            "migration refused, nothing was switched: {reason}; the store is unchanged and \
+             still opens with this build (report this as a bug with `factlog dump --raw`)"
+        ),
+        ErrorKind::MigrationIncomplete { reason } => write!(
+            f,
+            "the migration was committed but not finished: {reason}; the store opens as the \
+             new version once a writable open (or `factlog migrate` run again) completes the \
+             switch, and the backup holds the old store"
+        ),
+        ErrorKind::SalvageFailed { target, source } => write!(
+            f,
+            "salvage into {} failed: {source}; everything it wrote there was removed and \
+             the damaged log is unchanged: fix the cause (free space, permissions) and run \
+             factlog salvage again",
+            target.display()
+        ),
+        ErrorKind::TargetNotEmpty { dir } => write!(
+            f,
+            "{} exists and is not empty: name a new or empty directory for the new store; \
+             nothing was written",
+            dir.display()
+        ),
+        ErrorKind::TargetInsideSource { log_dir, target } => write!(
+            f,
+            "{} is inside the damaged log {}, which salvage never writes to: name a \
+             directory outside it; nothing was written",
+            target.display(),
+            log_dir.display()
+        ),
+        other => unreachable!("Error::fmt routes {other:?} elsewhere"),
+    }
+}
+
+/// The message of an error of a replica location or of a restore from it.
+fn replica_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match kind {
+        ErrorKind::UnsupportedUrl { url, reason } => {
+            write!(f, "cannot use {url:?} as a replica location: {reason}")
+        }
+        ErrorKind::Remote { location, op, object, reason } => write!(
+            f,
+            "the object store of replica {location} failed a {op} of {object:?}: {reason}; \
+             what was shipped before is intact: check the location, credentials and \
+             network, and the replicator retries by itself"
+        ),
+        ErrorKind::NotAReplica { location } => write!(
+            f,
+            "{location} holds no factlog replica (no factlog-replica.json): check the \
+             location, or replicate a store there first"
+        ),
+        ErrorKind::ReplicaDamaged { object, reason } => write!(
+            f,
+            "replica object {object:?} is damaged: {reason}; nothing was restored: restore \
+             with --seq below the damage, or from another replica"
+        ),
+        ErrorKind::ReplicaOutdated { location, found, supported } => write!(
+            f,
+            "replica {location} has format version {found}, whose objects do not name the \
+             replica they belong to; this build reads version {supported} only: re-seed it \
+             (factlog replicate DIR --to A_NEW_LOCATION from the store, or restore it with \
+             the factlog that wrote it and replicate the result to a new location); nothing \
+             was read or written"
+        ),
+        ErrorKind::RestoreInProgress { target, pid, staging } => write!(
+            f,
+            "another factlog restore (pid {pid}) is writing {} now, staged in {}; nothing \
+             was written: wait for it to finish, or restore into another directory",
+            target.display(),
+            staging.display()
+        ),
+        ErrorKind::ReplicaGap { missing } => write!(
+            f,
+            "the replica is missing {missing}; nothing was restored: restore with --seq \
+             below the gap, or from another replica"
+        ),
+        other => unreachable!("Error::fmt routes {other:?} elsewhere"),
+    }
+}
+
+/// The message of an error of shipping to a replica: the lease, divergence, replicated
+/// appends.
+fn shipping_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match kind {
+        ErrorKind::ReplicaDiverged { segment, offset, reason } => write!(
+            f,
+            "the store and its replica differ in segment {segment} at offset {offset}: \
+             {reason}; nothing was shipped: the store was rebuilt or restored since, so \
+             replicate it to a new location"
+        ),
+        ErrorKind::NotReplicated { seq: 0, reason } => write!(
+            f,
+            "a Replicated append needs a replica: {reason}; nothing was written (start \
+             Store::replicate, or append with synced durability)"
+        ),
+        ErrorKind::NotReplicated { seq, reason } => write!(
+            f,
+            "the append at seq {seq} is written and synced in the store, but the replica \
+             does not hold it: {reason}; it stays in the store and is shipped when \
+             replication runs again: do not report it as replicated"
+        ),
+        ErrorKind::LeaseHeld { location, holder } => write!(
+            f,
+            "replica {location} is being written by another run ({holder}): one store \
+             replicates to a replica at a time; if that run is gone for good, start this \
+             one with --takeover, which ends its lease and is recorded"
+        ),
+        ErrorKind::LeaseLost { location, epoch } => write!(
+            f,
+            "this run's lease (epoch {epoch}) on replica {location} was taken over by \
+             another run; it stopped shipping: run it again only once the other has \
+             stopped, with --takeover"
+        ),
+        other => unreachable!("Error::fmt routes {other:?} elsewhere"),
+    }
+}
+
+/// The message of a refused event: the store wrote nothing.
+fn refusal_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match kind {
+        ErrorKind::StaleRevision { task, expected, actual } => write!(
+            f,
+            "stale revision for task {task:?}: the update was based on revision {expected} but \
+             the task is at revision {actual}; nothing was written: re-read the task and decide"
+        ),
+        ErrorKind::InvalidEvent { event_type, reason } => write!(
+            f,
+            "invalid {event_type:?} event: {reason}; nothing was written (see \
+             format-spec/events.md for the fields of each type)"
+        ),
+        ErrorKind::NeedsConfirmation { task } => write!(
+            f,
+            "task {task:?} was restored after a restart with a high-risk contract: record a \
+             control/resume confirmation before dispatching a side-effecting call"
+        ),
+        ErrorKind::ApprovalRefused { task, approval_id, reason } => write!(
+            f,
+            "approval {approval_id:?} of task {task:?} does not authorise this call: {reason}; \
+             request a new approval; nothing was written"
+        ),
+        ErrorKind::NeedsRecovery { task, calls } => needs_recovery_message(f, task, calls),
+        ErrorKind::CallIdReused { task, call_id, earlier_seq, tool, args_digest } => write!(
+            f,
+            "call id {call_id:?} of task {task:?} already names another request (seq \
+             {earlier_seq}, tool {tool:?}, argument digest {}): a duplicate must have the \
+             same request key, or the same tool and arguments; give the new call a call id \
+             of its own; nothing was written",
+            args_digest.as_deref().unwrap_or("none")
+        ),
+        ErrorKind::UnmarkedSecret { task, event_type, path, shape } => write!(
+            f,
+            "{event_type} event of task {task:?}: the value at {path} looks like a \
+             credential ({shape}) and is not marked as a secret; nothing was written; \
+             where the field takes any JSON (args, output, receipt) wrap it as \
+             {{\"$secret\": \"...\"}} so that only a reference is stored, and in a text \
+             field leave the credential out of the text"
+        ),
+        other => unreachable!("Error::fmt routes {other:?} elsewhere"),
+    }
+}
+
+/// The message of [`ErrorKind::Corruption`], which names the store's directory for `factlog
+/// salvage` and `factlog verify`.
+fn corruption_message(
+    f: &mut fmt::Formatter<'_>,
+    segment: Option<SegmentId>,
+    path: &Path,
+    offset: u64,
+    reason: &CorruptionReason,
+) -> fmt::Result {
+    write!(f, "corruption in {}", path.display())?;
+    if let Some(segment) = segment {
+        write!(f, " (segment {segment})")?;
+    }
+    // A snapshot's damage is the store's: name the store's directory.
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let dir = match parent {
+        Some(p) if p.file_name().is_some_and(|n| n == "snapshots") => p.parent(),
+        other => other,
+    };
+    let dir = dir.map_or_else(|| "DIR".to_owned(), |d| d.display().to_string());
+    write!(
+        f,
+        " at offset {offset}: {reason}; copy every intact record into a new store \
+         with `factlog salvage {dir} --to NEWDIR` (`factlog verify {dir}` shows \
+         the damage)"
+    )
+}
+
+/// The message of [`ErrorKind::NeedsRecovery`], which lists every unresolved call.
+fn needs_recovery_message(
+    f: &mut fmt::Formatter<'_>,
+    task: &str,
+    calls: &[UnresolvedCall],
+) -> fmt::Result {
+    write!(
+        f,
+        "task {task:?} has calls dispatched before a restart whose outcome is unknown \
+         and unresolved:"
+    )?;
+    for call in calls {
+        write!(f, " {:?} ({}, plan {})", call.call_id, call.tool, call.plan)?;
+    }
+    write!(
+        f,
+        "; resolve each before dispatching a call that is not read-only: record its \
+         tool/result if it happened (verify with the service, or ask the user), or \
+         dispatch it again with the same call id or request key to retry it; \
+         nothing was written"
+    )
 }
 
 impl std::error::Error for Error {

@@ -216,7 +216,12 @@ const FREE_TEXT_ERROR: &str = "event 1 (tool/result, body schema 1) cannot be re
     release that wrote it, or inspect the event with `factlog dump DIR --raw --from 1`";
 
 fn free_text_record() -> Image {
-    let body = (EventType::ToolResult.tag(), 1, ENCODING_JSON, FREE_TEXT_BODY.to_vec());
+    let body = codec::EncodedBody {
+        tag: EventType::ToolResult.tag(),
+        schema: 1,
+        encoding: ENCODING_JSON,
+        bytes: FREE_TEXT_BODY.to_vec(),
+    };
     Image::new(codec::encode_parts("session-1", 9, TIMESTAMP_US, &body))
 }
 

@@ -1,4 +1,4 @@
-//! The per-task lazy fold (`src/harness/lazy.rs`) gives exactly what an eager fold gives.
+//! The per-task lazy fold (`src/harness/store/lazy.rs`) gives exactly what an eager fold gives.
 //!
 //! Randomised multi-task logs are written over several sessions (each a store opened, some
 //! tasks taken over and written, sometimes a snapshot, then the store dropped without
@@ -325,8 +325,12 @@ fn a_body_that_does_not_decode_fails_the_first_touch_of_its_task() {
     {
         let log =
             Log::open(dir.path(), Options::new().segment_bytes(1024 * 1024)).expect("open the log");
-        let body =
-            (EventType::ToolCall.tag(), SCHEMA_VERSION, ENCODING_JSON, b"{not json".to_vec());
+        let body = codec::EncodedBody {
+            tag: EventType::ToolCall.tag(),
+            schema: SCHEMA_VERSION,
+            encoding: ENCODING_JSON,
+            bytes: b"{not json".to_vec(),
+        };
         log.append(&codec::encode_parts("bad", 2, 0, &body), Durability::Synced).expect("append");
         log.close().expect("close");
     }

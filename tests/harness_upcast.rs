@@ -264,7 +264,12 @@ fn store_with_a_free_text_status() -> tempfile::TempDir {
     let revision = store.task("t1").expect("task").revision();
     store.close().expect("close");
     let body = br#"{"call_id":"c2","status":"timeout"}"#.to_vec();
-    let encoded = (EventType::ToolResult.tag(), 1, ENCODING_JSON, body);
+    let encoded = codec::EncodedBody {
+        tag: EventType::ToolResult.tag(),
+        schema: 1,
+        encoding: ENCODING_JSON,
+        bytes: body,
+    };
     let record = codec::encode_parts("t1", revision + 1, 1_700_000_000_000_001, &encoded);
     let log = Log::open(dir.path(), log_options()).expect("open the log");
     // Seq 7: the reopened store took t1 over first (its open turn closed as interrupted, then

@@ -43,7 +43,7 @@ impl Workload {
         let mut events = Vec::with_capacity(shape.events() as usize);
         let mut push = |body: &Body| {
             let event_type = body.event_type().expect("a typed event");
-            let (_, _, _, bytes) =
+            let codec::EncodedBody { bytes, .. } =
                 codec::encode_body(body, factlog::engine::segment::FORMAT_VERSION)
                     .expect("encode the body");
             let seq = events.len() as u64 + 1;

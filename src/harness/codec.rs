@@ -147,8 +147,19 @@ pub fn set_revision(record: &mut [u8], revision: u64) {
     record[REVISION_OFFSET..REVISION_OFFSET + 8].copy_from_slice(&revision.to_le_bytes());
 }
 
-/// An encoded body: wire tag, schema version, encoding byte and body bytes.
-pub type EncodedBody = (u16, u16, u8, Vec<u8>);
+/// An encoded body: what a record holds after its envelope's task, revision and timestamp
+/// (`format-spec/events.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedBody {
+    /// The event type's wire tag.
+    pub tag: u16,
+    /// The body schema version.
+    pub schema: u16,
+    /// The encoding byte ([`ENCODING_JSON`] or [`ENCODING_BINARY`]).
+    pub encoding: u8,
+    /// The body bytes.
+    pub bytes: Vec<u8>,
+}
 
 /// The body bytes and encoding of `body` for a log of segment format `format_version`: JSON
 /// for every type but `assistant/delta`, in the schema [`schema_written`] gives (a
@@ -185,14 +196,21 @@ pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
     }
     let (event_type, bytes) = match body {
         Body::AssistantDelta(d) => {
-            return Ok((
-                EventType::AssistantDelta.tag(),
-                SCHEMA_VERSION,
-                ENCODING_BINARY,
-                d.text.as_bytes().to_vec(),
-            ));
+            return Ok(EncodedBody {
+                tag: EventType::AssistantDelta.tag(),
+                schema: SCHEMA_VERSION,
+                encoding: ENCODING_BINARY,
+                bytes: d.text.as_bytes().to_vec(),
+            });
         }
-        Body::Opaque(o) => return Ok((o.tag, o.schema, o.encoding, o.bytes.clone())),
+        Body::Opaque(o) => {
+            return Ok(EncodedBody {
+                tag: o.tag,
+                schema: o.schema,
+                encoding: o.encoding,
+                bytes: o.bytes.clone(),
+            });
+        }
         Body::ToolResult(b) if schema == 1 => {
             let v1 = upcast::tool_result_2_to_1(b).map_err(|refusal| ErrorKind::InvalidEvent {
                 event_type: EventType::ToolResult.name().to_owned(),
@@ -243,7 +261,7 @@ pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
         }
         .into());
     }
-    Ok((event_type.tag(), schema, ENCODING_JSON, bytes))
+    Ok(EncodedBody { tag: event_type.tag(), schema, encoding: ENCODING_JSON, bytes })
 }
 
 /// Encodes a whole record for `task` at `revision`, for a log of segment format
@@ -261,7 +279,7 @@ pub fn encode(
 /// Encodes a whole record from a body already encoded by [`encode_body`].
 #[must_use]
 pub fn encode_parts(task: &str, revision: u64, timestamp_us: u64, body: &EncodedBody) -> Vec<u8> {
-    let (tag, schema, encoding, bytes) = body;
+    let EncodedBody { tag, schema, encoding, bytes } = body;
     let mut out = vec![0; record_bytes(task, bytes.len())];
     let at = write_raw_envelope(&mut out, *tag, *schema, *encoding, task, revision, timestamp_us);
     out[at..].copy_from_slice(bytes);

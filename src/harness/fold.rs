@@ -11,8 +11,11 @@
 
 use crate::error::Result;
 use crate::harness::codec;
-use crate::harness::event::{Body, Event, Scope};
-use crate::harness::ids::TaskId;
+use crate::harness::event::{
+    ApprovalGrant, AssistantMessage, Body, BudgetUsage, Contract, Event, Restored, Scope, Todo,
+    ToolCall, ToolOutcomeUnknown, ToolResult,
+};
+use crate::harness::ids::{ApprovalId, TaskId};
 use crate::harness::state::{Approval, ApprovalStatus, CallStatus, LastRecovery, State, TaskState};
 use crate::types::Seq;
 
@@ -120,133 +123,31 @@ pub fn count_delta(task: &mut TaskState, text_bytes: usize) {
     task.execution.delta_bytes += text_bytes as u64;
 }
 
+/// The decision table of the fold: each body type and the change it makes to its task.
 fn apply_body(task: &mut TaskState, event: &Event) {
     let seq = event.seq.0;
     match &event.body {
         Body::AssistantDelta(d) => count_delta(task, d.text.len()),
-        Body::Contract(c) => {
-            task.task.goal = Some(c.goal.clone());
-            task.task.done_criteria.clone_from(&c.done_criteria);
-            task.task.risk = c.risk;
-        }
+        Body::Contract(c) => set_contract(task, c),
         Body::Phase(p) => task.task.phase = Some(p.phase.clone()),
         Body::Plan(p) => task.task.plan.clone_from(&p.steps),
-        Body::Todo(t) => {
-            let item = task.task.todos.entry(t.todo_id.clone()).or_default();
-            if let Some(text) = &t.text {
-                item.text.clone_from(text);
-            }
-            t.status().clone_into(&mut item.status);
-        }
-        Body::TurnStart(_) => {
-            task.execution.turns += 1;
-            task.execution.open_turn = Some(task.execution.turns);
-            task.execution.open_step = None;
-        }
-        Body::TurnEnd(_) => {
-            task.execution.last_turn_end_seq = seq;
-            task.execution.open_turn = None;
-            task.execution.open_step = None;
-            task.control.pending_cancels.clear();
-        }
-        Body::StepStart(_) => {
-            task.execution.steps += 1;
-            task.execution.open_step = Some(task.execution.steps);
-        }
+        Body::Todo(t) => update_todo(task, t),
+        Body::TurnStart(_) => start_turn(task),
+        Body::TurnEnd(_) => end_turn(task, seq),
+        Body::StepStart(_) => start_step(task),
         Body::StepEnd(_) => task.execution.open_step = None,
         Body::UserMessage(_) => task.session.user_messages += 1,
-        Body::AssistantMessage(m) => {
-            task.session.assistant_messages += 1;
-            let turn = task.execution.open_turn.unwrap_or(0);
-            for (index, requested) in m.tool_calls.iter().enumerate() {
-                let call = task.session.calls.entry(requested.call_id.clone()).or_default();
-                if call.announced_seq == 0 {
-                    call.announced_seq = seq;
-                    call.announced_index = u32::try_from(index).unwrap_or(u32::MAX);
-                    call.tool.clone_from(&requested.tool);
-                    call.turn = turn;
-                }
-            }
-        }
-        Body::ToolCall(c) => {
-            let turn = task.execution.open_turn.unwrap_or(0);
-            let call = task.session.calls.entry(c.call_id.clone()).or_default();
-            if call.dispatches > 0 {
-                task.execution.retries += 1;
-            }
-            call.dispatches += 1;
-            call.dispatched_seq = seq;
-            call.tool.clone_from(&c.tool);
-            call.effect = Some(c.effect);
-            call.request_key.clone_from(&c.request_key);
-            call.args_digest.clone_from(&c.args_digest);
-            call.turn = turn;
-            if call.status != CallStatus::Completed {
-                call.status = CallStatus::Dispatched;
-                call.unknown_plan = None;
-            }
-            if let Some(key) = &c.request_key {
-                let effect = task.side_effects.entry(key.clone()).or_default();
-                if effect.status != CallStatus::Completed {
-                    effect.call_id = c.call_id.clone();
-                    effect.status = CallStatus::Dispatched;
-                }
-            }
-            if let Some(id) = &c.approval_id
-                && let Some(approval) = task.control.approvals.get_mut(id)
-                && approval.status == ApprovalStatus::Granted
-                && approval.scope == Some(Scope::Once)
-            {
-                approval.status = ApprovalStatus::Consumed;
-            }
-        }
-        Body::ToolResult(r) => {
-            let call = task.session.calls.entry(r.call_id.clone()).or_default();
-            call.status = CallStatus::Completed;
-            call.result_seq = seq;
-            // The state keeps the outcome's name, so the state schema did not change with it.
-            call.result_status = Some(r.outcome.as_str().to_owned());
-            call.receipt.clone_from(&r.receipt);
-            call.unknown_plan = None;
-            if let Some(key) = call.request_key.clone() {
-                let effect = task.side_effects.entry(key).or_default();
-                effect.call_id = r.call_id.clone();
-                effect.status = CallStatus::Completed;
-                effect.receipt.clone_from(&r.receipt);
-                effect.result_seq = seq;
-            }
-        }
-        Body::ToolOutcomeUnknown(u) => {
-            let call = task.session.calls.entry(u.call_id.clone()).or_default();
-            if call.status != CallStatus::Completed {
-                call.status = CallStatus::OutcomeUnknown;
-                call.unknown_plan = Some(u.plan.clone());
-                if let Some(key) = call.request_key.clone()
-                    && let Some(effect) = task.side_effects.get_mut(&key)
-                    && effect.status != CallStatus::Completed
-                {
-                    effect.status = CallStatus::OutcomeUnknown;
-                }
-            }
-        }
+        Body::AssistantMessage(m) => announce_calls(task, m, seq),
+        Body::ToolCall(c) => dispatch_call(task, c, seq),
+        Body::ToolResult(r) => complete_call(task, r, seq),
+        Body::ToolOutcomeUnknown(u) => mark_outcome_unknown(task, u),
         Body::ApprovalRequest(a) => {
             task.control.approvals.entry(a.approval_id.clone()).or_default();
         }
-        Body::ApprovalGrant(g) => {
-            let approval = task.control.approvals.entry(g.approval_id.clone()).or_default();
-            *approval = Approval {
-                status: ApprovalStatus::Granted,
-                scope: Some(g.scope),
-                expires_at_us: g.expires_at_us,
-            };
-        }
-        Body::ApprovalDeny(d) => {
-            task.control.approvals.entry(d.approval_id.clone()).or_default().status =
-                ApprovalStatus::Denied;
-        }
+        Body::ApprovalGrant(g) => grant_approval(task, g),
+        Body::ApprovalDeny(d) => set_approval_status(task, &d.approval_id, ApprovalStatus::Denied),
         Body::ApprovalExpired(e) => {
-            task.control.approvals.entry(e.approval_id.clone()).or_default().status =
-                ApprovalStatus::Expired;
+            set_approval_status(task, &e.approval_id, ApprovalStatus::Expired);
         }
         Body::Cancel(_) => task.control.pending_cancels.push(seq),
         Body::Pause(_) => task.control.paused = true,
@@ -255,26 +156,169 @@ fn apply_body(task: &mut TaskState, event: &Event) {
             task.control.needs_confirmation = false;
         }
         Body::SignalExpired(s) => task.control.pending_cancels.retain(|&c| c != s.signal_seq),
-        Body::BudgetUsage(b) => {
-            let budget = &mut task.execution.budget;
-            budget.input_tokens = budget.input_tokens.saturating_add(b.input_tokens);
-            budget.output_tokens = budget.output_tokens.saturating_add(b.output_tokens);
-            budget.cost_micros = budget.cost_micros.saturating_add(b.cost_micros);
-        }
+        Body::BudgetUsage(b) => add_budget_usage(task, b),
         Body::ContextCompacted(_) => task.session.compacted_seq = seq,
-        Body::Restored(r) => {
-            task.control.needs_confirmation = r.resume == "needs_confirmation";
-            task.control.last_recovery = Some(LastRecovery {
-                seq,
-                revision: event.revision,
-                calls: r.calls.clone(),
-                expired: r.expired.clone(),
-            });
-        }
+        Body::Restored(r) => record_restore(task, r, seq, event.revision),
         // An audit record: it moves the revision and the last sequence number, nothing else.
         Body::StateMigrated(_) => {}
         // An adapter's records: the adapter folds them; the store keeps only the revision.
         Body::RecordPut(_) | Body::RecordRemoved(_) => {}
         Body::Opaque(_) => task.opaque_events += 1,
     }
+}
+
+/// A `task/contract`: the goal, the done criteria and the risk.
+fn set_contract(task: &mut TaskState, contract: &Contract) {
+    task.task.goal = Some(contract.goal.clone());
+    task.task.done_criteria.clone_from(&contract.done_criteria);
+    task.task.risk = contract.risk;
+}
+
+/// A `task/todo`: the item's text (if given) and status.
+fn update_todo(task: &mut TaskState, todo: &Todo) {
+    let item = task.task.todos.entry(todo.todo_id.clone()).or_default();
+    if let Some(text) = &todo.text {
+        item.text.clone_from(text);
+    }
+    todo.status().clone_into(&mut item.status);
+}
+
+/// A `turn/start` opens the next turn, with no step open in it.
+fn start_turn(task: &mut TaskState) {
+    task.execution.turns += 1;
+    task.execution.open_turn = Some(task.execution.turns);
+    task.execution.open_step = None;
+}
+
+/// A `turn/end` closes the turn and its step; the cancels pending in it end with it.
+fn end_turn(task: &mut TaskState, seq: u64) {
+    task.execution.last_turn_end_seq = seq;
+    task.execution.open_turn = None;
+    task.execution.open_step = None;
+    task.control.pending_cancels.clear();
+}
+
+/// A `step/start` opens the next step.
+fn start_step(task: &mut TaskState) {
+    task.execution.steps += 1;
+    task.execution.open_step = Some(task.execution.steps);
+}
+
+/// An `assistant/message` counts, and announces the calls it asks for: a call keeps the
+/// first message that asked for it.
+fn announce_calls(task: &mut TaskState, message: &AssistantMessage, seq: u64) {
+    task.session.assistant_messages += 1;
+    let turn = task.execution.open_turn.unwrap_or(0);
+    for (index, requested) in message.tool_calls.iter().enumerate() {
+        let call = task.session.calls.entry(requested.call_id.clone()).or_default();
+        if call.announced_seq == 0 {
+            call.announced_seq = seq;
+            call.announced_index = u32::try_from(index).unwrap_or(u32::MAX);
+            call.tool.clone_from(&requested.tool);
+            call.turn = turn;
+        }
+    }
+}
+
+/// A `tool/call`: the call is dispatched (a second dispatch is a retry), unless it already
+/// completed; so is its side effect, by request key; it consumes a `once` approval it names.
+fn dispatch_call(task: &mut TaskState, dispatched: &ToolCall, seq: u64) {
+    let turn = task.execution.open_turn.unwrap_or(0);
+    let call = task.session.calls.entry(dispatched.call_id.clone()).or_default();
+    if call.dispatches > 0 {
+        task.execution.retries += 1;
+    }
+    call.dispatches += 1;
+    call.dispatched_seq = seq;
+    call.tool.clone_from(&dispatched.tool);
+    call.effect = Some(dispatched.effect);
+    call.request_key.clone_from(&dispatched.request_key);
+    call.args_digest.clone_from(&dispatched.args_digest);
+    call.turn = turn;
+    if call.status != CallStatus::Completed {
+        call.status = CallStatus::Dispatched;
+        call.unknown_plan = None;
+    }
+    if let Some(key) = &dispatched.request_key {
+        let effect = task.side_effects.entry(key.clone()).or_default();
+        if effect.status != CallStatus::Completed {
+            effect.call_id = dispatched.call_id.clone();
+            effect.status = CallStatus::Dispatched;
+        }
+    }
+    if let Some(id) = &dispatched.approval_id
+        && let Some(approval) = task.control.approvals.get_mut(id)
+        && approval.status == ApprovalStatus::Granted
+        && approval.scope == Some(Scope::Once)
+    {
+        approval.status = ApprovalStatus::Consumed;
+    }
+}
+
+/// A `tool/result` completes the call and its side effect, with the receipt.
+fn complete_call(task: &mut TaskState, result: &ToolResult, seq: u64) {
+    let call = task.session.calls.entry(result.call_id.clone()).or_default();
+    call.status = CallStatus::Completed;
+    call.result_seq = seq;
+    // The state keeps the outcome's name, so the state schema did not change with it.
+    call.result_status = Some(result.outcome.as_str().to_owned());
+    call.receipt.clone_from(&result.receipt);
+    call.unknown_plan = None;
+    if let Some(key) = call.request_key.clone() {
+        let effect = task.side_effects.entry(key).or_default();
+        effect.call_id = result.call_id.clone();
+        effect.status = CallStatus::Completed;
+        effect.receipt.clone_from(&result.receipt);
+        effect.result_seq = seq;
+    }
+}
+
+/// A `tool/outcome_unknown` marks a call (and its side effect) that has not completed.
+fn mark_outcome_unknown(task: &mut TaskState, unknown: &ToolOutcomeUnknown) {
+    let call = task.session.calls.entry(unknown.call_id.clone()).or_default();
+    if call.status == CallStatus::Completed {
+        return;
+    }
+    call.status = CallStatus::OutcomeUnknown;
+    call.unknown_plan = Some(unknown.plan.clone());
+    if let Some(key) = call.request_key.clone()
+        && let Some(effect) = task.side_effects.get_mut(&key)
+        && effect.status != CallStatus::Completed
+    {
+        effect.status = CallStatus::OutcomeUnknown;
+    }
+}
+
+/// An `approval/grant` replaces whatever the approval was.
+fn grant_approval(task: &mut TaskState, grant: &ApprovalGrant) {
+    let approval = task.control.approvals.entry(grant.approval_id.clone()).or_default();
+    *approval = Approval {
+        status: ApprovalStatus::Granted,
+        scope: Some(grant.scope),
+        expires_at_us: grant.expires_at_us,
+    };
+}
+
+/// An `approval/deny` or `approval/expired`: the approval's new status.
+fn set_approval_status(task: &mut TaskState, id: &ApprovalId, status: ApprovalStatus) {
+    task.control.approvals.entry(id.clone()).or_default().status = status;
+}
+
+/// A `budget/usage` adds to the task's totals, saturating.
+fn add_budget_usage(task: &mut TaskState, usage: &BudgetUsage) {
+    let budget = &mut task.execution.budget;
+    budget.input_tokens = budget.input_tokens.saturating_add(usage.input_tokens);
+    budget.output_tokens = budget.output_tokens.saturating_add(usage.output_tokens);
+    budget.cost_micros = budget.cost_micros.saturating_add(usage.cost_micros);
+}
+
+/// A `recovery/restored`: whether the task needs a confirmation, and what recovery decided.
+fn record_restore(task: &mut TaskState, restored: &Restored, seq: u64, revision: u64) {
+    task.control.needs_confirmation = restored.resume == "needs_confirmation";
+    task.control.last_recovery = Some(LastRecovery {
+        seq,
+        revision,
+        calls: restored.calls.clone(),
+        expired: restored.expired.clone(),
+    });
 }

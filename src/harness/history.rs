@@ -6,12 +6,14 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::engine::reader::Reader;
 use crate::error::Result;
 use crate::harness::codec;
 use crate::harness::event::{Body, ResultOutcome};
 use crate::harness::ids::CallId;
+
+#[cfg(doc)]
 use crate::harness::store::Store;
-use crate::types::Seq;
 
 /// One entry of the model-visible history.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -194,24 +196,18 @@ fn tool_entry(
     }
 }
 
-impl Store {
-    /// The model-visible history of task `task`, projected from its events. Reads the log
-    /// from the start (or from the last `context/compacted` event, whose summary replaces the
-    /// history before it). After [`Store::reclaim`] it starts at the first kept event.
-    pub fn history(&self, task: &str) -> Result<Vec<Entry>> {
-        let compacted = self.task_state(task).map_or(1, |t| t.session.compacted_seq.max(1));
-        let from = compacted.max(self.log().first_seq()?.0);
-        let mut projection = Projection::default();
-        let mut reader = self.log().read_from(Seq(from))?;
-        while let Some(record) = reader.next_ref() {
-            let (seq, payload) = record?;
-            if codec::peek(seq, payload)?.task != task {
-                continue;
-            }
-            projection.apply(seq.0, codec::decode(seq, payload)?.body);
+/// The entries of `task`'s events read by `reader` (the whole log after `from`, where the
+/// caller starts the history): what [`Store::history`] returns.
+pub(crate) fn project(reader: &mut Reader, task: &str) -> Result<Vec<Entry>> {
+    let mut projection = Projection::default();
+    while let Some(record) = reader.next_ref() {
+        let (seq, payload) = record?;
+        if codec::peek(seq, payload)?.task != task {
+            continue;
         }
-        // Streamed text without a closing event was cut off (or is still streaming).
-        projection.flush_stream(true);
-        Ok(projection.entries)
+        projection.apply(seq.0, codec::decode(seq, payload)?.body);
     }
+    // Streamed text without a closing event was cut off (or is still streaming).
+    projection.flush_stream(true);
+    Ok(projection.entries)
 }

@@ -12,7 +12,6 @@ pub mod event;
 pub mod fold;
 pub mod history;
 pub mod ids;
-mod lazy;
 pub mod migrate;
 pub mod purge;
 pub mod recovery;
@@ -26,7 +25,6 @@ pub mod snapshot;
 mod snapshotter;
 pub mod state;
 mod store;
-mod store_open;
 pub mod upcast;
 
 pub use check::Verdict;
@@ -38,5 +36,7 @@ pub use purge::{PurgeReport, plan_purge};
 pub use recovery::{Outcome, Plan, RecoveryReport as HarnessRecoveryReport, Resume};
 pub use state::{State, TaskState};
 pub(crate) use store::check_delta_text;
-pub use store::{AppendOptions, Appended, Store, StoreOptions, Task};
-pub use store_open::{DeepVerify, OpenReport, SOCKET_FILE, TaskRead, socket_path};
+pub use store::{
+    AppendOptions, Appended, DeepVerify, OpenReport, SOCKET_FILE, Store, StoreOptions, Task,
+    TaskRead, socket_path,
+};

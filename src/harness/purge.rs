@@ -17,8 +17,10 @@ use crate::engine::log::{Log, LogInfo, SegmentInfo};
 use crate::error::Result;
 use crate::fs::Fs;
 use crate::harness::snapshot::{self, SnapshotFile};
-use crate::harness::store::Store;
 use crate::types::Seq;
+
+#[cfg(doc)]
+use crate::harness::store::Store;
 
 /// What a purge removed, or with [`PurgeReport::dry_run`] would remove: the shape of
 /// `factlog purge --json` (`format-spec/schema/purge.json`), serialised as it is.
@@ -80,60 +82,23 @@ fn display_path<S: Serializer>(path: &Path, serializer: S) -> std::result::Resul
     serializer.serialize_str(&path.display().to_string())
 }
 
-impl Store {
-    /// Reclaims disk space, explicitly: deletes the log segments whose every event is
-    /// covered by the *oldest* valid snapshot kept, so that every kept snapshot can still be
-    /// completed by replay and a damaged newest one still falls back to an older one, and
-    /// reports what it did. Full replay from the first event and the history before the first
-    /// kept event are no longer possible afterwards ([`Store::verify_deep`] then rebuilds from
-    /// the oldest valid snapshot). Nothing else ever deletes a segment. Without a valid
-    /// snapshot nothing is removed.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::ErrorKind::ReadOnly`] for a read-only store; an I/O error listing the
-    /// snapshots or removing a segment.
-    pub fn purge(&self) -> Result<PurgeReport> {
-        let inner = &self.inner;
-        // Reclaiming may remove segments holding events of tasks not folded yet.
-        self.fold_all_pending()?;
-        // No snapshot is written or pruned meanwhile: the oldest valid one stays the oldest.
-        let _guard = inner.checkpoint.lock();
-        let (oldest, skipped) = oldest_valid(&*inner.fs, &inner.dir)?;
-        let before = inner.log.info()?;
-        if let Some(oldest) = &oldest {
-            inner.log.reclaim_before(Seq(oldest.covered_seq.0 + 1))?;
-        }
-        let after = inner.log.info()?;
-        let removed: Vec<SegmentInfo> = before
-            .segments
-            .into_iter()
-            .filter(|segment| after.segments.iter().all(|kept| kept.id != segment.id))
-            .collect();
-        let first_seq = after.segments.first().map_or(Seq(1), |segment| segment.first_seq);
-        Ok(report(false, oldest.as_ref(), skipped, &removed, first_seq))
+/// Removes the sealed segments of `log` whose every event the oldest valid snapshot of
+/// `store_dir` covers, and reports it: the work of [`Store::purge`], which holds the store's
+/// checkpoint lock so that the oldest valid snapshot stays the oldest meanwhile.
+pub(crate) fn reclaim_covered(fs: &dyn Fs, store_dir: &Path, log: &Log) -> Result<PurgeReport> {
+    let (oldest, skipped) = oldest_valid(fs, store_dir)?;
+    let before = log.info()?;
+    if let Some(oldest) = &oldest {
+        log.reclaim_before(Seq(oldest.covered_seq.0 + 1))?;
     }
-
-    /// What [`Store::purge`] would remove now, removing nothing: [`plan_purge`] on this
-    /// store's log.
-    ///
-    /// # Errors
-    ///
-    /// An I/O error listing the snapshots or the segments.
-    pub fn plan_purge(&self) -> Result<PurgeReport> {
-        plan_purge(&*self.inner.fs, &self.inner.dir, &self.inner.log)
-    }
-
-    /// [`Store::purge`], returning only the segments and bytes removed (0 without a valid
-    /// snapshot).
-    ///
-    /// # Errors
-    ///
-    /// As [`Store::purge`].
-    pub fn reclaim(&self) -> Result<(usize, u64)> {
-        let report = self.purge()?;
-        Ok((report.segments.len(), report.removed_bytes))
-    }
+    let after = log.info()?;
+    let removed: Vec<SegmentInfo> = before
+        .segments
+        .into_iter()
+        .filter(|segment| after.segments.iter().all(|kept| kept.id != segment.id))
+        .collect();
+    let first_seq = after.segments.first().map_or(Seq(1), |segment| segment.first_seq);
+    Ok(report(false, oldest.as_ref(), skipped, &removed, first_seq))
 }
 
 /// What [`Store::purge`] would remove from the store in `store_dir` whose log is `log`,

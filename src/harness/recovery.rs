@@ -11,19 +11,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::Result;
 use crate::harness::event::{
     ApprovalExpired, Body, CallDecision, Effect, Restored, Risk, Scope, SignalExpired, StepEnd,
     ToolOutcomeUnknown, TurnEnd,
 };
 use crate::harness::ids::{ApprovalId, CallId, TaskId};
 use crate::harness::state::{ApprovalStatus, Call, CallStatus, TaskState};
-use crate::harness::store::{AppendOptions, Store, TaskCell};
-use crate::limits::{EVENT_BATCH_MAX, RESTORED_CALL_OVERHEAD_BYTES, RESTORED_CALLS_BYTES_MAX};
-use crate::types::Durability;
-use std::collections::HashSet;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use crate::limits::{RESTORED_CALL_OVERHEAD_BYTES, RESTORED_CALLS_BYTES_MAX};
 
 /// What a call turned out to be after the restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -273,6 +267,11 @@ pub fn plan_task(id: &TaskId, task: &TaskState) -> (TaskRecovery, Vec<Body>) {
 /// [`plan_task`], and with `after_loss` (the log lost events, as after a salvage: the task's
 /// contract or its risk may be among them) every task needs repair and asks for a
 /// confirmation, whatever its known risk.
+///
+/// The repair, in this order: a `tool/outcome_unknown` for each call dispatched without a
+/// result, an `approval/expired` for each `once` or `run` grant, a `signal/expired` for each
+/// pending cancel, the open step and turn closed as interrupted, and a `recovery/restored`
+/// recording the decisions, unless there is nothing to record.
 #[must_use]
 pub fn plan_task_after(
     id: &TaskId,
@@ -290,7 +289,35 @@ pub fn plan_task_after(
     {
         return (report_last(id, task), Vec::new());
     }
-    // Work since the last closed turn or restart: that is what the restart interrupted.
+    let mut bodies = Vec::new();
+    let calls = decide_open_calls(task, &mut bodies);
+    let expired = expire_approvals(task, &mut bodies);
+    let expired_signals = expire_signals(task, &mut bodies);
+    let (interrupted_step, interrupted_turn) = interrupt_step_and_turn(task, &mut bodies);
+    let recovery = TaskRecovery {
+        task: id.clone(),
+        calls,
+        expired,
+        expired_signals,
+        interrupted_step,
+        interrupted_turn,
+        resume,
+        events_written: 0,
+    };
+    // Nothing open, nothing to expire, no call to decide and no confirmation to ask for: a
+    // `recovery/restored` would record nothing, so none is written.
+    if bodies.is_empty() && recovery.calls.is_empty() && resume == Resume::Ready {
+        return (recovery, bodies);
+    }
+    bodies.push(restored_body(&recovery));
+    (recovery, bodies)
+}
+
+/// The calls of the work the restart interrupted (since the last closed turn or restart),
+/// each classified by the decision table, in the order the model asked for them (calls no
+/// message asked for, by dispatch). A call dispatched without a result gets a
+/// `tool/outcome_unknown` in `bodies`.
+fn decide_open_calls(task: &TaskState, bodies: &mut Vec<Body>) -> Vec<CallReport> {
     let closed = task
         .execution
         .last_turn_end_seq
@@ -305,7 +332,6 @@ pub fn plan_task_after(
             CallStatus::Completed => c.dispatched_seq > closed,
         })
         .collect();
-    // In the order the model asked for them; calls no message asked for, by dispatch.
     open_calls.sort_by_key(|(_, c)| {
         if c.announced_seq > 0 {
             (c.announced_seq, c.announced_index)
@@ -313,7 +339,6 @@ pub fn plan_task_after(
             (c.dispatched_seq, 0)
         }
     });
-    let mut bodies = Vec::new();
     let mut calls = Vec::new();
     for (call_id, call) in open_calls {
         let report = report_call(call_id, call);
@@ -326,6 +351,12 @@ pub fn plan_task_after(
         }
         calls.push(report);
     }
+    calls
+}
+
+/// The granted `once` and `run` approvals, which no restart keeps: each gets an
+/// `approval/expired` in `bodies`.
+fn expire_approvals(task: &TaskState, bodies: &mut Vec<Body>) -> Vec<ApprovalId> {
     let expired: Vec<ApprovalId> = task
         .control
         .approvals
@@ -342,6 +373,11 @@ pub fn plan_task_after(
             ..Default::default()
         }));
     }
+    expired
+}
+
+/// The pending cancels, which no restart keeps: each gets a `signal/expired` in `bodies`.
+fn expire_signals(task: &TaskState, bodies: &mut Vec<Body>) -> Vec<u64> {
     let expired_signals = task.control.pending_cancels.clone();
     for &signal_seq in &expired_signals {
         bodies.push(Body::SignalExpired(SignalExpired {
@@ -350,6 +386,12 @@ pub fn plan_task_after(
             ..Default::default()
         }));
     }
+    expired_signals
+}
+
+/// The open step and turn, each closed as interrupted by a repair `step/end` and `turn/end`
+/// in `bodies`.
+fn interrupt_step_and_turn(task: &TaskState, bodies: &mut Vec<Body>) -> (Option<u64>, Option<u64>) {
     let interrupted_step = task.execution.open_step;
     if interrupted_step.is_some() {
         bodies.push(Body::StepEnd(StepEnd {
@@ -366,29 +408,19 @@ pub fn plan_task_after(
             ..Default::default()
         }));
     }
-    let recovery = TaskRecovery {
-        task: id.clone(),
-        calls,
-        expired,
-        expired_signals,
-        interrupted_step,
-        interrupted_turn,
-        resume,
-        events_written: 0,
-    };
-    // Nothing open, nothing to expire, no call to decide and no confirmation to ask for: a
-    // `recovery/restored` would record nothing, so none is written.
-    if bodies.is_empty() && recovery.calls.is_empty() && resume == Resume::Ready {
-        return (recovery, bodies);
-    }
-    let resume_name = match resume {
+    (interrupted_step, interrupted_turn)
+}
+
+/// The `recovery/restored` event of `recovery`: whether the task may resume, the approvals
+/// expired, and the decisions, within a byte budget so that the event stays far below the
+/// body limit however many calls a task left open (the report itself lists them all).
+fn restored_body(recovery: &TaskRecovery) -> Body {
+    let resume_name = match recovery.resume {
         Resume::Ready => "ready",
         Resume::NeedsConfirmation => "needs_confirmation",
     };
-    // The decisions recorded, within a byte budget so that the event stays far below the
-    // body limit however many calls a task left open; the report itself lists them all.
     let mut budget = RESTORED_CALLS_BYTES_MAX;
-    bodies.push(Body::Restored(Restored {
+    Body::Restored(Restored {
         resume: resume_name.to_owned(),
         calls: recovery
             .calls
@@ -407,13 +439,12 @@ pub fn plan_task_after(
             .collect(),
         expired: recovery.expired.clone(),
         ..Default::default()
-    }));
-    (recovery, bodies)
+    })
 }
 
 /// The report of a task that needs no repair: the decisions of its last recovery (none if it
 /// never had one), each call classified again from the current state.
-fn report_last(id: &TaskId, task: &TaskState) -> TaskRecovery {
+pub(crate) fn report_last(id: &TaskId, task: &TaskState) -> TaskRecovery {
     let (calls, expired) = task.control.last_recovery.as_ref().map_or_else(
         || (Vec::new(), Vec::new()),
         |last| {
@@ -450,200 +481,5 @@ fn report_call(call_id: &CallId, call: &Call) -> CallReport {
         plan,
         request_key: call.request_key.clone(),
         receipt: if outcome == Outcome::Completed { call.receipt.clone() } else { None },
-    }
-}
-
-impl Store {
-    /// The recovery procedure, for every task this store handle does not hold yet: classifies
-    /// its open calls, closes its open step and turn as interrupted, records unknown outcomes,
-    /// expires one-time and per-run approvals and pending cancels, and marks it restored, as
-    /// one atomic batch per task; then syncs. A task's first append through this handle does
-    /// the same for that task by itself (`format-spec/harness-recovery.md`, "Holders"), so
-    /// calling this is not required for safety; it is how a harness gets the whole report
-    /// before it resumes. A task already held is reported from its last recovery and gets no
-    /// new event: running it again writes nothing.
-    pub fn recover(&self) -> Result<RecoveryReport> {
-        self.recover_after(false)
-    }
-
-    /// [`Store::recover`]; with `after_loss`, for a store whose log lost events (a salvaged
-    /// store), every task not held yet is repaired and asks for a confirmation.
-    pub(crate) fn recover_after(&self, after_loss: bool) -> Result<RecoveryReport> {
-        if self.log().is_read_only() {
-            return Err(crate::error::ErrorKind::ReadOnly.into());
-        }
-        let mut report = RecoveryReport {
-            dry_run: false,
-            tasks: Vec::new(),
-            events_written: 0,
-            restored: crate::harness::restored::read(self.inner.fs.as_ref(), self.dir()),
-        };
-        let cells = self.cells();
-        // Tasks not folded since open are folded only if they may need repair
-        // (`harness/lazy.rs`); the others are taken over as they are.
-        let quiet = if after_loss { HashSet::new() } else { self.quiet_tasks(&cells) };
-        let unquiet: Vec<_> = cells.iter().filter(|c| !quiet.contains(&c.id)).cloned().collect();
-        self.fold_pending(&unquiet)?;
-        for cell in cells {
-            if cell.revision.load(Ordering::Acquire) == 0 {
-                continue;
-            }
-            let recovery = if quiet.contains(&cell.id) {
-                self.take_over_quiet(&cell)?
-            } else {
-                self.take_over_after(&cell, Durability::Buffered, after_loss)?
-            };
-            report.events_written += recovery.events_written;
-            report.tasks.push(recovery);
-        }
-        if report.events_written > 0 {
-            self.flush(Durability::Synced)?;
-        }
-        Ok(report)
-    }
-
-    /// Takes the task of `cell` over from the holder that wrote it before this store handle
-    /// was opened: appends its repair ([`plan_task`]) at `durability` and marks it held. A
-    /// task already held gets no event and is reported from its last recovery.
-    pub(crate) fn take_over(
-        &self,
-        cell: &Arc<TaskCell>,
-        durability: Durability,
-    ) -> Result<TaskRecovery> {
-        self.take_over_after(cell, durability, false)
-    }
-
-    /// [`Store::take_over`], with `after_loss` as in [`plan_task_after`].
-    ///
-    /// The repair is one atomic batch unless it holds more than [`EVENT_BATCH_MAX`] events;
-    /// then it is written in batches of at most that many, `recovery/restored` last. A crash
-    /// between them leaves each batch's repairs recorded, and the next holder plans the rest.
-    fn take_over_after(
-        &self,
-        cell: &Arc<TaskCell>,
-        durability: Durability,
-        after_loss: bool,
-    ) -> Result<TaskRecovery> {
-        self.fold_pending(std::slice::from_ref(cell))?;
-        let _guard = cell.takeover.lock();
-        let mut written = 0;
-        let mut expired: Vec<ApprovalId> = Vec::new();
-        let mut expired_signals: Vec<u64> = Vec::new();
-        let recovery = loop {
-            let mut state = cell.state.lock().clone();
-            state.revision = cell.revision.load(Ordering::Acquire);
-            if cell.held.load(Ordering::Acquire) {
-                return Ok(report_last(&cell.id, &state));
-            }
-            let (mut recovery, mut bodies) = plan_task_after(&cell.id, &state, after_loss);
-            // What earlier batches of this takeover expired is no longer in the plan.
-            if !expired.is_empty() || !expired_signals.is_empty() {
-                recovery.expired = [expired.clone(), recovery.expired].concat();
-                recovery.expired_signals =
-                    [expired_signals.clone(), recovery.expired_signals].concat();
-                if let Some(Body::Restored(restored)) = bodies.last_mut() {
-                    restored.expired.clone_from(&recovery.expired);
-                }
-            }
-            if bodies.is_empty() {
-                recovery.events_written = written;
-                break recovery;
-            }
-            let last_batch = bodies.len() <= EVENT_BATCH_MAX;
-            if !last_batch {
-                bodies.truncate(EVENT_BATCH_MAX);
-            }
-            let count = bodies.len() as u64;
-            let batch_expired: Vec<ApprovalId> = bodies
-                .iter()
-                .filter_map(|b| match b {
-                    Body::ApprovalExpired(e) => Some(e.approval_id.clone()),
-                    _ => None,
-                })
-                .collect();
-            let batch_signals: Vec<u64> = bodies
-                .iter()
-                .filter_map(|b| match b {
-                    Body::SignalExpired(e) => Some(e.signal_seq),
-                    _ => None,
-                })
-                .collect();
-            // A compare-and-set on the revision planned from: a delta appended meanwhile
-            // makes it stale, and the task is planned again.
-            let options = AppendOptions {
-                expected_revision: Some(state.revision),
-                durability: Some(durability),
-                replicated: false,
-            };
-            match self.append_events(cell, bodies, options, true, None) {
-                Ok(_) if last_batch => {
-                    recovery.events_written = written + count;
-                    break recovery;
-                }
-                Ok(_) => {
-                    written += count;
-                    expired.extend(batch_expired);
-                    expired_signals.extend(batch_signals);
-                }
-                Err(e) if matches!(e.kind(), crate::error::ErrorKind::StaleRevision { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        };
-        cell.held.store(true, Ordering::Release);
-        Ok(recovery)
-    }
-
-    /// Takes over a task that [`Store::quiet_tasks`] found needs no repair, without folding
-    /// it: its recovery is empty and `ready`, what [`plan_task`] would say of it folded. A
-    /// task held or folded meanwhile is taken over as usual.
-    fn take_over_quiet(&self, cell: &Arc<TaskCell>) -> Result<TaskRecovery> {
-        {
-            let _guard = cell.takeover.lock();
-            if !cell.held.load(Ordering::Acquire) && cell.pending.lock().is_some() {
-                cell.held.store(true, Ordering::Release);
-                return Ok(TaskRecovery {
-                    task: cell.id.clone(),
-                    calls: Vec::new(),
-                    expired: Vec::new(),
-                    expired_signals: Vec::new(),
-                    interrupted_step: None,
-                    interrupted_turn: None,
-                    resume: Resume::Ready,
-                    events_written: 0,
-                });
-            }
-        }
-        self.take_over_after(cell, Durability::Buffered, false)
-    }
-
-    /// What [`Store::recover`] would do, without writing anything (works on a read-only
-    /// store). Tasks not folded since open are folded first; on a decoding error, as
-    /// [`Store::task_state`] says.
-    #[must_use]
-    pub fn plan_recovery(&self) -> RecoveryReport {
-        // An error is returned by the calls that can return one ([`Store::task_state`]).
-        let _ = self.fold_all_pending();
-        let mut report = RecoveryReport {
-            dry_run: true,
-            tasks: Vec::new(),
-            events_written: 0,
-            restored: crate::harness::restored::read(self.inner.fs.as_ref(), self.dir()),
-        };
-        for cell in self.cells() {
-            let revision = cell.revision.load(Ordering::Acquire);
-            if revision == 0 {
-                continue;
-            }
-            let mut state = cell.state.lock().clone();
-            state.revision = revision;
-            // A task this store holds is not taken over by `recover` either: the same report.
-            let planned = if cell.held.load(Ordering::Acquire) {
-                report_last(&cell.id, &state)
-            } else {
-                plan_task(&cell.id, &state).0
-            };
-            report.tasks.push(planned);
-        }
-        report
     }
 }

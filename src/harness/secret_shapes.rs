@@ -439,7 +439,7 @@ pub fn find_in_body(body: &Body) -> Vec<Finding> {
         Body::Opaque(opaque) if opaque.encoding != codec::ENCODING_JSON => Vec::new(),
         Body::Opaque(opaque) => find_in_json(&opaque.bytes),
         _ => codec::encode_body(body, crate::engine::segment::FORMAT_VERSION)
-            .map(|encoded| find_in_json(&encoded.3))
+            .map(|encoded| find_in_json(&encoded.bytes))
             .unwrap_or_default(),
     }
 }

@@ -493,7 +493,7 @@ impl LoggedSession {
         let mut at = 0;
         for action in &session.actions {
             let (count, durability) = match action {
-                // `Task::delta` appends Buffered (`src/harness/store.rs`).
+                // `Task::delta` appends Buffered (`src/harness/store/append.rs`).
                 Action::Delta(_) => (1, Durability::Buffered),
                 Action::Append(body) => (1, durability_of(body)),
                 Action::CloseStep(bodies) => (2, strongest(bodies.iter().map(durability_of))),

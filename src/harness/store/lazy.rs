@@ -28,6 +28,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::{Store, TaskCell};
 use crate::engine::reader::Reader;
 use crate::error::Result;
 use crate::harness::codec;
@@ -35,7 +36,6 @@ use crate::harness::event::{EventType, Risk, Scope};
 use crate::harness::fold;
 use crate::harness::ids::TaskId;
 use crate::harness::state::{ApprovalStatus, CallStatus, State, TaskState};
-use crate::harness::store::{Store, TaskCell};
 use crate::limits::RECOVERY_SCAN_OPEN_CALLS_MAX;
 use crate::types::Seq;
 
