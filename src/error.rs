@@ -939,8 +939,9 @@ fn replica_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result 
         ErrorKind::Remote { location, op, object, reason } => write!(
             f,
             "the object store of replica {location} failed a {op} of {object:?}: {reason}; \
-             what was shipped before is intact: check the location, credentials and \
-             network, and the replicator retries by itself"
+             what the replica held before is intact: check the location, the credentials and \
+             the network, then run the command again (a running `factlog replicate` tries \
+             again at its next round by itself)"
         ),
         ErrorKind::NotAReplica { location } => write!(
             f,
@@ -949,8 +950,10 @@ fn replica_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result 
         ),
         ErrorKind::ReplicaDamaged { object, reason } => write!(
             f,
-            "replica object {object:?} is damaged: {reason}; nothing was restored: restore \
-             with --seq below the damage, or from another replica"
+            "replica object {object:?} is damaged: {reason}; it was not used, nothing was \
+             restored from it or shipped after it: a restore can end before it (--seq below \
+             its records) or use another replica, `factlog replicas verify` names every \
+             damaged object, and replicating the store to a new location makes a new replica"
         ),
         ErrorKind::ReplicaOutdated { location, found, supported } => write!(
             f,
@@ -969,8 +972,9 @@ fn replica_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result 
         ),
         ErrorKind::ReplicaGap { missing } => write!(
             f,
-            "the replica is missing {missing}; nothing was restored: restore with --seq \
-             below the gap, or from another replica"
+            "the replica is missing {missing}; nothing was restored or shipped past the \
+             gap: a restore can end before it (--seq below the gap) or use another replica, \
+             and replicating the store to a new location makes a new replica"
         ),
         other => unreachable!("Error::fmt routes {other:?} elsewhere"),
     }
