@@ -293,9 +293,9 @@ impl OpRequest {
                     "history" => {
                         let from = match object.get("from") {
                             None | Some(Value::Null) => 0,
-                            Some(value) => value.as_u64().ok_or_else(|| {
-                                refuse("\"from\" must be a non-negative integer")
-                            })?,
+                            Some(value) => value
+                                .as_u64()
+                                .ok_or_else(|| refuse("\"from\" must be a non-negative integer"))?,
                         };
                         Op::History { task, from }
                     }
@@ -323,10 +323,7 @@ impl OpRequest {
 /// the known ones.
 fn unknown_op(name: &str) -> String {
     let known: Vec<String> = Op::NAMES.iter().map(|name| format!("{name:?}")).collect();
-    format!(
-        "unknown \"op\" {name:?} (known: {}; an append has \"type\" instead)",
-        known.join(", ")
-    )
+    format!("unknown \"op\" {name:?} (known: {}; an append has \"type\" instead)", known.join(", "))
 }
 
 /// `from_seq`, `task` and `limit` of an `events` or `follow` request, read in that order.
@@ -382,8 +379,7 @@ fn batch(
     mut object: Map<String, Value>,
 ) -> Result<OpRequest, Refusal> {
     let refuse = |what: &str| Refusal::line(id.clone(), what);
-    let expected_revision =
-        request::expected_revision(object.shift_remove(KEY_EXPECTED_REVISION));
+    let expected_revision = request::expected_revision(object.shift_remove(KEY_EXPECTED_REVISION));
     let durability = request::durability(object.shift_remove(KEY_DURABILITY));
     let (expected_revision, (durability, replicated)) = match (expected_revision, durability) {
         (Ok(expected_revision), Ok(durability)) => (expected_revision, durability),
@@ -519,7 +515,9 @@ pub type ReplyError = serde_json::Error;
 /// # Errors
 ///
 /// When a key of `T` is missing or mistyped.
-pub fn read_reply<T: for<'de> Deserialize<'de>>(reply: Map<String, Value>) -> Result<T, ReplyError> {
+pub fn read_reply<T: for<'de> Deserialize<'de>>(
+    reply: Map<String, Value>,
+) -> Result<T, ReplyError> {
     serde_json::from_value(Value::Object(reply))
 }
 

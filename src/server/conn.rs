@@ -349,7 +349,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         }
     }
 
-    /// `{"op":"events","from_seq","task","limit"}`: one page of events from `from_seq` (the
+    /// [`Op::Events`]: one page of events from `from_seq` (the
     /// first the store holds if absent), of one task or all, as `dump --json` prints them,
     /// and the seq to ask from next.
     fn events(
@@ -394,7 +394,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         Ok(EventsPage { events, next_seq: next, last_seq: last })
     }
 
-    /// `{"op":"tasks","after"}`: one page of the ids of the tasks that have events, sorted,
+    /// [`Op::Tasks`]: one page of the ids of the tasks that have events, sorted,
     /// those after `after` (all when absent), at most `SERVER_EVENTS_PER_REPLY_MAX`, and the
     /// id to ask after next (`null` after the last page).
     fn tasks(&mut self, id: Option<Value>, after: Option<&str>) -> Reply {
@@ -409,7 +409,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         answer(id, &TasksPage { tasks: page, next })
     }
 
-    /// `{"op":"recover","dry_run"}`: [`Store::recover`] on the served store (every task no
+    /// [`Op::Recover`]: [`Store::recover`] on the served store (every task no
     /// holder holds yet is taken over; tasks held are reported from their last repair and
     /// not touched), or with `dry_run` [`Store::plan_recovery`]; the report is that of
     /// `factlog recover --json`.
@@ -428,7 +428,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         }
     }
 
-    /// `{"op":"purge","dry_run"}`: [`Store::purge`] on the served store (with `dry_run`,
+    /// [`Op::Purge`]: [`Store::purge`] on the served store (with `dry_run`,
     /// [`Store::plan_purge`]); the reply holds the keys of `factlog purge --json`.
     fn purge(&mut self, id: Option<Value>, dry_run: bool) -> Reply {
         let report = if dry_run { self.store.plan_purge() } else { self.store.purge() };
@@ -439,7 +439,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         }
     }
 
-    /// `{"op":"history","task","from"}`: one page of the task's model-visible history (the
+    /// [`Op::History`]: one page of the task's model-visible history (the
     /// entries of `history --json`) from entry `from`, and the index to ask from next
     /// (`null` after the last).
     fn history(&mut self, id: Option<Value>, task: String, from: u64) -> Reply {
@@ -466,7 +466,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         answer(id, &HistoryPage { task, entries: page, next })
     }
 
-    /// `{"op":"batch","task","events":[..],"expected_revision","durability"}`: the events
+    /// [`Op::Batch`]: the events
     /// appended as one atomic batch ([`protocol::execute_batch`]).
     fn batch(
         &mut self,

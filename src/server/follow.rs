@@ -1,10 +1,9 @@
 //! The `follow` request of a served store (`format-spec/server.md`): a long-poll read.
 //!
-//! `{"op":"follow","from_seq","task","limit","timeout_ms"}` ([`crate::protocol::Op::Follow`],
-//! whose keys, `timeout_ms` included, are read and checked by the protocol module) is
-//! answered exactly as `events` is (the page is built by the `events` code itself, passed in
-//! as `page`), except that a page
-//! with no event is not sent at once: the connection waits until an event at or after the
+//! A `follow` ([`crate::protocol::Op::Follow`], whose keys, `timeout_ms` included, the
+//! protocol module reads and checks) is answered exactly as `events` is (the page is built by
+//! the `events` code itself, passed in as `page`), except that a page with no event is not
+//! sent at once: the connection waits until an event at or after the
 //! page's `next_seq` is appended, builds the page again from there, and answers as soon as a
 //! page holds an event, or with the last (empty) page once `timeout_ms` passed or the server
 //! is stopping. With `task`, events of other tasks wake the wait but are skipped, and the
