@@ -6,12 +6,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::{Client, ClientError};
 use crate::limits::SERVER_FOLLOW_TIMEOUT_MS_MAX;
-use crate::protocol::request::KEY_TASK;
-use crate::protocol::session::KEY_OP;
+use crate::protocol::op::{EventsPage, Op};
 
 impl Client {
     /// One page of events from `from_seq` on (of `task` only, when given), as
@@ -33,20 +32,14 @@ impl Client {
         let timeout_ms = u64::try_from(timeout.as_millis())
             .unwrap_or(u64::MAX)
             .min(SERVER_FOLLOW_TIMEOUT_MS_MAX);
-        let mut object = Map::new();
-        object.insert(KEY_OP.to_owned(), json!("follow"));
-        object.insert("from_seq".to_owned(), json!(from_seq));
-        object.insert(KEY_TASK.to_owned(), task.map_or(Value::Null, |task| json!(task)));
-        object.insert("timeout_ms".to_owned(), json!(timeout_ms));
-        let reply = self.request(object)?;
-        let next = reply.get("next_seq").and_then(Value::as_u64);
-        match (reply.get("events"), next) {
-            (Some(Value::Array(events)), Some(next)) => {
-                let events = events.iter().filter_map(|e| e.as_object().cloned()).collect();
-                Ok((events, next))
-            }
-            _ => Err(ClientError::Protocol { what: "a follow reply without its keys".to_owned() }),
-        }
+        let op = Op::Follow {
+            from_seq: Some(from_seq),
+            task: task.map(str::to_owned),
+            limit: None,
+            timeout_ms: Some(timeout_ms),
+        };
+        let page: EventsPage = self.call(&op)?;
+        Ok((page.events, page.next_seq))
     }
 
     /// Every event from `from_seq` on (of `task` only, when given), as they are appended:

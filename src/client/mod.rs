@@ -30,6 +30,7 @@ mod follow;
 pub mod served;
 mod task;
 
+pub use crate::protocol::op::EventsPage;
 pub use follow::Follow;
 pub use task::RemoteTask;
 
@@ -40,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::harness::PurgeReport;
@@ -49,10 +51,14 @@ use crate::harness::socket_path;
 use crate::harness::{Body, CallId, TaskState};
 use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
 use crate::protocol::delta_line;
+use crate::protocol::op::{
+    self, CheckpointReply, HistoryPage, Op, RecoverReply, RequestedDurability, RevisionReply,
+    StateReply, TasksPage,
+};
 use crate::protocol::reply::error_object;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::protocol::session::SERVER_PROTOCOL_VERSION;
-use crate::protocol::session::{KEY_HELLO, KEY_OP, KEY_VERSION};
+use crate::protocol::session::{KEY_HELLO, KEY_VERSION};
 use crate::{AppendOptions, Appended, Durability, Seq};
 
 /// What went wrong talking to a served store.
@@ -369,6 +375,19 @@ impl Client {
         if reply.contains_key("error") { Err(refused(reply)) } else { Ok(reply) }
     }
 
+    /// Sends one operation ([`Client::request`] of its object) and reads its reply as the
+    /// operation's typed reply `T`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`]; [`ClientError::Protocol`] when the reply lacks a key of `T`.
+    fn call<T: DeserializeOwned>(&mut self, op: &Op) -> Result<T, ClientError> {
+        let reply = self.request(op.to_object())?;
+        op::read_reply(reply).map_err(|error| ClientError::Protocol {
+            what: format!("a {} reply: {error}", op.name()),
+        })
+    }
+
     /// Appends one streamed `assistant/delta` fragment to `task`, `Buffered`, as
     /// [`crate::Task::delta`] does in the serving process, **pipelined**: the request line is
     /// written into this client's buffer, and no reply is waited for, so a fragment makes no
@@ -529,14 +548,9 @@ impl Client {
         for body in bodies {
             let mut event = event_object(task, body)?;
             event.shift_remove(KEY_TASK);
-            events.push(Value::Object(event));
+            events.push(event);
         }
-        let mut object = Map::new();
-        object.insert(KEY_OP.to_owned(), json!("batch"));
-        object.insert(KEY_TASK.to_owned(), json!(task));
-        object.insert("events".to_owned(), Value::Array(events));
-        insert_options(&mut object, options);
-        appended(&self.request(object)?)
+        appended(&self.request(Op::batch(task, events, options).to_object())?)
     }
 
     /// The task's revision (0 when it has no event).
@@ -545,10 +559,8 @@ impl Client {
     ///
     /// As [`Client::request`].
     pub fn revision(&mut self, task: &str) -> Result<u64, ClientError> {
-        let reply = self.request(op("revision", task))?;
-        reply.get("revision").and_then(Value::as_u64).ok_or_else(|| ClientError::Protocol {
-            what: "a revision reply without \"revision\"".to_owned(),
-        })
+        let reply: RevisionReply = self.call(&Op::Revision { task: task.to_owned() })?;
+        Ok(reply.revision)
     }
 
     /// The task's folded state, `None` when it has no event.
@@ -557,13 +569,10 @@ impl Client {
     ///
     /// As [`Client::request`].
     pub fn state(&mut self, task: &str) -> Result<Option<TaskState>, ClientError> {
-        let reply = self.request(op("state", task))?;
-        match reply.get("state") {
-            None => {
-                Err(ClientError::Protocol { what: "a state reply without \"state\"".to_owned() })
-            }
-            Some(Value::Null) => Ok(None),
-            Some(state) => serde_json::from_value(state.clone())
+        let reply: StateReply = self.call(&Op::State { task: task.to_owned() })?;
+        match reply.state {
+            Value::Null => Ok(None),
+            state => serde_json::from_value(state)
                 .map(Some)
                 .map_err(|error| ClientError::Protocol { what: format!("a task state: {error}") }),
         }
@@ -596,22 +605,8 @@ impl Client {
         from_seq: u64,
         task: Option<&str>,
     ) -> Result<EventsPage, ClientError> {
-        let mut object = Map::new();
-        object.insert(KEY_OP.to_owned(), json!("events"));
-        object.insert("from_seq".to_owned(), json!(from_seq));
-        if let Some(task) = task {
-            object.insert(KEY_TASK.to_owned(), json!(task));
-        }
-        let reply = self.request(object)?;
-        let number = |key: &str| reply.get(key).and_then(Value::as_u64);
-        match (reply.get("events"), number("next_seq"), number("last_seq")) {
-            (Some(Value::Array(events)), Some(next_seq), Some(last_seq)) => Ok(EventsPage {
-                events: events.iter().filter_map(|e| e.as_object().cloned()).collect(),
-                next_seq,
-                last_seq,
-            }),
-            _ => Err(ClientError::Protocol { what: "an events reply without its keys".to_owned() }),
-        }
+        let task = task.map(str::to_owned);
+        self.call(&Op::Events { from_seq: Some(from_seq), task, limit: None })
     }
 
     /// The ids of the served store's tasks that have events, sorted ([`crate::Store::task_ids`]),
@@ -624,18 +619,10 @@ impl Client {
         let mut ids = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let mut object = Map::new();
-            object.insert(KEY_OP.to_owned(), json!("tasks"));
-            object.insert("after".to_owned(), json!(after));
-            let reply = self.request(object)?;
-            let Some(Value::Array(page)) = reply.get("tasks") else {
-                return Err(ClientError::Protocol {
-                    what: "a tasks reply without \"tasks\"".to_owned(),
-                });
-            };
-            ids.extend(page.iter().filter_map(Value::as_str).map(str::to_owned));
-            match reply.get("next").and_then(Value::as_str) {
-                Some(next) if after.as_deref() != Some(next) => after = Some(next.to_owned()),
+            let page: TasksPage = self.call(&Op::Tasks { after: after.clone() })?;
+            ids.extend(page.tasks);
+            match page.next {
+                Some(next) if after.as_ref() != Some(&next) => after = Some(next),
                 _ => return Ok(ids),
             }
         }
@@ -649,13 +636,8 @@ impl Client {
     ///
     /// As [`Client::request`].
     pub fn recover(&mut self, dry_run: bool) -> Result<RecoveryReport, ClientError> {
-        let mut object = Map::new();
-        object.insert(KEY_OP.to_owned(), json!("recover"));
-        object.insert("dry_run".to_owned(), json!(dry_run));
-        let reply = self.request(object)?;
-        let report = reply.get("report").cloned().unwrap_or(Value::Null);
-        serde_json::from_value(report)
-            .map_err(|error| ClientError::Protocol { what: format!("a recovery report: {error}") })
+        let reply: RecoverReply = self.call(&Op::Recover { dry_run })?;
+        Ok(reply.report)
     }
 
     /// Writes a snapshot in the serving process ([`crate::Store::checkpoint`]): its path
@@ -665,18 +647,8 @@ impl Client {
     ///
     /// As [`Client::request`].
     pub fn checkpoint(&mut self) -> Result<(PathBuf, u64), ClientError> {
-        let mut object = Map::new();
-        object.insert(KEY_OP.to_owned(), json!("checkpoint"));
-        let reply = self.request(object)?;
-        match (
-            reply.get("path").and_then(Value::as_str),
-            reply.get("covered_seq").and_then(Value::as_u64),
-        ) {
-            (Some(path), Some(covered)) => Ok((PathBuf::from(path), covered)),
-            _ => Err(ClientError::Protocol {
-                what: "a checkpoint reply without its keys".to_owned(),
-            }),
-        }
+        let reply: CheckpointReply = self.call(&Op::Checkpoint)?;
+        Ok((PathBuf::from(reply.path), reply.covered_seq))
     }
 
     /// Runs [`crate::Store::purge`] in the serving process (with `dry_run`,
@@ -686,13 +658,7 @@ impl Client {
     ///
     /// As [`Client::request`].
     pub fn purge(&mut self, dry_run: bool) -> Result<PurgeReport, ClientError> {
-        let mut object = Map::new();
-        object.insert(KEY_OP.to_owned(), json!("purge"));
-        object.insert("dry_run".to_owned(), json!(dry_run));
-        let mut reply = self.request(object)?;
-        reply.shift_remove(KEY_ID);
-        serde_json::from_value(Value::Object(reply))
-            .map_err(|error| ClientError::Protocol { what: format!("a purge report: {error}") })
+        self.call(&Op::Purge { dry_run })
     }
 
     /// The task's whole model-visible history (the entries of `factlog history --json`),
@@ -705,16 +671,9 @@ impl Client {
         let mut entries = Vec::new();
         let mut from = 0;
         loop {
-            let mut object = op("history", task);
-            object.insert("from".to_owned(), json!(from));
-            let reply = self.request(object)?;
-            let Some(Value::Array(page)) = reply.get("entries") else {
-                return Err(ClientError::Protocol {
-                    what: "a history reply without \"entries\"".to_owned(),
-                });
-            };
-            entries.extend(page.iter().cloned());
-            match reply.get("next").and_then(Value::as_u64) {
+            let page: HistoryPage = self.call(&Op::History { task: task.to_owned(), from })?;
+            entries.extend(page.entries);
+            match page.next {
                 Some(next) if next > from => from = next,
                 _ => return Ok(entries),
             }
@@ -980,17 +939,6 @@ fn refused(reply: Map<String, Value>) -> ClientError {
     }
 }
 
-/// One page of an `events` reply ([`Client::events_page`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventsPage {
-    /// The events, as `factlog dump --json` prints them.
-    pub events: Vec<Map<String, Value>>,
-    /// The seq to ask from for the next page.
-    pub next_seq: u64,
-    /// The last seq the log held when the page was read (0 for an empty log).
-    pub last_seq: u64,
-}
-
 /// What [`Client::relay`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relayed {
@@ -1035,13 +983,6 @@ fn send_lines(input: impl Read, writer: &mut UnixStream, done: &AtomicBool) -> i
     Ok(lines)
 }
 
-fn op(name: &str, task: &str) -> Map<String, Value> {
-    let mut object = Map::new();
-    object.insert(KEY_OP.to_owned(), json!(name));
-    object.insert(KEY_TASK.to_owned(), json!(task));
-    object
-}
-
 /// A request line's object for `body`: `task`, `type`, then the body fields.
 fn event_object(task: &str, body: &Body) -> Result<Map<String, Value>, ClientError> {
     let Some(event_type) = body.event_type() else {
@@ -1061,10 +1002,8 @@ fn insert_options(object: &mut Map<String, Value>, options: AppendOptions) {
     if let Some(revision) = options.expected_revision {
         object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
     }
-    if options.replicated {
-        object.insert(KEY_DURABILITY.to_owned(), json!("replicated"));
-    } else if let Some(durability) = options.durability {
-        object.insert(KEY_DURABILITY.to_owned(), json!(durability.as_str()));
+    if let Some(durability) = RequestedDurability::of(options) {
+        object.insert(KEY_DURABILITY.to_owned(), json!(durability));
     }
 }
 

@@ -7,6 +7,8 @@
 //!   body, or a [`Refusal`] that says why not.
 //! - [`reply`] holds the reply objects (written, duplicate, error) and [`error_code`], the
 //!   stable code of each [`crate::ErrorKind`] and whether it ends a stream.
+//! - [`op`] holds [`Op`], the operations of a served store's socket (`revision`, `events`,
+//!   `batch`, ...), with their typed replies: the server matches on it, the client builds it.
 //! - [`views`] holds the JSON objects of an event and of the folded state that every door
 //!   prints alike; [`time`] the RFC 3339 form of their timestamps.
 //! - [`handle_line`] and [`execute`] run a request against a store: take the task over (the
@@ -37,12 +39,14 @@
 //! ```
 
 pub mod delta_line;
+pub mod op;
 pub mod reply;
 pub mod request;
 pub mod session;
 pub mod time;
 pub mod views;
 
+pub use op::{Op, OpRequest};
 pub use reply::{Reply, error_code, error_reply};
 pub use request::{Refusal, Request};
 
@@ -229,13 +233,21 @@ pub fn set_envelope_key(
     key: &str,
     value: Value,
 ) -> Result<(), Refusal> {
+    if let Some(refusal) = envelope_conflict(object, key, &value) {
+        return Err(refusal);
+    }
+    object.insert(key.to_owned(), value);
+    Ok(())
+}
+
+/// The refusal of a request object that holds `key` already with another value than
+/// `value` (the check of [`set_envelope_key`], without inserting).
+#[must_use]
+pub fn envelope_conflict(object: &Map<String, Value>, key: &str, value: &Value) -> Option<Refusal> {
     match object.get(key) {
-        Some(existing) if *existing != value => {
-            Err(Refusal::line(None, format!("{key:?} is given twice with different values")))
+        Some(existing) if existing != value => {
+            Some(Refusal::line(None, format!("{key:?} is given twice with different values")))
         }
-        _ => {
-            object.insert(key.to_owned(), value);
-            Ok(())
-        }
+        _ => None,
     }
 }

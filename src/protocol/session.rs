@@ -1,14 +1,15 @@
 //! The session of a served store's socket (`format-spec/server.md`): the hello that opens a
 //! connection, the key naming a read or batch operation, and the codes only a server answers.
-//! The server and the client both take these names from here.
+//! The server and the client both take these names from here; the operations themselves are
+//! [`super::Op`].
 
 /// The server protocol version (`format-spec/server.md`, "Hello"): what a client's hello
 /// must name. The request lines inside it are protocol version
 /// [`super::PROTOCOL_VERSION`].
 pub const SERVER_PROTOCOL_VERSION: u32 = 1;
 
-/// The key of a read (or batch) request naming the operation; a line with `type` is an
-/// append, whatever else it holds.
+/// The key of a read (or batch) request naming the operation, whose values are the names of
+/// [`super::Op`] (`Op::NAMES`); a line with `type` is an append, whatever else it holds.
 pub const KEY_OP: &str = "op";
 /// The key of the hello line naming the protocol (`"factlog"`).
 pub const KEY_HELLO: &str = "hello";

@@ -14,15 +14,21 @@
 use std::collections::HashSet;
 use std::io::{self, BufWriter, Read, Write};
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, ErrorKind};
 use crate::limits::{
-    SERVER_EVENTS_PER_REPLY_MAX, SERVER_HELLO_BYTES_MAX, SERVER_LINE_BYTES_MAX,
-    SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES, SERVER_TASKS_PER_CLIENT_MAX,
+    SERVER_EVENTS_PER_REPLY_MAX, SERVER_FOLLOW_TIMEOUT_MS_MAX, SERVER_HELLO_BYTES_MAX,
+    SERVER_LINE_BYTES_MAX, SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES,
+    SERVER_TASKS_PER_CLIENT_MAX,
+};
+use crate::protocol::op::{
+    self, CheckpointReply, EventsPage, HistoryPage, Op, OpRequest, RecoverReply,
+    RequestedDurability, RevisionReply, StateReply, TasksPage, reply_object,
 };
 use crate::protocol::reply::{self, error_object, with_id};
-use crate::protocol::request::{self, KEY_ID, KEY_TASK, KEY_TYPE, Refusal};
+use crate::protocol::request::{self, KEY_TYPE, Refusal};
 use crate::protocol::session::{
     CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_HELLO, KEY_OP, KEY_VERSION,
     SERVER_PROTOCOL_VERSION,
@@ -270,7 +276,10 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             Err(refusal) => return refusal.into_reply(),
         };
         if !object.contains_key(KEY_TYPE) && object.contains_key(KEY_OP) {
-            return self.operation(object);
+            return match OpRequest::from_object(object) {
+                Ok(OpRequest { id, op }) => self.operation(id, op),
+                Err(refusal) => refusal.into_reply(),
+            };
         }
         let request = match Request::from_object(object) {
             Ok(request) => request,
@@ -288,187 +297,123 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         touch(&mut self.touched, self.holds, task, id)
     }
 
-    /// A request with `op` and no `type`: `revision`, `state` or `batch`.
-    fn operation(&mut self, mut object: Map<String, Value>) -> Reply {
-        let id = match object.shift_remove(KEY_ID) {
-            None => None,
-            Some(value @ (Value::String(_) | Value::Number(_))) => Some(value),
-            Some(_) => return refuse(None, "\"id\" must be a string or a number"),
-        };
-        let op = match object.shift_remove(KEY_OP) {
-            Some(Value::String(op)) => op,
-            _ => return refuse(id, "\"op\" must be a string"),
-        };
-        if op == "events" {
-            return self.events(id, object);
-        }
-        if op == "recover" {
-            return self.recover(id, object.get("dry_run"));
-        }
-        if op == "checkpoint" {
-            // `Store::checkpoint` in the serving process: the reply of `checkpoint --json`.
-            return match self.store.checkpoint() {
-                Ok(meta) => {
-                    let mut reply = with_id(id);
-                    reply.insert("path".to_owned(), json!(meta.path.display().to_string()));
-                    reply.insert("covered_seq".to_owned(), json!(meta.covered_seq.0));
-                    answer(reply)
-                }
-                Err(error) => Reply::from_error(&error, id),
-            };
-        }
-        if op == "follow" {
-            return self.follow(id, object);
-        }
-        if op == "tasks" {
-            return self.tasks(id, &object);
-        }
-        if op == "purge" {
-            return self.purge(id, object.get("dry_run"));
-        }
-        let task = match object.get(KEY_TASK) {
-            Some(Value::String(task)) if !task.is_empty() => task.clone(),
-            Some(_) => return refuse(id, "\"task\" must be a non-empty string"),
-            None => return refuse(id, "\"task\" is missing"),
-        };
-        match op.as_str() {
-            "history" => self.history(id, &task, object.get("from")),
-            "revision" => {
+    /// A request with `op` and no `type`: the operation's reply.
+    fn operation(&mut self, id: Option<Value>, op: Op) -> Reply {
+        match op {
+            Op::Revision { task } => {
                 let revision = self.store.task_state(&task).map_or(0, |state| state.revision);
-                let mut reply = with_id(id);
-                reply.insert(KEY_TASK.to_owned(), json!(task));
-                reply.insert("revision".to_owned(), json!(revision));
-                answer(reply)
+                answer(id, &RevisionReply { task, revision })
             }
-            "state" => {
+            Op::State { task } => {
                 let state = match self.store.task_state(&task).map(|s| views::task_state_value(&s))
                 {
                     None => Value::Null,
                     Some(Ok(value)) => value,
                     Some(Err(_)) => return refuse(id, "the task's state cannot be serialised"),
                 };
-                let mut reply = with_id(id);
-                reply.insert(KEY_TASK.to_owned(), json!(task));
-                reply.insert("state".to_owned(), state);
-                answer(reply)
+                answer(id, &StateReply { task, state })
             }
-            "batch" => self.batch(id, &task, object),
-            _ => refuse(
-                id,
-                &format!(
-                    "unknown \"op\" {op:?} (known: \"revision\", \"state\", \"history\", \
-                     \"events\", \"follow\", \"tasks\", \"recover\", \"checkpoint\", \
-                     \"purge\", \"batch\"; an append has \"type\" instead)"
-                ),
-            ),
+            Op::History { task, from } => self.history(id, task, from),
+            Op::Events { from_seq, task, limit } => {
+                match self.events(from_seq, task.as_deref(), limit) {
+                    Ok(page) => answer(id, &page),
+                    Err(error) => Reply::from_error(&error, id),
+                }
+            }
+            Op::Follow { from_seq, task, limit, timeout_ms } => {
+                let (store, holds) = (self.store, self.holds);
+                let timeout_ms = timeout_ms.unwrap_or(SERVER_FOLLOW_TIMEOUT_MS_MAX);
+                let page = super::follow::follow(store, holds, from_seq, timeout_ms, |from| {
+                    self.events(from, task.as_deref(), limit)
+                });
+                match page {
+                    Ok(page) => answer(id, &page),
+                    Err(error) => Reply::from_error(&error, id),
+                }
+            }
+            Op::Tasks { after } => self.tasks(id, after.as_deref()),
+            Op::Recover { dry_run } => self.recover(id, dry_run),
+            // `Store::checkpoint` in the serving process: the reply of `checkpoint --json`.
+            Op::Checkpoint => match self.store.checkpoint() {
+                Ok(meta) => {
+                    let path = meta.path.display().to_string();
+                    answer(id, &CheckpointReply { path, covered_seq: meta.covered_seq.0 })
+                }
+                Err(error) => Reply::from_error(&error, id),
+            },
+            Op::Purge { dry_run } => self.purge(id, dry_run),
+            Op::Batch { task, events, expected_revision, durability } => {
+                let options = RequestedDurability::options(durability, expected_revision);
+                self.batch(id, &task, events, options)
+            }
         }
     }
 
-    /// `{"op":"events","from_seq","task","limit"}`: one page of events from `from_seq` (1 if
-    /// absent), of one task or all, as `dump --json` prints them, and the seq to ask from next.
-    fn events(&mut self, id: Option<Value>, object: Map<String, Value>) -> Reply {
-        let from = match object.get("from_seq") {
-            None | Some(Value::Null) => None,
-            Some(value) => match value.as_u64() {
-                Some(seq) => Some(seq.max(1)),
-                None => return refuse(id, "\"from_seq\" must be a positive integer"),
-            },
-        };
-        let limit = match object.get("limit") {
-            None | Some(Value::Null) => SERVER_EVENTS_PER_REPLY_MAX,
-            Some(value) => match value.as_u64() {
-                Some(limit) if limit >= 1 => {
-                    usize::try_from(limit).unwrap_or(usize::MAX).min(SERVER_EVENTS_PER_REPLY_MAX)
-                }
-                _ => return refuse(id, "\"limit\" must be a positive integer"),
-            },
-        };
-        let task = match object.get(KEY_TASK) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(task)) if !task.is_empty() => Some(task.as_str()),
-            Some(_) => return refuse(id, "\"task\" must be a non-empty string or null"),
-        };
+    /// [`Op::Events`]: one page of events from `from_seq` (the
+    /// first the store holds if absent), of one task or all, as `dump --json` prints them,
+    /// and the seq to ask from next.
+    fn events(
+        &mut self,
+        from: Option<u64>,
+        task: Option<&str>,
+        limit: Option<u64>,
+    ) -> Result<EventsPage, Error> {
+        let from = from.map(|seq| seq.max(1));
+        let limit = limit.map_or(SERVER_EVENTS_PER_REPLY_MAX, |limit| {
+            usize::try_from(limit).unwrap_or(usize::MAX).min(SERVER_EVENTS_PER_REPLY_MAX)
+        });
         let last = self.store.log().last_seq().map_or(0, |seq| seq.0);
-        let first = match self.store.log().first_seq() {
-            Ok(first) => first.0,
-            Err(error) => return Reply::from_error(&error, id),
-        };
+        let first = self.store.log().first_seq()?.0;
         // Records a purge removed are refused, never skipped: the reader asked for them.
         let mut next = match from {
             None => first,
             Some(from) if from < first => {
-                let error =
-                    Error::from(ErrorKind::Reclaimed { requested: from, first_available: first });
-                return Reply::from_error(&error, id);
+                return Err(ErrorKind::Reclaimed { requested: from, first_available: first }.into());
             }
             Some(from) => from,
         };
         let mut events = Vec::new();
         let mut bytes = 0;
         if next <= last {
-            let reader = match self.store.events(crate::Seq(next)) {
-                Ok(reader) => reader,
-                Err(error) => return Reply::from_error(&error, id),
-            };
-            for event in reader {
-                let event = match event {
-                    Ok(event) => event,
-                    Err(error) => return Reply::from_error(&error, id),
-                };
+            for event in self.store.events(crate::Seq(next))? {
+                let event = event?;
                 next = event.seq.0 + 1;
                 if task.is_some_and(|task| event.task.as_str() != task) {
                     continue;
                 }
-                let object = Value::Object(views::event_object(&event, false));
-                bytes += object.to_string().len();
+                let object = views::event_object(&event, false);
+                bytes += serde_json::to_string(&object).map_or(0, |text| text.len());
                 events.push(object);
                 if events.len() >= limit || bytes >= SERVER_REPLY_PAGE_BYTES || next > last {
                     break;
                 }
             }
         }
-        let mut reply = with_id(id);
-        reply.insert("events".to_owned(), Value::Array(events));
-        reply.insert("next_seq".to_owned(), json!(next));
-        // Where the log ended when this page was read: a reader that wants what existed when
-        // it began (as `Store::events` gives) stops there.
-        reply.insert("last_seq".to_owned(), json!(last));
-        answer(reply)
+        // `last_seq`: where the log ended when this page was read: a reader that wants what
+        // existed when it began (as `Store::events` gives) stops there.
+        Ok(EventsPage { events, next_seq: next, last_seq: last })
     }
 
-    /// `{"op":"tasks","after"}`: one page of the ids of the tasks that have events, sorted,
+    /// [`Op::Tasks`]: one page of the ids of the tasks that have events, sorted,
     /// those after `after` (all when absent), at most `SERVER_EVENTS_PER_REPLY_MAX`, and the
     /// id to ask after next (`null` after the last page).
-    fn tasks(&mut self, id: Option<Value>, object: &Map<String, Value>) -> Reply {
-        let after = match object.get("after") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(after)) => Some(after.as_str()),
-            Some(_) => return refuse(id, "\"after\" must be a task id or null"),
-        };
+    fn tasks(&mut self, id: Option<Value>, after: Option<&str>) -> Reply {
         let ids = self.store.task_ids();
         let start = after.map_or(0, |after| ids.partition_point(|task| task.as_str() <= after));
-        let page: Vec<&str> = ids[start..]
+        let page: Vec<String> = ids[start..]
             .iter()
             .take(SERVER_EVENTS_PER_REPLY_MAX)
-            .map(|task| task.as_str())
+            .map(|task| task.as_str().to_owned())
             .collect();
-        let next = (start + page.len() < ids.len()).then(|| page.last().copied()).flatten();
-        let mut reply = with_id(id);
-        reply.insert("tasks".to_owned(), json!(page));
-        reply.insert("next".to_owned(), json!(next));
-        answer(reply)
+        let next = (start + page.len() < ids.len()).then(|| page.last().cloned()).flatten();
+        answer(id, &TasksPage { tasks: page, next })
     }
 
-    /// `{"op":"recover","dry_run"}`: [`Store::recover`] on the served store (every task no
+    /// [`Op::Recover`]: [`Store::recover`] on the served store (every task no
     /// holder holds yet is taken over; tasks held are reported from their last repair and
     /// not touched), or with `dry_run` [`Store::plan_recovery`]; the report is that of
     /// `factlog recover --json`.
-    fn recover(&mut self, id: Option<Value>, dry_run: Option<&Value>) -> Reply {
-        let dry_run = match dry_run {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(dry_run)) => *dry_run,
-            Some(_) => return refuse(id, "\"dry_run\" must be true or false"),
-        };
+    fn recover(&mut self, id: Option<Value>, dry_run: bool) -> Reply {
         let report = if dry_run {
             self.store.plan_recovery()
         } else {
@@ -477,53 +422,29 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 Err(error) => return Reply::from_error(&error, id),
             }
         };
-        let Ok(report) = serde_json::to_value(&report) else {
-            return refuse(id, "the recovery report cannot be serialised");
-        };
-        let mut reply = with_id(id);
-        reply.insert("report".to_owned(), report);
-        answer(reply)
+        match reply_object(id.clone(), &RecoverReply { report }) {
+            Ok(reply) => Reply::Written { reply, durability: crate::Durability::Buffered },
+            Err(_) => refuse(id, "the recovery report cannot be serialised"),
+        }
     }
 
-    /// `{"op":"follow","from_seq","task","limit","timeout_ms"}`: the page [`Self::events`]
-    /// gives, or when it holds no event, the first page with one once it is appended
-    /// (waiting at most `timeout_ms`, holding no lock): [`super::follow`].
-    fn follow(&mut self, id: Option<Value>, object: Map<String, Value>) -> Reply {
-        let (store, holds) = (self.store, self.holds);
-        super::follow::follow(store, holds, id, object, |id, object| self.events(id, object))
-    }
-
-    /// `{"op":"purge","dry_run"}`: [`Store::purge`] on the served store (with `dry_run`,
+    /// [`Op::Purge`]: [`Store::purge`] on the served store (with `dry_run`,
     /// [`Store::plan_purge`]); the reply holds the keys of `factlog purge --json`.
-    fn purge(&mut self, id: Option<Value>, dry_run: Option<&Value>) -> Reply {
-        let dry_run = match dry_run {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(dry_run)) => *dry_run,
-            Some(_) => return refuse(id, "\"dry_run\" must be true or false"),
-        };
+    fn purge(&mut self, id: Option<Value>, dry_run: bool) -> Reply {
         let report = if dry_run { self.store.plan_purge() } else { self.store.purge() };
-        let report = match report.map(|report| serde_json::to_value(&report)) {
-            Ok(Ok(Value::Object(report))) => report,
-            Ok(_) => return refuse(id, "the purge report cannot be serialised"),
-            Err(error) => return Reply::from_error(&error, id),
-        };
-        let mut reply = with_id(id);
-        reply.extend(report);
-        answer(reply)
+        match report.map(|report| reply_object(id.clone(), &report)) {
+            Ok(Ok(reply)) => Reply::Written { reply, durability: crate::Durability::Buffered },
+            Ok(Err(_)) => refuse(id, "the purge report cannot be serialised"),
+            Err(error) => Reply::from_error(&error, id),
+        }
     }
 
-    /// `{"op":"history","task","from"}`: one page of the task's model-visible history (the
-    /// entries of `history --json`) from entry `from` (0 if absent), and the index to ask
-    /// from next (`null` after the last).
-    fn history(&mut self, id: Option<Value>, task: &str, from: Option<&Value>) -> Reply {
-        let from = match from {
-            None | Some(Value::Null) => 0,
-            Some(value) => match value.as_u64() {
-                Some(from) => usize::try_from(from).unwrap_or(usize::MAX),
-                None => return refuse(id, "\"from\" must be a non-negative integer"),
-            },
-        };
-        let entries = match self.store.history(task) {
+    /// [`Op::History`]: one page of the task's model-visible history (the
+    /// entries of `history --json`) from entry `from`, and the index to ask from next
+    /// (`null` after the last).
+    fn history(&mut self, id: Option<Value>, task: String, from: u64) -> Reply {
+        let from = usize::try_from(from).unwrap_or(usize::MAX);
+        let entries = match self.store.history(&task) {
             Ok(entries) => entries,
             Err(error) => return Reply::from_error(&error, id),
         };
@@ -532,7 +453,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         let mut next = None;
         for (index, entry) in entries.iter().enumerate().skip(from) {
             if bytes >= SERVER_REPLY_PAGE_BYTES {
-                next = Some(index);
+                next = Some(index as u64);
                 break;
             }
             let value = match serde_json::to_value(entry) {
@@ -542,45 +463,22 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             bytes += value.to_string().len();
             page.push(value);
         }
-        let mut reply = with_id(id);
-        reply.insert(KEY_TASK.to_owned(), json!(task));
-        reply.insert("entries".to_owned(), Value::Array(page));
-        reply.insert("next".to_owned(), json!(next));
-        answer(reply)
+        answer(id, &HistoryPage { task, entries: page, next })
     }
 
-    /// `{"op":"batch","task","events":[..],"expected_revision","durability"}`: the events
+    /// [`Op::Batch`]: the events
     /// appended as one atomic batch ([`protocol::execute_batch`]).
-    fn batch(&mut self, id: Option<Value>, task: &str, mut object: Map<String, Value>) -> Reply {
-        let options = match (
-            request::expected_revision(object.shift_remove(request::KEY_EXPECTED_REVISION)),
-            request::durability(object.shift_remove(request::KEY_DURABILITY)),
-        ) {
-            (Ok(expected_revision), Ok((durability, replicated))) => {
-                AppendOptions { expected_revision, durability, replicated }
-            }
-            (Err(what), _) | (_, Err(what)) => return refuse(id, what),
+    fn batch(
+        &mut self,
+        id: Option<Value>,
+        task: &str,
+        events: Vec<Map<String, Value>>,
+        options: AppendOptions,
+    ) -> Reply {
+        let requests = match op::batch_requests(task, events) {
+            Ok(requests) => requests,
+            Err(refusal) => return Refusal { id, reason: refusal.reason }.into_reply(),
         };
-        let Some(Value::Array(events)) = object.shift_remove("events") else {
-            return refuse(id, "\"events\" must be an array of event objects");
-        };
-        object.shift_remove(KEY_TASK);
-        if let Some(key) = object.keys().next() {
-            return refuse(id, &format!("a batch request has no key {key:?}"));
-        }
-        let mut requests = Vec::with_capacity(events.len().min(crate::limits::EVENT_BATCH_MAX));
-        for event in events {
-            let Value::Object(mut event) = event else {
-                return refuse(id, "every member of \"events\" is a JSON object");
-            };
-            if let Err(refusal) = protocol::set_envelope_key(&mut event, KEY_TASK, json!(task)) {
-                return Refusal { id, reason: refusal.reason }.into_reply();
-            }
-            match Request::from_object(event) {
-                Ok(request) => requests.push(request),
-                Err(refusal) => return Refusal { id, reason: refusal.reason }.into_reply(),
-            }
-        }
         if let Some(refused) = self.touch(task, id.clone()) {
             return refused;
         }
@@ -648,11 +546,14 @@ fn hello_reply(line: &[u8], pid: u32) -> Map<String, Value> {
     reply
 }
 
-/// The reply to a request that is not an append (a read, `recover`): a
-/// [`Reply::Written`], the variant of every reply that is not an error; its durability is not
-/// read by this door (nothing was appended for it).
-fn answer(reply: Map<String, Value>) -> Reply {
-    Reply::Written { reply, durability: crate::Durability::Buffered }
+/// The reply to a request that is not an append (a read, `recover`): its typed reply after
+/// the `id`, as a [`Reply::Written`], the variant of every reply that is not an error; its
+/// durability is not read by this door (nothing was appended for it).
+fn answer<T: Serialize>(id: Option<Value>, reply: &T) -> Reply {
+    match reply_object(id.clone(), reply) {
+        Ok(reply) => Reply::Written { reply, durability: crate::Durability::Buffered },
+        Err(_) => refuse(id, "the reply cannot be serialised"),
+    }
 }
 
 fn refuse(id: Option<Value>, what: &str) -> Reply {
