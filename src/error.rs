@@ -940,8 +940,8 @@ fn replica_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result 
             f,
             "the object store of replica {location} failed a {op} of {object:?}: {reason}; \
              what the replica held before is intact: check the location, the credentials and \
-             the network, then run the command again (a running `factlog replicate` tries \
-             again at its next round by itself)"
+             the network, then run the command again (a running `factlog replicate` retries \
+             at its next round by itself)"
         ),
         ErrorKind::NotAReplica { location } => write!(
             f,
