@@ -31,6 +31,7 @@ use factlog::client::served::Held;
 use factlog::harness::TaskId;
 use factlog::harness::request_key as key;
 use factlog::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_TASK};
+use factlog::protocol::op::Op;
 use factlog::protocol::{self, Reply, Request, views};
 use factlog::server::{ServeOptions, Server};
 use factlog::{AppendOptions, Durability, StoreOptions};
@@ -682,20 +683,11 @@ impl Task {
                 let mut members = Vec::new();
                 for event in events.try_iter()? {
                     match self.object(&event?, None, None)? {
-                        Ok(object) => members.push(Value::Object(object)),
+                        Ok(object) => members.push(object),
                         Err(reply) => return reply_to_py(py, reply),
                     }
                 }
-                let mut batch = Map::new();
-                batch.insert("op".to_owned(), Value::from("batch"));
-                batch.insert(KEY_TASK.to_owned(), Value::from(self.id.as_str()));
-                batch.insert("events".to_owned(), Value::Array(members));
-                if let Some(revision) = options.expected_revision {
-                    batch.insert(KEY_EXPECTED_REVISION.to_owned(), Value::from(revision));
-                }
-                if let Some(durability) = options.durability {
-                    batch.insert(KEY_DURABILITY.to_owned(), Value::from(durability.as_str()));
-                }
+                let batch = Op::batch(self.id.as_str(), members, options).to_object();
                 self.send(py, &remote, batch)
             }
         }
@@ -706,9 +698,7 @@ impl Task {
         let value = match self.handle()? {
             Handle::Local(task, _) => views::task_state_value(&task.state()),
             Handle::Remote(remote) => {
-                let mut object = Map::new();
-                object.insert("op".to_owned(), Value::from("state"));
-                object.insert(KEY_TASK.to_owned(), Value::from(self.id.as_str()));
+                let object = Op::State { task: self.id.clone() }.to_object();
                 let mut reply = remote
                     .request(py, object)
                     .map_err(|failed| self.remote_err(py, failed, false))?;
