@@ -4,6 +4,8 @@
 //!   after the hello timeout, so a new client is served again without anyone leaving;
 //! - a connection that said hello and then sends nothing is closed after the idle timeout,
 //!   and its tasks are handed over as when it leaves;
+//! - a connection that trickles bytes (part of a hello, then blank lines after one) is closed
+//!   all the same: the bounds are deadlines, not gaps between reads;
 //! - when another group is admitted, one user holds at most three quarters of the slots, so
 //!   it cannot take every slot from the other admitted user;
 //! - a second `factlog serve` on a served store names the serving process and what to do.
@@ -78,6 +80,48 @@ fn an_idle_connection_is_closed_and_its_tasks_handed_over() {
     let state = store.task_state("t").expect("task");
     let status = state.session.calls[&factlog::harness::CallId::from("c1")].status;
     assert_eq!(status, factlog::harness::state::CallStatus::OutcomeUnknown);
+    drop(server);
+    store.close().expect("close");
+}
+
+/// Writes `byte` every `every` until the server closes the connection (a write fails), for at
+/// most `PATIENCE`; returns how many it wrote.
+fn trickle(stream: &mut UnixStream, byte: u8, every: Duration) -> usize {
+    use std::io::Write;
+    let deadline = Instant::now() + PATIENCE;
+    let mut written = 0;
+    while Instant::now() < deadline {
+        if stream.write_all(&[byte]).and_then(|()| stream.flush()).is_err() {
+            return written;
+        }
+        written += 1;
+        std::thread::sleep(every);
+    }
+    panic!("the server kept a trickling connection open for {PATIENCE:?} ({written} bytes)");
+}
+
+#[test]
+fn a_connection_that_trickles_bytes_is_closed_all_the_same() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let bound = Duration::from_millis(300);
+    let options = ServeOptions::new().hello_timeout(bound).idle_timeout(bound);
+    let server = store.serve(options).expect("serve");
+    // Part of a hello, one byte every 50 ms: each read gets a byte long before the bound.
+    let mut before_hello =
+        UnixStream::connect(factlog::server::socket_path(&dir)).expect("connect");
+    let written = trickle(&mut before_hello, b' ', Duration::from_millis(50));
+    assert!(written >= 2, "the server closed it before the bound: {written} bytes");
+    // After a hello, blank lines are not requests: the idle bound runs on.
+    let mut after_hello = Conn::connect(&dir).expect("connect");
+    after_hello.hello();
+    let written = trickle(&mut after_hello.stream, b'\n', Duration::from_millis(50));
+    assert!(written >= 2, "the server closed it before the bound: {written} bytes");
+    let deadline = Instant::now() + PATIENCE;
+    while server.clients() > 0 {
+        assert!(Instant::now() < deadline, "{} clients still connected", server.clients());
+        std::thread::sleep(Duration::from_millis(10));
+    }
     drop(server);
     store.close().expect("close");
 }

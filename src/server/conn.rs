@@ -77,6 +77,10 @@ pub trait Holds {
     /// Default: nothing.
     fn hello_done(&self) {}
 
+    /// The connection sent a request (a line that is not blank): its idle time starts again.
+    /// Default: nothing.
+    fn request_done(&self) {}
+
     /// Whether the server is stopping: a request that waits (`follow`) ends its wait. The
     /// server wakes such waits ([`crate::Log`]'s waiters) after this turns true. Default:
     /// never.
@@ -152,6 +156,11 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 Err(error) if timed_out(&error) => return self.finish(End::IdleTimedOut),
                 Err(error) => return End::ReadFailed(error),
             };
+            if matches!(line, Line::Complete)
+                && !self.lines.line().iter().all(u8::is_ascii_whitespace)
+            {
+                self.holds.request_done();
+            }
             let reply = match line {
                 Line::End => return self.finish(End::Closed),
                 Line::Partial(bytes) => return self.finish(End::PartialLineDiscarded { bytes }),

@@ -31,15 +31,16 @@ mod follow;
 mod heap;
 pub mod lines;
 
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::limits::{
@@ -362,6 +363,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
 
 /// Checks the peer and the client count, then starts the connection's thread.
 fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
+    let accepted = Instant::now();
     let _ = stream.set_write_timeout(Some(shared.options.write_timeout));
     // A connection that says nothing holds a slot for nothing: closed after the hello bound.
     let _ = stream.set_read_timeout(Some(shared.options.hello_timeout));
@@ -385,7 +387,7 @@ fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
     let connection = Arc::clone(shared);
     let spawned = std::thread::Builder::new()
         .name(format!("factlog-client-{number}"))
-        .spawn(move || serve_client(&connection, number, uid, &stream));
+        .spawn(move || serve_client(&connection, number, uid, &stream, accepted));
     match spawned {
         Ok(thread) => shared.threads.lock().push(thread),
         Err(error) => {
@@ -476,7 +478,43 @@ fn refuse(stream: &mut UnixStream, code: &str, reason: &str) {
 }
 
 /// Counts the connection as a holder of each task it touches.
-struct ClientHolds<'a>(&'a Shared, &'a UnixStream);
+struct ClientHolds<'a>(&'a Shared, &'a Deadline<'a>);
+
+/// A connection's socket as it is read: with a deadline that a trickle of bytes does not
+/// push back (`format-spec/server.md`, "Bounds"): the hello's runs from the accept, then the
+/// idle one from the last request (a blank line is not one). The socket's read timeout is
+/// moved toward the deadline as it nears, never more than twice the time left, so a read
+/// blocks past the deadline by at most the time that was left, and the timeout is set again
+/// only when it is off by more than a factor of two (a few system calls per bound, not one
+/// per read).
+struct Deadline<'a> {
+    stream: &'a UnixStream,
+    at: Cell<Instant>,
+    /// The read timeout the socket has now.
+    timeout: Cell<Duration>,
+}
+
+impl Deadline<'_> {
+    fn restart(&self, bound: Duration) {
+        self.at.set(Instant::now() + bound);
+    }
+}
+
+impl Read for &Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.at.get().saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        }
+        let timeout = self.timeout.get();
+        if timeout > left * 2 || timeout * 2 < left {
+            let _ = self.stream.set_read_timeout(Some(left));
+            self.timeout.set(left);
+        }
+        let mut stream = self.stream;
+        stream.read(buf)
+    }
+}
 
 impl Holds for ClientHolds<'_> {
     fn touch(&self, task: &str) {
@@ -489,7 +527,11 @@ impl Holds for ClientHolds<'_> {
 
     fn hello_done(&self) {
         // From now on the bound is the idle one.
-        let _ = self.1.set_read_timeout(Some(self.0.options.idle_timeout));
+        self.1.restart(self.0.options.idle_timeout);
+    }
+
+    fn request_done(&self) {
+        self.1.restart(self.0.options.idle_timeout);
     }
 
     fn budget(&self) -> &RequestBudget {
@@ -497,9 +539,16 @@ impl Holds for ClientHolds<'_> {
     }
 }
 
-fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream) {
-    let holds = ClientHolds(shared, stream);
-    let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, stream, stream);
+fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, accepted: Instant) {
+    // The hello's bound runs from the accept (the socket's read timeout was set to it there).
+    let hello_timeout = shared.options.hello_timeout;
+    let deadline = Deadline {
+        stream,
+        at: Cell::new(accepted + hello_timeout),
+        timeout: Cell::new(hello_timeout),
+    };
+    let holds = ClientHolds(shared, &deadline);
+    let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, &deadline, stream);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     shared.streams.lock().remove(&number);
     // The tasks no other connection holds are handed over now: what this client left open
