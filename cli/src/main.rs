@@ -936,8 +936,9 @@ struct ServeArgs {
     /// Also accept clients whose primary group is this group id (the socket is then 0660).
     #[arg(long)]
     allow_group: Option<u32>,
-    /// Most clients served at once; the next is refused with SERVER_BUSY.
-    #[arg(long, default_value_t = factlog::limits::SERVER_CLIENTS_MAX)]
+    /// Most clients served at once (1 to 64); the next is refused with SERVER_BUSY.
+    #[arg(long, default_value_t = factlog::limits::SERVER_CLIENTS_MAX,
+          value_parser = clients_max_arg)]
     clients_max: usize,
     /// Disconnect a client that has not taken a reply for this many milliseconds (it
     /// stopped reading).
@@ -1461,6 +1462,16 @@ fn damage_message(dir: &Path, error: &factlog::Error) -> String {
 /// Whether an output error only means the reader went away (e.g. `factlog dump | head`).
 fn is_broken_pipe(error: &std::io::Error) -> bool {
     error.kind() == std::io::ErrorKind::BrokenPipe
+}
+
+/// Parses `--clients-max`: 1 to [`factlog::limits::SERVER_CLIENTS_MAX`], refused otherwise
+/// (a usage error) rather than silently clamped.
+fn clients_max_arg(text: &str) -> Result<usize, String> {
+    let max = factlog::limits::SERVER_CLIENTS_MAX;
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?} is not a number of clients from 1 to {max}")),
+    }
 }
 
 #[cfg(test)]

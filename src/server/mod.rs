@@ -427,10 +427,14 @@ fn take_slot(shared: &Shared, uid: u32) -> std::result::Result<(), String> {
     let clients = shared.clients.fetch_add(1, Ordering::AcqRel);
     if clients >= shared.options.clients_max {
         shared.clients.fetch_sub(1, Ordering::AcqRel);
+        let higher = if shared.options.clients_max < SERVER_CLIENTS_MAX {
+            format!(", or serve with a higher --clients-max (at most {SERVER_CLIENTS_MAX})")
+        } else {
+            format!(" ({SERVER_CLIENTS_MAX} clients is the most a server serves at once)")
+        };
         return Err(format!(
             "the server serves {} clients already, its limit: retry once one has closed its \
-             connection (a connection that sends no hello within {} ms is closed), or serve \
-             with a higher --clients-max",
+             connection (a connection that sends no hello within {} ms is closed){higher}",
             shared.options.clients_max,
             shared.options.hello_timeout.as_millis()
         ));
