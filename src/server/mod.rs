@@ -500,8 +500,15 @@ struct Deadline<'a> {
 
 impl Deadline<'_> {
     fn restart(&self, bound: Duration) {
-        self.at.set(Instant::now() + bound);
+        self.at.set(deadline_after(Instant::now(), bound));
     }
+}
+
+/// `from + bound`, or a year from `from` when the bound is further than a clock can count
+/// (a huge `--idle-timeout-ms` means "never", not a panic).
+fn deadline_after(from: Instant, bound: Duration) -> Instant {
+    let year = Duration::from_secs(365 * 24 * 3600);
+    from.checked_add(bound.min(year)).unwrap_or(from)
 }
 
 impl Read for &Deadline<'_> {
@@ -511,7 +518,7 @@ impl Read for &Deadline<'_> {
             return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
         }
         let timeout = self.timeout.get();
-        if timeout > left * 2 || timeout * 2 < left {
+        if timeout > left.saturating_mul(2) || timeout.saturating_mul(2) < left {
             let _ = self.stream.set_read_timeout(Some(left));
             self.timeout.set(left);
         }
@@ -548,7 +555,7 @@ fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, acc
     let hello_timeout = shared.options.hello_timeout;
     let deadline = Deadline {
         stream,
-        at: Cell::new(accepted + hello_timeout),
+        at: Cell::new(deadline_after(accepted, hello_timeout)),
         timeout: Cell::new(hello_timeout),
     };
     let holds = ClientHolds(shared, &deadline);
