@@ -33,20 +33,16 @@ pub(crate) struct Staging<'a> {
     pub(crate) stale: Vec<PathBuf>,
 }
 
-/// The prefix of the staging directories of restores into `target`.
-fn prefix(target: &Path) -> OsString {
-    let mut prefix = OsString::from(".");
-    prefix.push(target.file_name().unwrap_or_default());
-    prefix.push(".restore-");
-    prefix
-}
+/// The staging directories of restores into `target` are named `.{name}.restore-...`; while
+/// being created (not yet locked) `.{name}.restore~...`, which no other restore looks at.
+const STAGING: &str = ".restore-";
+const CREATING: &str = ".restore~";
 
-/// The prefix of the directories of restores into `target` that are being created (not yet
-/// locked): other restores never look at them.
-fn prefix_creating(target: &Path) -> OsString {
+/// The prefix of the directories of restores into `target` named with `marker`.
+fn prefix(target: &Path, marker: &str) -> OsString {
     let mut prefix = OsString::from(".");
     prefix.push(target.file_name().unwrap_or_default());
-    prefix.push(".restore~");
+    prefix.push(marker);
     prefix
 }
 
@@ -76,7 +72,7 @@ impl<'a> Staging<'a> {
         let parent = parent(target);
         fs.create_dir_all(&parent).map_err(|e| Error::io("create directory", &parent, e))?;
         let unique = format!("{}-{:016x}", std::process::id(), fs.random_u64());
-        let mut creating = prefix_creating(target);
+        let mut creating = prefix(target, CREATING);
         creating.push(&unique);
         let creating = parent.join(creating);
         fs.create_dir_all(&creating).map_err(|e| Error::io("create directory", &creating, e))?;
@@ -98,7 +94,7 @@ impl<'a> Staging<'a> {
                 return Err(Error::io("lock", &creating, e));
             }
         };
-        let mut name = prefix(target);
+        let mut name = prefix(target, STAGING);
         name.push(&unique);
         let dir = parent.join(name);
         if let Err(e) = fs.rename(&creating, &dir) {
@@ -118,7 +114,7 @@ impl<'a> Staging<'a> {
     /// Refuses when another restore of the same target holds its staging directory's lock;
     /// notes the staging directories nobody holds (restores that were killed).
     fn check_others(&mut self, parent: &Path) -> Result<()> {
-        let prefix = prefix(&self.target);
+        let prefix = prefix(&self.target, STAGING);
         let prefix = prefix.to_string_lossy();
         let mut names = self.fs.list_dir(parent).map_err(|e| Error::io("list", parent, e))?;
         names.sort();

@@ -17,7 +17,7 @@ use factlog::{AppendOptions, Appended, Durability, Log, Options, Seq, Store, Sto
 use parking_lot::Mutex;
 
 use super::workload::{Action, Line, Session};
-use factlog::engine::counting_fs::{CountingFs, FsCounters};
+use factlog::engine::counting_fs::{CountingFs, FsCounters, FsCounts};
 
 /// The longest the bench waits for a fresh log's background preallocation.
 const PREALLOC_WAIT_MAX: Duration = Duration::from_secs(120);
@@ -43,6 +43,26 @@ pub struct Measured {
     /// Bytes written before each `fdatasync`, one entry per sync (store policies only): what
     /// the floor replays.
     pub chunks: Vec<u64>,
+}
+
+impl Measured {
+    /// A store policy's session: what the counting file system saw of it.
+    fn counted(
+        elapsed: Duration,
+        counts: &FsCounts,
+        latencies: Vec<u64>,
+        chunks: Vec<u64>,
+    ) -> Self {
+        Measured {
+            elapsed,
+            syncs: counts.record_syncs(),
+            syncs_by_flusher: counts.record_syncs_by_flusher(),
+            mark_syncs: counts.mark_syncs(),
+            bytes: counts.record_write_bytes(),
+            synced_latencies_ns: latencies,
+            chunks,
+        }
+    }
 }
 
 /// How the store policies append.
@@ -248,15 +268,7 @@ fn store_session(
     };
     drop(tasks);
     store.close().map_err(store_error("close the store"))?;
-    let measured = Measured {
-        elapsed,
-        syncs: counts.record_syncs(),
-        syncs_by_flusher: counts.record_syncs_by_flusher(),
-        mark_syncs: counts.mark_syncs(),
-        bytes: counts.record_write_bytes(),
-        synced_latencies_ns: latencies.concat(),
-        chunks,
-    };
+    let measured = Measured::counted(elapsed, &counts, latencies.concat(), chunks);
     Ok((measured, reference))
 }
 
@@ -298,15 +310,7 @@ pub fn raw_buffered(dir: &Path, reference: &Reference) -> Result<Measured, Faile
     let flush = flush_started.elapsed();
     let counts = counters.read().since(&before);
     log.close().map_err(store_error("close the log"))?;
-    Ok(Measured {
-        elapsed: elapsed + flush,
-        syncs: counts.record_syncs(),
-        syncs_by_flusher: counts.record_syncs_by_flusher(),
-        mark_syncs: counts.mark_syncs(),
-        bytes: counts.record_write_bytes(),
-        synced_latencies_ns: vec![flush.as_nanos() as u64],
-        chunks: Vec::new(),
-    })
+    Ok(Measured::counted(elapsed + flush, &counts, vec![flush.as_nanos() as u64], Vec::new()))
 }
 
 /// Which JSONL lines are followed by an `fdatasync`.
@@ -573,13 +577,5 @@ pub fn raw_tiered(dir: &Path, sessions: &[LoggedSession]) -> Result<Measured, Fa
     })?;
     let counts = counters.read().since(&before);
     log.close().map_err(store_error("close the log"))?;
-    Ok(Measured {
-        elapsed,
-        syncs: counts.record_syncs(),
-        syncs_by_flusher: counts.record_syncs_by_flusher(),
-        mark_syncs: counts.mark_syncs(),
-        bytes: counts.record_write_bytes(),
-        synced_latencies_ns: latencies.concat(),
-        chunks: Vec::new(),
-    })
+    Ok(Measured::counted(elapsed, &counts, latencies.concat(), Vec::new()))
 }
