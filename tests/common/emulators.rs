@@ -4,10 +4,9 @@
 //! afterwards). They are found through the endpoints that command writes to `DIR/env`,
 //! `FACTLOG_MOTO_ENDPOINT` and `FACTLOG_AZURITE_ENDPOINT`. The servers outlive the tests, so
 //! every test writes under a prefix of its own ([`unique_prefix`]) in the one bucket, and
-//! removes what it wrote there when it ends ([`Emulator::cleanup`]): azurite's garbage
-//! collection walks every blob it holds every ten minutes without answering requests
-//! meanwhile, and once a long-lived azurite held the objects of a hundred runs of these tests
-//! that walk outlasted the tests' 10 s request timeout.
+//! removes what it wrote there when it ends ([`Emulator::cleanup`]), so that a server that
+//! lives through many runs of these tests (a stress loop) holds only what the running tests
+//! wrote; `.ci/emulators` says why azurite keeps its blobs on disk for the same reason.
 //!
 //! When an endpoint is unset a test is skipped with a message, unless `CI=true` or
 //! `FACTLOG_EMULATORS_REQUIRED` is set (`.ci/run` sets the latter), which makes it a failure.
