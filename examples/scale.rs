@@ -4,7 +4,7 @@
 //! later events do not touch) and `factlog recover`, on the store and on a copy of it to
 //! which those later events were appended (each run on one beside the same run on the other,
 //! so that the machine's load weighs on both alike), and the raw replay rate of the same log (every record read and CRC-checked through
-//! `Reader::next_ref`, as `benches/replay.rs` does). The increase each command shows per
+//! `Reader::next_ref`, as `bench/benches/replay.rs` does). The increase each command shows per
 //! later event is set beside the time a raw scan takes per record: an open may replay what
 //! follows its snapshot, but no slower than it can be read.
 //!

@@ -16,7 +16,6 @@ mod append;
 mod base64;
 mod bench;
 mod checkpoint;
-mod demo;
 mod dump;
 mod emit;
 mod export;
@@ -200,7 +199,7 @@ enum Command {
             "  factlog bench --turns 2 --steps 2 --tokens 10 --runs 1 --json --svg /tmp/bench.svg",
         ),
     ))]
-    Bench(bench::BenchArgs),
+    Bench(factlog_bench::compare::BenchArgs),
 
     /// Print every record from a sequence number on, one line per record (read-only).
     ///
@@ -578,7 +577,7 @@ enum Command {
             "  factlog demo /tmp/factlog-demo-store --seed 3 --json",
         ),
     ))]
-    Demo(DemoArgs),
+    Demo(factlog_bench::demo::DemoArgs),
 
     /// Rewrite a store into a newer format version, checked, backed up and switched atomically.
     ///
@@ -1042,22 +1041,6 @@ struct HistoryArgs {
 }
 
 #[derive(Debug, clap::Args)]
-struct DemoArgs {
-    /// Store directory to keep (new or empty); default: a temporary one, removed at the end.
-    dir: Option<PathBuf>,
-    /// Decides the publish service's kind, whether the crash comes after the article landed,
-    /// and the topic.
-    #[arg(long, default_value_t = demo::DEFAULT_SEED)]
-    seed: u64,
-    /// Print a single JSON summary instead of text.
-    #[arg(long)]
-    json: bool,
-    /// Run as the writer process that the demo kills (internal).
-    #[arg(long, hide = true)]
-    child: bool,
-}
-
-#[derive(Debug, clap::Args)]
 struct CheckpointArgs {
     /// Store directory.
     dir: PathBuf,
@@ -1234,7 +1217,7 @@ fn main() -> ExitCode {
         Command::State(args) => state::run(&args),
         Command::History(args) => history::run(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
-        Command::Demo(args) => demo::run(&args),
+        Command::Demo(args) => bench::demo(&args),
         Command::Migrate(args) => migrate::run(&args),
         Command::Salvage(args) => salvage::run(&args),
         Command::Restore(args) => restore::run(&args),

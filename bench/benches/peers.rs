@@ -57,14 +57,9 @@ use events::{Workload, median};
 use factlog::engine::counting_fs::CountingFs;
 use workload::{Shape, StepClose};
 
-mod common;
-#[path = "common/events.rs"]
-mod events;
-#[path = "common/settle.rs"]
-mod settle;
-#[path = "common/workload.rs"]
-#[allow(dead_code, reason = "shared with benches/harness.rs, which uses all of it")]
-mod workload;
+use factlog_bench::events;
+use factlog_bench::settle;
+use factlog_bench::workload;
 
 /// The task every event belongs to.
 const TASK_ID: &str = "session-0";
@@ -95,7 +90,7 @@ struct Run {
 
 /// The typed store with default options, steps closed by a batch.
 fn factlog_run(w: &Workload) -> Run {
-    let dir = common::temp_dir("peers-factlog");
+    let dir = factlog_bench::temp_dir!("peers-factlog");
     let (fs, counters) = CountingFs::new();
     let options = StoreOptions::new().clock(workload::fixed_clock).log(Options::new().fs(fs));
     let store = Store::open(dir.path(), options).expect("open the store");
@@ -114,7 +109,7 @@ fn factlog_run(w: &Workload) -> Run {
 
 /// SQLite in WAL mode with `synchronous=FULL`, committing at each critical event.
 fn sqlite_run(w: &Workload) -> Run {
-    let dir = common::temp_dir("peers-sqlite");
+    let dir = factlog_bench::temp_dir!("peers-sqlite");
     let path = dir.path().join("events.db");
     let conn = rusqlite::Connection::open(&path).expect("open the database");
     let mode: String =
@@ -158,7 +153,7 @@ fn sqlite_run(w: &Workload) -> Run {
 
 /// JSON lines through a `BufWriter`, synced at each critical event, or at every event.
 fn jsonl_run(w: &Workload, sync_every_event: bool) -> Run {
-    let dir = common::temp_dir("peers-jsonl");
+    let dir = factlog_bench::temp_dir!("peers-jsonl");
     let file = File::create_new(dir.path().join("events.jsonl")).expect("create the file");
     let mut out = BufWriter::with_capacity(JSONL_BUFFER_BYTES, file);
     let mut syncs = 0;
@@ -179,7 +174,7 @@ fn jsonl_run(w: &Workload, sync_every_event: bool) -> Run {
 
 /// `write` + `fdatasync` of each chunk, appended to a new file.
 fn floor_append_run(w: &Workload) -> Run {
-    let dir = common::temp_dir("peers-floor");
+    let dir = factlog_bench::temp_dir!("peers-floor");
     let mut file = File::create_new(dir.path().join("floor.bin")).expect("create the floor file");
     let start = Instant::now();
     for chunk in &w.chunks {
@@ -273,7 +268,7 @@ fn peers(c: &mut Criterion) {
         reduced.line_bytes(),
         reduced.shape.turns,
     );
-    let floor_dir = common::temp_dir("peers-prealloc");
+    let floor_dir = factlog_bench::temp_dir!("peers-prealloc");
     let floor_file =
         settle::preallocated_file(&floor_dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
     assert!(full.line_bytes() < FLOOR_FILE_BYTES, "the session fits in the floor file");

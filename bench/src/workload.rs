@@ -1,22 +1,25 @@
-//! The agent-session workload (`/work/shared/mission/workload.md`) as typed harness events:
-//! per turn `turn/start`, a ~400-byte `user/message`, then per step `step/start`, streamed
-//! ~24-byte `assistant/delta`s, a ~200-byte `tool/call`, a ~1 KiB `tool/result` and
-//! `step/end`; then `turn/end`. With the default [`Shape`]: 40,950 events, of which 40,000
-//! deltas and 450 critical ones (`tool/call`, `tool/result`, `turn/end`).
+//! The agent-session workload (`/work/shared/mission/workload.md`) as typed harness events,
+//! the one workload of every bench and of `factlog bench`: per turn `turn/start`, a ~400-byte
+//! `user/message`, then per step `step/start`, streamed ~24-byte `assistant/delta`s, a
+//! ~200-byte `tool/call`, a ~1 KiB `tool/result` and `step/end`; then `turn/end`. With the
+//! default [`Shape`]: 40,950 events, of which 40,000 deltas and 450 critical ones
+//! (`tool/call`, `tool/result`, `turn/end`). The baselines write the same events as JSON lines
+//! ([`jsonl_lines`]).
 //!
 //! The text is pseudo-random from a seed (xorshift64*), so every run writes the same events;
 //! with a fixed store clock ([`FIXED_CLOCK_US`]) the same record bytes.
 
 use std::ops::Range;
 
-use factlog::harness::Body;
 use factlog::harness::event::{
-    Effect, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart, UserMessage,
+    AssistantDelta, Effect, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart,
+    UserMessage,
 };
+use factlog::harness::{Body, codec};
 use factlog::{AppendOptions, Appended, Task};
-use serde_json::json;
+use serde_json::{Value, json};
 
-/// Bytes of text of each streamed `assistant/delta`.
+/// Bytes of text of each streamed `assistant/delta` (the default [`Shape::delta_bytes`]).
 pub const DELTA_TEXT_BYTES: usize = 24;
 
 /// Bytes of text of each `user/message`: with its envelope and JSON about 400 bytes.
@@ -26,8 +29,9 @@ const USER_MESSAGE_TEXT_BYTES: usize = 360;
 /// effect, the argument digest the store adds and the envelope, about 200 bytes.
 const TOOL_QUERY_BYTES: usize = 24;
 
-/// Bytes of output text of each `tool/result`: with its envelope and JSON about 1 KiB.
-const TOOL_OUTPUT_BYTES: usize = 960;
+/// What a `tool/result` adds to its output text (envelope, call id, JSON):
+/// [`Shape::result_bytes`] minus this is the output text.
+pub const TOOL_RESULT_OVERHEAD_BYTES: usize = 64;
 
 /// The store clock of the benches, so that records are byte-for-byte the same in every run.
 pub const FIXED_CLOCK_US: u64 = 1_750_000_000_000_000;
@@ -46,11 +50,22 @@ pub struct Shape {
     pub steps: u32,
     /// Streamed deltas per step.
     pub tokens: u32,
+    /// Bytes of text of each delta.
+    pub delta_bytes: usize,
+    /// Approximate bytes of each `tool/result` (its output text is
+    /// [`TOOL_RESULT_OVERHEAD_BYTES`] less).
+    pub result_bytes: usize,
 }
 
 impl Shape {
-    /// The workload's defaults: 50 turns x 4 steps x 200 deltas.
-    pub const DEFAULT: Shape = Shape { turns: 50, steps: 4, tokens: 200 };
+    /// The workload's defaults: 50 turns x 4 steps x 200 deltas of 24 bytes, ~1 KiB results.
+    pub const DEFAULT: Shape = Shape {
+        turns: 50,
+        steps: 4,
+        tokens: 200,
+        delta_bytes: DELTA_TEXT_BYTES,
+        result_bytes: 1024,
+    };
 
     /// Events of one session.
     pub fn events(self) -> u64 {
@@ -66,6 +81,11 @@ impl Shape {
     /// `turn/end`.
     pub fn critical_events(self) -> u64 {
         u64::from(self.turns) * (2 * u64::from(self.steps) + 1)
+    }
+
+    /// The same shape with at most `turns` turns.
+    pub fn with_turns_max(self, turns: u32) -> Shape {
+        Shape { turns: self.turns.min(turns), ..self }
     }
 }
 
@@ -136,16 +156,20 @@ pub enum StepClose {
 /// nothing.
 #[derive(Debug, Clone)]
 pub struct Session {
+    /// The task's id: `session-SEED`.
+    pub task: String,
     /// Every delta text, one after the other.
     pub deltas: String,
     /// The actions, in order.
     pub actions: Vec<Action>,
 }
 
-/// The actions of one session of `shape`, with text from `seed`.
+/// The actions of one session of `shape`, with text from `seed` (and the task id
+/// `session-SEED`).
 pub fn session(shape: Shape, seed: u64) -> Session {
     let mut text = Text::new(seed);
-    let mut deltas = String::with_capacity(shape.deltas() as usize * DELTA_TEXT_BYTES);
+    let mut deltas = String::with_capacity(shape.deltas() as usize * shape.delta_bytes);
+    let output_bytes = shape.result_bytes.saturating_sub(TOOL_RESULT_OVERHEAD_BYTES);
     let mut actions = Vec::with_capacity(shape.events() as usize);
     for turn in 0..shape.turns {
         actions.push(append(Body::TurnStart(TurnStart::default())));
@@ -157,7 +181,7 @@ pub fn session(shape: Shape, seed: u64) -> Session {
             actions.push(append(Body::StepStart(StepStart::default())));
             for _ in 0..shape.tokens {
                 let at = deltas.len();
-                deltas.push_str(&text.words(DELTA_TEXT_BYTES));
+                deltas.push_str(&text.words(shape.delta_bytes));
                 actions.push(Action::Delta(at..deltas.len()));
             }
             let call_id = format!("call-{seed}-{turn}-{step}");
@@ -170,7 +194,7 @@ pub fn session(shape: Shape, seed: u64) -> Session {
             })));
             let result = Body::ToolResult(ToolResult {
                 call_id: call_id.as_str().into(),
-                output: Some(json!({ "text": text.words(TOOL_OUTPUT_BYTES) })),
+                output: Some(json!({ "text": text.words(output_bytes) })),
                 ..Default::default()
             });
             let step_end = Body::StepEnd(StepEnd::default());
@@ -183,7 +207,7 @@ pub fn session(shape: Shape, seed: u64) -> Session {
         shape.events(),
         "the session has the workload's shape"
     );
-    Session { deltas, actions }
+    Session { task: format!("session-{seed}"), deltas, actions }
 }
 
 fn append(body: Body) -> Action {
@@ -203,7 +227,7 @@ impl Action {
 /// Performs the actions of `session` on `task`, closing steps as `close` says. Panics on any
 /// refusal: the workload is valid by construction.
 pub fn run(task: &Task, session: Session, close: StepClose) {
-    let Session { deltas, actions } = session;
+    let Session { deltas, actions, .. } = session;
     for action in actions {
         perform(task, &deltas, action, close);
     }
@@ -253,5 +277,50 @@ pub fn separate(session: Session) -> Session {
             other => actions.push(other),
         }
     }
-    Session { deltas: session.deltas, actions }
+    Session { task: session.task, deltas: session.deltas, actions }
+}
+
+/// Every event of `session` as a body, in order (deltas as `assistant/delta` bodies).
+pub fn bodies(session: &Session) -> Vec<Body> {
+    let mut out = Vec::with_capacity(session.actions.len() + session.actions.len() / 50);
+    for action in &session.actions {
+        match action {
+            Action::Append(body) => out.push((**body).clone()),
+            Action::Delta(range) => out.push(Body::AssistantDelta(AssistantDelta {
+                text: session.deltas[range.clone()].to_owned(),
+            })),
+            Action::CloseStep(bodies) => out.extend(bodies.iter().cloned()),
+        }
+    }
+    out
+}
+
+/// One line of a JSONL baseline.
+pub struct Line {
+    /// The JSON object and its "\n".
+    pub bytes: Vec<u8>,
+    /// Whether the event is critical (`tool/call`, `tool/result`, `turn/end`).
+    pub critical: bool,
+}
+
+/// The JSONL lines of `session`: `{"task":..,"type":..,"timestamp_us":..,..body fields}`,
+/// each with the fixed timestamp [`FIXED_CLOCK_US`], so each run writes the same bytes.
+pub fn jsonl_lines(session: &Session) -> Vec<Line> {
+    bodies(session)
+        .iter()
+        .map(|body| {
+            let mut object = serde_json::Map::new();
+            object.insert("task".into(), Value::from(session.task.as_str()));
+            object.insert("type".into(), Value::from(body.type_name()));
+            object.insert("timestamp_us".into(), Value::from(FIXED_CLOCK_US));
+            if let Value::Object(fields) = codec::body_to_value(body) {
+                object.extend(fields);
+            }
+            let mut bytes = Value::Object(object).to_string().into_bytes();
+            bytes.push(b'\n');
+            let critical =
+                matches!(body, Body::ToolCall(_) | Body::ToolResult(_) | Body::TurnEnd(_));
+            Line { bytes, critical }
+        })
+        .collect()
 }

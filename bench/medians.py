@@ -3,9 +3,9 @@
 `target/criterion/harness_*/*/new/estimates.json` and the bench's own
 `target/criterion/harness-stats/*.json`.
 
-    python3 benches/medians.py                  # the last run
-    python3 benches/medians.py --record R.jsonl # the last run, also appended to R.jsonl
-    python3 benches/medians.py --summary R.jsonl  # medians over every recorded run
+    python3 bench/medians.py                  # the last run
+    python3 bench/medians.py --record R.jsonl # the last run, also appended to R.jsonl
+    python3 bench/medians.py --summary R.jsonl  # medians over every recorded run
 
 A ratio in a summary is the median of the per-run ratios (each run's two figures were
 measured minutes apart on the same machine), not the ratio of the medians.

@@ -51,18 +51,11 @@ use factlog::engine::counting_fs::CountingFs;
 use many::{Timings, Usage};
 use workload::{Action, Shape};
 
-mod common;
-#[path = "common/events.rs"]
-#[allow(dead_code, reason = "shared with benches/sessions.rs, which uses all of it")]
-mod events;
-#[path = "common/many.rs"]
-mod many;
-#[path = "common/settle.rs"]
-#[allow(dead_code, reason = "shared with benches/sessions.rs, which uses all of it")]
-mod settle;
-#[path = "common/workload.rs"]
-#[allow(dead_code, reason = "shared with benches/harness.rs, which uses all of it")]
-mod workload;
+use factlog_bench::events;
+use factlog_bench::many;
+use factlog_bench::settle;
+use factlog_bench::sqlite;
+use factlog_bench::workload;
 
 /// The environment variable that makes this executable a client process: `FORM DIR INDEX
 /// TURNS STEPS TOKENS`.
@@ -72,7 +65,7 @@ const CLIENTS_DEFAULT: [usize; 3] = [1, 8, 32];
 const TURNS_DEFAULT: u32 = 10;
 const RUNS_DEFAULT: usize = 3;
 const TEST_CLIENTS: [usize; 2] = [1, 3];
-const TEST_SHAPE: Shape = Shape { turns: 1, steps: 1, tokens: 2 };
+const TEST_SHAPE: Shape = Shape { turns: 1, steps: 1, tokens: 2, ..Shape::DEFAULT };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Form {
@@ -232,12 +225,12 @@ fn task_name(i: usize) -> String {
 fn measure(form: Form, sessions: &[Workload], shape: Shape) -> Run {
     match form {
         Form::Threads => {
-            let dir = common::temp_dir("clients-threads");
+            let dir = factlog_bench::temp_dir!("clients-threads");
             let (elapsed, syncs, timings) = many::factlog_threads(sessions, dir.path());
             Run { elapsed, syncs: Some(syncs), timings }
         }
         Form::Processes => {
-            let dir = common::temp_dir("clients-served");
+            let dir = factlog_bench::temp_dir!("clients-served");
             let (fs, counters) = CountingFs::new();
             let options =
                 StoreOptions::new().clock(workload::fixed_clock).log(Options::new().fs(fs));
@@ -252,9 +245,9 @@ fn measure(form: Form, sessions: &[Workload], shape: Shape) -> Run {
             Run { elapsed, syncs: Some(counts.segment_syncs() + counts.other_syncs()), timings }
         }
         Form::Sqlite => {
-            let dir = common::temp_dir("clients-sqlite");
+            let dir = factlog_bench::temp_dir!("clients-sqlite");
             let path = dir.path().join("events.db");
-            let setup = many::sqlite_create(&path);
+            let setup = sqlite::create(&path);
             let (elapsed, timings) = clients(Form::Sqlite, &path, sessions.len(), shape);
             setup.close().expect("close the database");
             Run { elapsed, syncs: None, timings }
@@ -344,7 +337,12 @@ fn client_process(role: &str) {
     };
     let number = |w: &str| w.parse::<u32>().expect("a number");
     let index = number(index) as usize;
-    let shape = Shape { turns: number(turns), steps: number(steps), tokens: number(tokens) };
+    let shape = Shape {
+        turns: number(turns),
+        steps: number(steps),
+        tokens: number(tokens),
+        ..Shape::DEFAULT
+    };
     let task = task_name(index);
     let mut stdout = std::io::stdout().lock();
     let mut go = String::new();
@@ -360,11 +358,11 @@ fn client_process(role: &str) {
         }
         "sqlite" => {
             let w = Workload::new(shape, index as u64 + 1, &task);
-            let conn = many::sqlite_connect(Path::new(path));
+            let conn = sqlite::connect(Path::new(path));
             writeln!(stdout, "ready").and_then(|()| stdout.flush()).expect("ready");
             std::io::stdin().read_line(&mut go).expect("go");
             before = Usage::now();
-            many::sqlite_session(&conn, &w)
+            sqlite::session(&conn, &w)
         }
         other => panic!("unknown form {other:?}"),
     };

@@ -10,9 +10,9 @@ use factlog::limits::SEGMENT_BYTES_DEFAULT;
 use factlog::{Durability, Options, Store, StoreOptions, Task};
 use parking_lot::Mutex;
 
-use super::events::Workload;
-use super::settle;
-use super::workload::{self, Action, StepClose};
+use crate::events::Workload;
+use crate::settle;
+use crate::workload::{self, Action, StepClose};
 use factlog::engine::counting_fs::CountingFs;
 
 /// What one session timed.
@@ -151,60 +151,6 @@ pub fn factlog_threads(sessions: &[Workload], dir: &std::path::Path) -> (Duratio
 pub fn percentile_us(sorted: &[u64], p: f64) -> f64 {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).map_or(f64::NAN, |&ns| ns as f64 / 1e3)
-}
-
-/// How long a SQLite connection waits for the write lock before it gives up: long enough that
-/// no session of these benches ever fails, so its waits show in the latencies instead.
-pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Creates the SQLite database at `path` in WAL mode with its one table; the connection
-/// returned keeps it open.
-pub fn sqlite_create(path: &std::path::Path) -> rusqlite::Connection {
-    let setup = rusqlite::Connection::open(path).expect("open the database");
-    let mode: String =
-        setup.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).expect("WAL mode");
-    assert_eq!(mode, "wal");
-    setup
-        .execute_batch(
-            "CREATE TABLE events(seq INTEGER PRIMARY KEY, task TEXT, type TEXT, body BLOB);",
-        )
-        .expect("create the table");
-    setup
-}
-
-/// One session's connection: `synchronous=FULL` and a long busy timeout.
-pub fn sqlite_connect(path: &std::path::Path) -> rusqlite::Connection {
-    let conn = rusqlite::Connection::open(path).expect("open a connection");
-    conn.busy_timeout(SQLITE_BUSY_TIMEOUT).expect("busy timeout");
-    conn.execute_batch("PRAGMA synchronous=FULL;").expect("synchronous=FULL");
-    conn
-}
-
-/// One session through its own connection: `BEGIN IMMEDIATE` at its first event after a
-/// commit, every event inserted, a commit at each critical event.
-pub fn sqlite_session(conn: &rusqlite::Connection, w: &Workload) -> Timings {
-    let mut begin = conn.prepare("BEGIN IMMEDIATE").expect("prepare BEGIN");
-    let mut commit = conn.prepare("COMMIT").expect("prepare COMMIT");
-    let mut insert = conn
-        .prepare("INSERT INTO events(task, type, body) VALUES (?1, ?2, ?3)")
-        .expect("prepare the insert");
-    let mut timings = Timings::default();
-    let mut open = false;
-    for event in &w.events {
-        let start = Instant::now();
-        if !open {
-            begin.execute([]).expect("BEGIN IMMEDIATE");
-            open = true;
-        }
-        insert.execute(rusqlite::params![w.task, event.type_name, event.body]).expect("insert");
-        if event.critical {
-            commit.execute([]).expect("COMMIT");
-            open = false;
-        }
-        timings.record(start, event.critical);
-    }
-    assert!(!open, "the session ends with a commit");
-    timings
 }
 
 /// A positive number from the environment variable `name`, or `default`.

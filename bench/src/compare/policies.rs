@@ -16,7 +16,7 @@ use factlog::harness::event::AssistantDelta;
 use factlog::{AppendOptions, Appended, Durability, Log, Options, Seq, Store, StoreOptions, Task};
 use parking_lot::Mutex;
 
-use super::workload::{Action, Line, Session};
+use crate::workload::{Action, Line, Session};
 use factlog::engine::counting_fs::{CountingFs, FsCounters, FsCounts};
 
 /// The longest the bench waits for a fresh log's background preallocation.

@@ -1,8 +1,8 @@
-//! One agent session (`benches/common/workload.rs`) as the baselines write it: each event's
+//! One agent session ([`crate::workload`]) as the baselines write it: each event's
 //! encoded body (what SQLite stores), its JSON line (what a JSONL file holds) and whether it
 //! is critical, plus the floor's chunks (the JSON lines cut after each critical event) and
 //! their replay into a preallocated file. Shared by `benches/peers.rs` (one session) and
-//! `benches/sessions.rs` (N at once).
+//! `benches/sessions.rs` (N at once), both in this crate.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -28,11 +28,15 @@ pub struct Event {
 /// One session of `shape` for every writer: the typed actions for factlog, the encoded events
 /// for the baselines, and the floor's chunks (the JSON lines, cut after each critical event).
 pub struct Workload {
+    /// The session's size.
     pub shape: Shape,
     /// The task every event belongs to.
     pub task: String,
+    /// The typed actions, as factlog performs them.
     pub session: Session,
+    /// Every event as the baselines store it, in order.
     pub events: Vec<Event>,
+    /// The floor's chunks: the JSON lines, cut after each critical event.
     pub chunks: Vec<Vec<u8>>,
 }
 

@@ -17,22 +17,15 @@ mod policies;
 mod report;
 mod sessions;
 mod sessions_report;
-mod workload;
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::progress::{Progress, Unit};
-use crate::{EXIT_USAGE, Failure, Outcome};
+use crate::workload::{self, Line, Session, Shape};
+use crate::{Failure, Observer, print};
 use policies::{JsonlFiles, JsonlSync, Measured, Reference, StoreMode};
 use report::{PolicyReport, Workload};
-use workload::{Line, Session, Shape};
-
-/// Exit code for every runtime failure of `bench`.
-const EXIT_FAILURE: u8 = 1;
 
 /// Turns per session without `--sessions` (the workload's default).
 const TURNS_DEFAULT: u32 = 50;
@@ -191,7 +184,7 @@ impl Scratch {
             .map_or(0, |d| d.subsec_nanos());
         let path = parent.join(format!("factlog-bench-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&path).map_err(|error| {
-            Failure::new(EXIT_FAILURE, format_args!("cannot create {}: {error}", path.display()))
+            Failure::failed(format_args!("cannot create {}: {error}", path.display()))
         })?;
         Ok(Scratch { path })
     }
@@ -230,14 +223,11 @@ struct SvgFile {
 impl SvgFile {
     fn open(path: &Path) -> Result<SvgFile, Failure> {
         let cannot = |error: std::io::Error| {
-            Failure::new(
-                EXIT_USAGE,
-                format_args!(
-                    "cannot write the chart to {}: {error}; give --svg a file in an existing, \
+            Failure::usage(format_args!(
+                "cannot write the chart to {}: {error}; give --svg a file in an existing, \
                      writable directory",
-                    path.display()
-                ),
-            )
+                path.display()
+            ))
         };
         let (file, created) = match OpenOptions::new().write(true).create_new(true).open(path) {
             Ok(file) => (file, true),
@@ -255,14 +245,11 @@ impl SvgFile {
         let regular = self.file.metadata().is_ok_and(|m| m.is_file());
         let emptied = if regular { self.file.set_len(0) } else { Ok(()) };
         emptied.and_then(|()| self.file.write_all(chart.as_bytes())).map_err(|error| {
-            Failure::new(
-                EXIT_FAILURE,
-                format_args!(
-                    "cannot write the chart to {}: {error}; the report on standard output is \
+            Failure::failed(format_args!(
+                "cannot write the chart to {}: {error}; the report on standard output is \
                      complete",
-                    self.path.display()
-                ),
-            )
+                self.path.display()
+            ))
         })?;
         self.written = true;
         Ok(())
@@ -281,14 +268,15 @@ impl Drop for SvgFile {
 }
 
 fn failed(message: String) -> Failure {
-    Failure::new(EXIT_FAILURE, message)
+    Failure::failed(message)
 }
 
-/// Runs `factlog bench`: measures every policy, prints the report, then writes the chart.
-pub fn run(args: &BenchArgs) -> Outcome {
+/// Runs `factlog bench`: measures every policy (telling `observer` how far it is), prints the
+/// report on standard output, then writes the chart.
+pub fn run(args: &BenchArgs, observer: &dyn Observer) -> Result<(), Failure> {
     if let Some(counts) = &args.sessions {
         let turns = args.turns.unwrap_or(sessions::TURNS_DEFAULT);
-        return sessions::run(args, counts, shape(args, turns));
+        return sessions::run(args, counts, shape(args, turns), observer);
     }
     let shape = shape(args, args.turns.unwrap_or(TURNS_DEFAULT));
     let every_shape = shape.with_turns_max(args.every_turns);
@@ -296,14 +284,8 @@ pub fn run(args: &BenchArgs) -> Outcome {
     let svg_file = args.svg.as_deref().map(SvgFile::open).transpose()?;
     let scratch = Scratch::new(args.dir.as_deref())?;
     let measurements = 1 + u64::from(args.runs) * POLICIES.len() as u64;
-    let progress =
-        Progress::new("bench: reference run", Some(measurements), Unit::Count("sessions"), false);
-    let done = AtomicU64::new(0);
-    let measured = progress.while_running(
-        || done.load(Ordering::Acquire),
-        || measure_all(args, shape, every_shape, &scratch, &progress, &done),
-    )?;
-    progress.finish();
+    observer.start("bench: reference run", measurements);
+    let measured = measure_all(args, shape, every_shape, &scratch, observer)?;
 
     let floor_tokens = shape.deltas() * tasks as u64;
     let floor_ns: Vec<f64> = measured[index_of(Policy::Floor)]
@@ -353,7 +335,7 @@ pub fn run(args: &BenchArgs) -> Outcome {
         Some(file) => file.write(&report::svg(&workload, &reports)),
         None => Ok(()),
     };
-    printed.and(charted).map(|()| ExitCode::SUCCESS)
+    printed.and(charted)
 }
 
 /// The session of `args` with `turns` turns.
@@ -367,38 +349,28 @@ fn shape(args: &BenchArgs, turns: u32) -> Shape {
     }
 }
 
-/// Writes `text` to standard output; a reader that went away is no failure.
-fn print(text: &str) -> Result<(), Failure> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        Ok(()) => Ok(()),
-        Err(error) if crate::is_broken_pipe(&error) => Ok(()),
-        Err(error) => Err(Failure::new(EXIT_FAILURE, format_args!("write the report: {error}"))),
-    }
-}
-
 /// The index of `policy` in [`POLICIES`].
 fn index_of(policy: Policy) -> usize {
     POLICIES.iter().position(|&p| p == policy).unwrap_or(0)
 }
 
 /// The reference session, then every run of every policy; per policy (in [`POLICIES`] order)
-/// one measurement per run. `done` counts the sessions finished, for the progress line.
+/// one measurement per run; `observer` is told of each measurement done.
 fn measure_all(
     args: &BenchArgs,
     shape: Shape,
     every_shape: Shape,
     scratch: &Scratch,
-    progress: &Progress,
-    done: &AtomicU64,
+    observer: &dyn Observer,
 ) -> Result<Vec<Vec<Measured>>, Failure> {
     let tasks = args.tasks as usize;
-    let sessions = |shape: Shape| (0..tasks).map(|i| workload::session(shape, i)).collect();
+    let sessions =
+        |shape: Shape| (0..tasks).map(|i| workload::session(shape, i as u64 + 1)).collect();
     let full: Vec<Session> = sessions(shape);
     let every: Vec<Session> = sessions(every_shape);
     let reference =
         policies::reference(&scratch.path.join("reference"), full.clone()).map_err(failed)?;
-    done.fetch_add(1, Ordering::AcqRel);
+    observer.advance();
     // Twice the reference's bytes: a run with several tasks may group (and so frame) its
     // writes differently; the floor replays the bytes of each run's own session.
     let floor_bytes = reference.chunks.iter().sum::<u64>() * 2;
@@ -419,15 +391,15 @@ fn measure_all(
     for run in 0..args.runs as usize {
         for k in 0..ROTATED.len() {
             let policy = ROTATED[(k + run) % ROTATED.len()];
-            progress.relabel(&format!("bench run {}/{}: {}", run + 1, args.runs, policy.name()));
+            observer.relabel(&format!("bench run {}/{}: {}", run + 1, args.runs, policy.name()));
             let dir = scratch.path.join(format!("run{run}-{}", policy.name()));
             let m = measure(policy, &dir, &inputs).map_err(failed)?;
-            done.fetch_add(1, Ordering::AcqRel);
+            observer.advance();
             if policy == Policy::Factlog {
-                progress.relabel(&format!("bench run {}/{}: floor", run + 1, args.runs));
+                observer.relabel(&format!("bench run {}/{}: floor", run + 1, args.runs));
                 let floor = policies::floor(&inputs.floor_file, &m.chunks).map_err(failed)?;
                 measured[index_of(Policy::Floor)].push(floor);
-                done.fetch_add(1, Ordering::AcqRel);
+                observer.advance();
             }
             measured[index_of(policy)].push(m);
         }

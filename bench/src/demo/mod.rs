@@ -1,9 +1,10 @@
 //! `factlog demo`: a simulated agent harness whose writer really crashes in the middle of a
 //! side-effecting tool call, and the recovery that follows.
 //!
-//! The parent re-executes this binary as the writer (`demo DIR --child`, see
-//! [`child`]), which runs a high-risk task up to the `publish` call, starts publishing into a
-//! simulated service ([`external`]) and is then killed with SIGKILL. The parent reopens the
+//! The parent re-executes the running binary as the writer (`demo DIR --seed N --child`, see
+//! [`child`]): a binary that offers the demo routes that command line back to [`run`] through
+//! [`DemoArgs`]. The writer runs a high-risk task up to the `publish` call, starts publishing
+//! into a simulated service ([`external`]) and is then killed with SIGKILL. The parent reopens the
 //! store, runs [`Store::recover`], prints the report for a person, confirms the resume,
 //! resolves the unknown outcome by its plan (asking the service, never publishing twice),
 //! finishes the task, and sums up what persistence cost. Without DIR everything happens in a
@@ -16,7 +17,7 @@ mod scenario;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use factlog::harness::event::{
@@ -32,30 +33,44 @@ use serde_json::{Value, json};
 pub use scenario::DEFAULT_SEED;
 
 use crate::text::counted;
-use crate::{DemoArgs, EXIT_FAILURE, Failure, Outcome, print_out};
+use crate::{Failure, print};
 use external::{Dedup, Service};
 use scenario::{APPROVAL_NOTIFY_AGAIN, CALL_NOTIFY, CALL_PUBLISH, Scenario, TASK, store_options};
 
-pub fn run(args: &DemoArgs) -> Outcome {
+/// Arguments of `factlog demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Store directory to keep (new or empty); default: a temporary one, removed at the end.
+    dir: Option<PathBuf>,
+    /// Decides the publish service's kind, whether the crash comes after the article landed,
+    /// and the topic.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// Print a single JSON summary instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Run as the writer process that the demo kills (internal).
+    #[arg(long, hide = true)]
+    child: bool,
+}
+
+/// Runs `factlog demo` (or, with `--child`, its writer): prints the recovery report and the
+/// cost on standard output.
+pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     let scenario = Scenario::new(args.seed);
     if args.child {
         let dir = args
             .dir
             .as_deref()
-            .ok_or_else(|| Failure::new(crate::EXIT_USAGE, "--child needs the store directory"))?;
-        child::run(dir, &scenario).map_err(|message| Failure::new(EXIT_FAILURE, message))?;
-        return Ok(ExitCode::SUCCESS);
+            .ok_or_else(|| Failure::usage("--child needs the store directory"))?;
+        child::run(dir, &scenario).map_err(Failure::failed)?;
+        return Ok(());
     }
     let started = Instant::now();
     let workspace = Workspace::new(args.dir.as_deref())?;
     let summary = run_demo(workspace.dir(), &scenario, args.dir.is_some(), started)?;
     drop(workspace);
-    if args.json {
-        print_out(&format!("{}\n", summary.json))?;
-    } else {
-        print_out(&summary.text)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    if args.json { print(&format!("{}\n", summary.json)) } else { print(&summary.text) }
 }
 
 /// The store directory: the one given (which must be new or empty), or a temporary one that
@@ -72,23 +87,20 @@ impl Workspace {
                 Ok(mut entries) => entries.next().is_none(),
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => true,
                 Err(error) => {
-                    return Err(Failure::new(
-                        EXIT_FAILURE,
-                        format_args!("cannot read {}: {error}", dir.display()),
-                    ));
+                    return Err(Failure::failed(format_args!(
+                        "cannot read {}: {error}",
+                        dir.display()
+                    )));
                 }
             };
             if !empty {
-                return Err(Failure::new(
-                    EXIT_FAILURE,
-                    format_args!(
-                        "{} is not empty: the demo writes a new store (give a new directory)",
-                        dir.display()
-                    ),
-                ));
+                return Err(Failure::failed(format_args!(
+                    "{} is not empty: the demo writes a new store (give a new directory)",
+                    dir.display()
+                )));
             }
             std::fs::create_dir_all(dir).map_err(|error| {
-                Failure::new(EXIT_FAILURE, format_args!("cannot create {}: {error}", dir.display()))
+                Failure::failed(format_args!("cannot create {}: {error}", dir.display()))
             })?;
             return Ok(Workspace { dir: dir.to_path_buf(), temporary: false });
         }
@@ -98,10 +110,10 @@ impl Workspace {
         let dir =
             std::env::temp_dir().join(format!("factlog-demo-{}-{nanos:09}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|error| {
-            Failure::new(
-                EXIT_FAILURE,
-                format_args!("cannot create a temporary directory {}: {error}", dir.display()),
-            )
+            Failure::failed(format_args!(
+                "cannot create a temporary directory {}: {error}",
+                dir.display()
+            ))
         })?;
         Ok(Workspace { dir, temporary: true })
     }
@@ -127,11 +139,11 @@ struct Summary {
 }
 
 fn fail(context: &str) -> impl Fn(factlog::Error) -> Failure + '_ {
-    move |error| Failure::new(EXIT_FAILURE, format_args!("{context}: {error}"))
+    move |error| Failure::failed(format_args!("{context}: {error}"))
 }
 
 fn io_fail(context: &str) -> impl Fn(std::io::Error) -> Failure + '_ {
-    move |error| Failure::new(EXIT_FAILURE, format_args!("{context}: {error}"))
+    move |error| Failure::failed(format_args!("{context}: {error}"))
 }
 
 /// What the writer told before it was killed.
@@ -167,13 +179,14 @@ fn run_demo(
     let crash = run_writer(dir, scenario)?;
     let (options, counters) = store_options();
     let store = Store::open(dir, options).map_err(fail("cannot reopen the store"))?;
-    let before = store.task_state(TASK).ok_or_else(|| {
-        Failure::new(EXIT_FAILURE, "the killed writer left no events of the demo task")
-    })?;
+    let before = store
+        .task_state(TASK)
+        .ok_or_else(|| Failure::failed("the killed writer left no events of the demo task"))?;
     let publish_before = before.session.calls.get(CALL_PUBLISH).cloned().unwrap_or_default();
-    let publish_key = publish_before.request_key.clone().ok_or_else(|| {
-        Failure::new(EXIT_FAILURE, "the publish call has no request key in the log")
-    })?;
+    let publish_key = publish_before
+        .request_key
+        .clone()
+        .ok_or_else(|| Failure::failed("the publish call has no request key in the log"))?;
     let effects_at_crash =
         service.count(publish_key.as_str()).map_err(io_fail("cannot query the service"))?;
     let killed = crash.signal == Some(9);
@@ -227,7 +240,7 @@ fn run_demo(
         .iter()
         .find(|t| t.task.as_str() == TASK)
         .cloned()
-        .ok_or_else(|| Failure::new(EXIT_FAILURE, "recovery did not report the demo task"))?;
+        .ok_or_else(|| Failure::failed("recovery did not report the demo task"))?;
     let _ = writeln!(out, "== 2. Recovery: Store::open, then Store::recover ==");
     recovery_text(&mut out, &recovery);
 
@@ -260,10 +273,11 @@ fn run_demo(
     let _ = writeln!(out, "control/resume recorded: the user confirmed");
     append(&task, Body::TurnStart(TurnStart::default()))?;
     append(&task, Body::StepStart(StepStart::default()))?;
-    let unknown =
-        recovery.calls.iter().find(|c| c.call_id.as_str() == CALL_PUBLISH).ok_or_else(|| {
-            Failure::new(EXIT_FAILURE, "recovery did not report the publish call")
-        })?;
+    let unknown = recovery
+        .calls
+        .iter()
+        .find(|c| c.call_id.as_str() == CALL_PUBLISH)
+        .ok_or_else(|| Failure::failed("recovery did not report the publish call"))?;
     let resolution = resolve_publish(&task, &service, scenario, unknown.plan, &publish_key)?;
     let _ = writeln!(out, "{CALL_PUBLISH} ({}): {}", unknown.plan.as_str(), resolution.action);
     let _ = writeln!(out, "  tool/result recorded with receipt {}", resolution.receipt);
@@ -374,13 +388,10 @@ fn run_demo(
         "wall_ms": u64::try_from(wall_ms).unwrap_or(u64::MAX),
     });
     if !killed || external_effects != 1 || !finished {
-        return Err(Failure::new(
-            EXIT_FAILURE,
-            format_args!(
-                "the demo did not go as designed (killed: {killed}, articles published: \
+        return Err(Failure::failed(format_args!(
+            "the demo did not go as designed (killed: {killed}, articles published: \
                  {external_effects}, task finished: {finished})"
-            ),
-        ));
+        )));
     }
     Ok(Summary { text: out, json })
 }
@@ -408,10 +419,10 @@ fn run_writer(dir: &Path, scenario: &Scenario) -> Result<Crash, Failure> {
             if let Some(mut pipe) = child.stderr.take() {
                 let _ = pipe.read_to_string(&mut stderr);
             }
-            return Err(Failure::new(
-                EXIT_FAILURE,
-                format_args!("the writer process failed ({status}): {message} {}", stderr.trim()),
-            ));
+            return Err(Failure::failed(format_args!(
+                "the writer process failed ({status}): {message} {}",
+                stderr.trim()
+            )));
         }
     };
     let number = |value: &Value, key: &str| value[key].as_u64().unwrap_or(0);
@@ -457,7 +468,7 @@ fn listen(child: &mut Child) -> Result<(Value, Value), String> {
 fn append(task: &Task, body: Body) -> Result<Appended, Failure> {
     let name = body.type_name();
     task.append(body)
-        .map_err(|error| Failure::new(EXIT_FAILURE, format_args!("cannot append {name}: {error}")))
+        .map_err(|error| Failure::failed(format_args!("cannot append {name}: {error}")))
 }
 
 /// How the unknown publish call was resolved.
@@ -550,10 +561,10 @@ fn resolve_publish(
             )
         }
         other => {
-            return Err(Failure::new(
-                EXIT_FAILURE,
-                format_args!("the demo has no resolution for plan {}", other.as_str()),
-            ));
+            return Err(Failure::failed(format_args!(
+                "the demo has no resolution for plan {}",
+                other.as_str()
+            )));
         }
     };
     let receipt = json!({ "article_id": article.article_id, "url": article.url });
@@ -610,7 +621,7 @@ fn finish(task: &Task, receipt: &Value) -> Result<(), Failure> {
     append(task, Body::StepEnd(StepEnd::default()))?;
     append(task, Body::StepStart(StepStart::default()))?;
     let text = format!("Done: the article is live at {url} and #newsroom has the link.");
-    child::stream(task, &text).map_err(|message| Failure::new(EXIT_FAILURE, message))?;
+    child::stream(task, &text).map_err(Failure::failed)?;
     append(task, Body::AssistantMessage(AssistantMessage { text, ..Default::default() }))?;
     append(task, Body::StepEnd(StepEnd::default()))?;
     append(task, Body::Phase(Phase { phase: "done".into(), ..Default::default() }))?;
@@ -631,7 +642,7 @@ fn task_finished(state: &TaskState) -> bool {
 fn log_bytes(dir: &Path) -> Result<u64, Failure> {
     let report = factlog::verify(dir, Options::new()).map_err(fail("cannot verify the log"))?;
     if !matches!(report.outcome, VerifyOutcome::Clean) {
-        return Err(Failure::new(EXIT_FAILURE, "the log is not clean after the demo"));
+        return Err(Failure::failed("the log is not clean after the demo"));
     }
     Ok(report.segments.iter().map(|s| s.used_bytes).sum())
 }

@@ -41,16 +41,11 @@ use parking_lot::Mutex;
 use events::{Workload, median};
 use workload::Shape;
 
-mod common;
-#[path = "common/events.rs"]
-mod events;
-#[path = "common/many.rs"]
-mod many;
-#[path = "common/settle.rs"]
-mod settle;
-#[path = "common/workload.rs"]
-#[allow(dead_code, reason = "shared with benches/harness.rs, which uses all of it")]
-mod workload;
+use factlog_bench::events;
+use factlog_bench::many;
+use factlog_bench::settle;
+use factlog_bench::sqlite;
+use factlog_bench::workload;
 
 /// The counts of sessions measured unless `FACTLOG_SESSIONS` says otherwise.
 const SESSIONS_DEFAULT: [usize; 4] = [1, 8, 32, 128];
@@ -66,7 +61,7 @@ const RUNS_DEFAULT: usize = 3;
 
 /// The smoke test's sizes (`-- --test`).
 const TEST_SESSIONS: [usize; 2] = [1, 3];
-const TEST_SHAPE: Shape = Shape { turns: 1, steps: 1, tokens: 2 };
+const TEST_SHAPE: Shape = Shape { turns: 1, steps: 1, tokens: 2, ..Shape::DEFAULT };
 
 /// Capacity of each JSONL writer's `BufWriter`.
 const JSONL_BUFFER_BYTES: usize = 64 * 1024;
@@ -162,14 +157,14 @@ impl Run {
 }
 
 fn sqlite_run(sessions: &[Workload]) -> Run {
-    let dir = common::temp_dir("sessions-sqlite");
+    let dir = factlog_bench::temp_dir!("sessions-sqlite");
     let path = dir.path().join("events.db");
-    let setup = many::sqlite_create(&path);
+    let setup = sqlite::create(&path);
     let connections: Vec<Mutex<Option<rusqlite::Connection>>> =
-        sessions.iter().map(|_| Mutex::new(Some(many::sqlite_connect(&path)))).collect();
+        sessions.iter().map(|_| Mutex::new(Some(sqlite::connect(&path)))).collect();
     let (elapsed, timings) = many::parallel(sessions.len(), |i| {
         let conn = connections[i].lock().take().expect("each connection runs once");
-        many::sqlite_session(&conn, &sessions[i])
+        sqlite::session(&conn, &sessions[i])
     });
     drop(connections);
     setup.close().expect("close the database");
@@ -177,7 +172,7 @@ fn sqlite_run(sessions: &[Workload]) -> Run {
 }
 
 fn jsonl_run(sessions: &[Workload]) -> Run {
-    let dir = common::temp_dir("sessions-jsonl");
+    let dir = factlog_bench::temp_dir!("sessions-jsonl");
     let files: Vec<Mutex<Option<File>>> = (0..sessions.len())
         .map(|i| {
             let path = dir.path().join(format!("session-{i}.jsonl"));
@@ -229,7 +224,7 @@ struct Prepared {
 fn prepare(n: usize, shape: Shape) -> Prepared {
     let sessions: Vec<Workload> =
         (0..n).map(|i| Workload::new(shape, i as u64 + 1, &format!("session-{i}"))).collect();
-    let floor_dir = common::temp_dir("sessions-floor");
+    let floor_dir = factlog_bench::temp_dir!("sessions-floor");
     let floor_files = sessions
         .iter()
         .enumerate()
@@ -244,7 +239,7 @@ fn prepare(n: usize, shape: Shape) -> Prepared {
 fn measure(policy: Policy, prepared: &Prepared) -> Run {
     match policy {
         Policy::Factlog => {
-            let dir = common::temp_dir("sessions-factlog");
+            let dir = factlog_bench::temp_dir!("sessions-factlog");
             let (elapsed, syncs, timings) = many::factlog_threads(&prepared.sessions, dir.path());
             Run::new(elapsed, Some(syncs), timings)
         }

@@ -24,9 +24,7 @@ use factlog::limits::{SEGMENT_BYTES_DEFAULT, SEGMENT_HEADER_BYTES};
 use factlog::{Durability, Log, Options};
 use tempfile::TempDir;
 
-mod common;
-#[path = "common/settle.rs"]
-mod settle;
+use factlog_bench::settle;
 
 /// Segment capacity of the buffered log: room for about 19 million 32-byte records, more than
 /// the warm-up and measurement append.
@@ -73,7 +71,7 @@ impl BufferedLog {
             log.close().expect("close the buffered log");
         }
         drop(self.dir.take());
-        let dir = common::temp_dir("buffered");
+        let dir = factlog_bench::temp_dir!("buffered");
         let options = Options::new().segment_bytes(BUFFERED_SEGMENT_BYTES);
         self.log = Some(open_settled(dir.path(), options, BUFFERED_SEGMENT_BYTES));
         self.room = records_per_segment(BUFFERED_SEGMENT_BYTES, BUFFERED_PAYLOAD_BYTES);
@@ -145,7 +143,7 @@ impl RawFloor {
 
 fn synced(c: &mut Criterion) {
     // The log directory and the floor file sit side by side in one directory, on one disk.
-    let dir = common::temp_dir("synced");
+    let dir = factlog_bench::temp_dir!("synced");
     let log_dir = dir.path().join("log");
     let log = open_settled(&log_dir, Options::new(), SEGMENT_BYTES_DEFAULT);
     let frame_len = frame_bytes(SYNCED_PAYLOAD_BYTES);
@@ -201,7 +199,7 @@ fn run_appenders(log: &Arc<Log>, threads: u64, iters: u64) -> Duration {
 const GROUP_SEGMENT_BYTES: u64 = 256 * 1024 * 1024;
 
 fn group_commit(c: &mut Criterion) {
-    let dir = common::temp_dir("group-commit");
+    let dir = factlog_bench::temp_dir!("group-commit");
     let options = Options::new().segment_bytes(GROUP_SEGMENT_BYTES);
     let log = Arc::new(open_settled(dir.path(), options, GROUP_SEGMENT_BYTES));
     let mut group = c.benchmark_group("group_commit");

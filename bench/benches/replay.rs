@@ -19,8 +19,6 @@ use factlog::engine::frame::frame_bytes;
 use factlog::limits::{SEGMENT_BYTES_DEFAULT, SEGMENT_HEADER_BYTES};
 use factlog::{Durability, Log, Options, Seq};
 
-mod common;
-
 /// Records of the replay log.
 const REPLAY_RECORDS: u64 = 3_000_000;
 
@@ -60,7 +58,7 @@ fn replay_all_borrowed(log: &Log) -> (u64, u64) {
 }
 
 fn replay(c: &mut Criterion) {
-    let dir = common::temp_dir("replay");
+    let dir = factlog_bench::temp_dir!("replay");
     let started = Instant::now();
     {
         let log = Log::open(dir.path(), Options::new()).expect("open the replay log");
@@ -121,8 +119,8 @@ fn open(c: &mut Criterion) {
         / frame_bytes(BIG_RECORD_BYTES) as u64;
     // The active segment is half full in both logs, so both opens scan the same bytes.
     let active_records = per_segment / 2;
-    let big = common::temp_dir("open-big");
-    let one = common::temp_dir("open-one");
+    let big = factlog_bench::temp_dir!("open-big");
+    let one = factlog_bench::temp_dir!("open-one");
     let started = Instant::now();
     fill(big.path(), SEALED_SEGMENTS * per_segment + active_records);
     fill(one.path(), active_records);

@@ -30,16 +30,9 @@ use factlog::replica::{DirRemote, ReplicateOptions};
 use factlog::{AppendOptions, Appended, Durability, Options, Store, StoreOptions};
 use workload::{Action, Shape, StepClose};
 
-mod common;
-#[path = "common/events.rs"]
-#[allow(dead_code, reason = "shared with benches/sessions.rs, which uses all of it")]
-mod events;
-#[path = "common/settle.rs"]
-#[allow(dead_code, reason = "shared with benches/sessions.rs, which uses all of it")]
-mod settle;
-#[path = "common/workload.rs"]
-#[allow(dead_code, reason = "shared with benches/harness.rs, which uses all of it")]
-mod workload;
+use factlog_bench::events;
+use factlog_bench::settle;
+use factlog_bench::workload;
 
 use events::median;
 
@@ -63,7 +56,7 @@ const REPLICATED_APPENDS: usize = 100;
 fn main() {
     let test = std::env::args().any(|arg| arg == "--test");
     let (shape, runs) = if test {
-        (Shape { turns: 2, steps: 2, tokens: 20 }, 1)
+        (Shape { turns: 2, steps: 2, tokens: 20, ..Shape::DEFAULT }, 1)
     } else {
         let env = |name: &str, default: u32| {
             std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -131,8 +124,8 @@ fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
 
 /// One session on a fresh store, replicating or not.
 fn measure(shape: Shape, replicate: bool) -> Run {
-    let dir = common::temp_dir("replication");
-    let replica_dir = common::temp_dir("replica");
+    let dir = factlog_bench::temp_dir!("replication");
+    let replica_dir = factlog_bench::temp_dir!("replica");
     let options = StoreOptions::new().clock(workload::fixed_clock).log(Options::new());
     let store = Store::open(dir.path(), options).expect("open the store");
     settle::wait_for_prealloc(dir.path(), factlog::limits::SEGMENT_BYTES_DEFAULT);

@@ -14,15 +14,12 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::policies::{self, JsonlFiles, JsonlSync, LoggedSession, Measured, StoreMode};
 use super::sessions_report::{self, Row, SessionsWorkload};
-use super::workload::{self, Line, Session, Shape};
-use super::{BenchArgs, Scratch, SvgFile, failed, print};
-use crate::progress::{Progress, Unit};
-use crate::{Failure, Outcome};
+use super::{BenchArgs, Scratch, SvgFile, failed};
+use crate::workload::{self, Line, Session, Shape};
+use crate::{Failure, Observer, print};
 
 /// The most sessions one N may run: one thread each, and the floor preallocates a file each.
 pub const SESSIONS_MAX: usize = 1024;
@@ -130,23 +127,18 @@ struct Prepared {
 
 /// Runs `factlog bench --sessions`: measures every N under every policy, prints the report,
 /// then writes the chart.
-pub fn run(args: &BenchArgs, counts: &SessionCounts, shape: Shape) -> Outcome {
+pub(super) fn run(
+    args: &BenchArgs,
+    counts: &SessionCounts,
+    shape: Shape,
+    observer: &dyn Observer,
+) -> Result<(), Failure> {
     let svg_file = args.svg.as_deref().map(SvgFile::open).transpose()?;
     let scratch = Scratch::new(args.dir.as_deref())?;
     let runs = args.runs as usize;
     let measurements = (counts.0.len() * (1 + runs * POLICIES.len())) as u64;
-    let progress = Progress::new(
-        "bench: reference runs",
-        Some(measurements),
-        Unit::Count("measurements"),
-        false,
-    );
-    let done = AtomicU64::new(0);
-    let rows = progress.while_running(
-        || done.load(Ordering::Acquire),
-        || measure_all(&counts.0, runs, shape, &scratch, &progress, &done),
-    )?;
-    progress.finish();
+    observer.start("bench: reference runs", measurements);
+    let rows = measure_all(&counts.0, runs, shape, &scratch, observer)?;
     let workload = SessionsWorkload {
         turns: shape.turns,
         steps: shape.steps,
@@ -170,7 +162,7 @@ pub fn run(args: &BenchArgs, counts: &SessionCounts, shape: Shape) -> Outcome {
         Some(file) => file.write(&sessions_report::svg(&workload, &rows)),
         None => Ok(()),
     };
-    printed.and(charted).map(|()| ExitCode::SUCCESS)
+    printed.and(charted)
 }
 
 /// Prepares every N, then measures every run; one row per N and policy, N ascending.
@@ -179,14 +171,13 @@ fn measure_all(
     runs: usize,
     shape: Shape,
     scratch: &Scratch,
-    progress: &Progress,
-    done: &AtomicU64,
+    observer: &dyn Observer,
 ) -> Result<Vec<Row>, Failure> {
     let mut prepared = Vec::with_capacity(counts.len());
     for &n in counts {
-        progress.relabel(&format!("bench: reference run of {n} sessions"));
+        observer.relabel(&format!("bench: reference run of {n} sessions"));
         prepared.push(prepare(n, shape, &scratch.path.join(format!("n{n}"))).map_err(failed)?);
-        done.fetch_add(1, Ordering::AcqRel);
+        observer.advance();
     }
     // Per N, per policy (in report order), one measurement per run.
     let mut measured: Vec<Vec<Vec<Measured>>> =
@@ -198,7 +189,7 @@ fn measure_all(
             for k in 0..POLICIES.len() {
                 let index = (k + run) % POLICIES.len();
                 let policy = POLICIES[index];
-                progress.relabel(&format!(
+                observer.relabel(&format!(
                     "bench run {}/{runs}: {n} sessions, {}",
                     run + 1,
                     policy.name()
@@ -206,7 +197,7 @@ fn measure_all(
                 let dir = scratch.path.join(format!("run{run}-n{n}-{}", policy.name()));
                 let m = measure(policy, &dir, &prepared[which]).map_err(failed)?;
                 measured[which][index].push(m);
-                done.fetch_add(1, Ordering::AcqRel);
+                observer.advance();
             }
         }
     }
@@ -230,7 +221,7 @@ fn measure_all(
 /// The sessions of one N, the reference run through the typed store in `dir` (removed
 /// afterwards), and the floor's files under it.
 fn prepare(n: usize, shape: Shape, dir: &Path) -> Result<Prepared, String> {
-    let sessions: Vec<Session> = (0..n).map(|i| workload::session(shape, i)).collect();
+    let sessions: Vec<Session> = (0..n).map(|i| workload::session(shape, i as u64 + 1)).collect();
     let reference_dir = dir.join("reference");
     let reference = policies::reference(&reference_dir, sessions.clone())?;
     // The store directory holds a whole segment and its preallocation: not kept for the runs.

@@ -71,11 +71,8 @@ use tempfile::TempDir;
 use factlog::engine::counting_fs::{CountingFs, FileKind, FsCounts, Issuer};
 use workload::{DELTA_TEXT_BYTES, Shape, StepClose};
 
-mod common;
-#[path = "common/settle.rs"]
-mod settle;
-#[path = "common/workload.rs"]
-mod workload;
+use factlog_bench::settle;
+use factlog_bench::workload;
 
 /// The task of the delta and session benches: 9 bytes, repeated in every record.
 const TASK_ID: &str = "session-0";
@@ -100,7 +97,7 @@ const OPEN_BASE_SESSIONS: u64 = 5;
 const OPEN_EXTRA_EVENTS: [u64; 3] = [1_000, 10_000, 100_000];
 
 /// The sessions of the big store of the open bench: 10x the deltas, 400,950 events each.
-const OPEN_BIG_SHAPE: Shape = Shape { turns: 50, steps: 4, tokens: 2_000 };
+const OPEN_BIG_SHAPE: Shape = Shape { turns: 50, steps: 4, tokens: 2_000, ..Shape::DEFAULT };
 
 /// Sessions in the big store: 1,603,800 events, about 141 MB of frames in five segments.
 const OPEN_BIG_SESSIONS: u64 = 4;
@@ -135,7 +132,7 @@ impl<T> Roomy<T> {
                 eprintln!("{}: the segment is nearly full, starting a fresh log", self.name);
             }
             self.finish();
-            let dir = common::temp_dir(self.name);
+            let dir = factlog_bench::temp_dir!(self.name);
             let log = (self.open)(dir.path());
             settle::wait_for_prealloc(dir.path(), DELTA_SEGMENT_BYTES);
             self.room = (DELTA_SEGMENT_BYTES - SEGMENT_HEADER_BYTES as u64)
@@ -339,7 +336,7 @@ struct SessionRun {
 /// Writes one session into a fresh store (or log) with default options and a counting file
 /// system; only the session itself is timed.
 fn session_run(writer: Writer<'_>) -> SessionRun {
-    let dir = common::temp_dir("session");
+    let dir = factlog_bench::temp_dir!("session");
     let (fs, counters) = CountingFs::new();
     let log_options = Options::new().fs(fs);
     let (elapsed, counts) = match writer {
@@ -409,7 +406,7 @@ impl SessionSetup {
                 bytes / count
             );
         }
-        let dir = common::temp_dir("session-floor");
+        let dir = factlog_bench::temp_dir!("session-floor");
         let floor_file = settle::preallocated_file(&dir.path().join("floor.bin"), FLOOR_FILE_BYTES);
         SessionSetup { floor_file, batch, defaults, _dir: dir }
     }
@@ -678,7 +675,7 @@ fn build_store(
 
 fn build_open_setup() -> OpenSetup {
     let started = Instant::now();
-    let root = common::temp_dir("open");
+    let root = factlog_bench::temp_dir!("open");
     let mut dirs =
         build_store(root.path(), "", Shape::DEFAULT, OPEN_BASE_SESSIONS, &OPEN_EXTRA_EVENTS);
     dirs.extend(build_store(root.path(), "big_", OPEN_BIG_SHAPE, OPEN_BIG_SESSIONS, &[1_000]));
