@@ -8,6 +8,13 @@ use std::path::{Path, PathBuf};
 
 use crate::types::SegmentId;
 
+/// `n` and `noun`, plural unless `n` is 1 ("1 byte", "3 bytes"; regular nouns only): the
+/// counts of every message of the library.
+pub(crate) fn counted(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
 /// A specialised `Result` for factlog operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -626,8 +633,8 @@ impl fmt::Display for CorruptionReason {
             }
             CorruptionReason::DamagedAfterClose { bytes } => write!(
                 f,
-                "{bytes} non-zero bytes after the end of a cleanly closed log, where only \
-                 zeros can be"
+                "{} after the end of a cleanly closed log, where only zeros can be",
+                counted(*bytes, "non-zero byte")
             ),
             CorruptionReason::BadMark(what) => {
                 write!(f, "the log's mark (MARK) is damaged ({what})")
@@ -848,8 +855,9 @@ fn damage_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         }
         ErrorKind::TornTail { segment, path, offset, bytes } => write!(
             f,
-            "torn tail of {bytes} bytes at offset {offset} of {} (segment {segment}); strict \
-             recovery refuses to cut it: open with RecoveryMode::TolerateTornTail to cut it",
+            "torn tail of {} at offset {offset} of {} (segment {segment}); strict recovery \
+             refuses to cut it: open with RecoveryMode::TolerateTornTail to cut it",
+            counted(*bytes, "byte"),
             path.display()
         ),
         ErrorKind::UnsupportedVersion { path, found, supported } => write!(

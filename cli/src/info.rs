@@ -261,11 +261,11 @@ fn print_text(out: &mut Output, info: &LogInfo, tail_cut: Option<&TailCut>) {
     if let Some(cut) = tail_cut {
         writeln!(
             out,
-            "torn tail: segment {} ({}) at offset {}: {} bytes, which a writer open would cut",
+            "torn tail: segment {} ({}) at offset {}: {}, which a writer open would cut",
             cut.segment.0,
             cut.path.display(),
             cut.offset,
-            cut.bytes
+            counted(cut.bytes, "byte")
         );
     }
 }

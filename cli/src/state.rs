@@ -18,6 +18,7 @@ use factlog::{Store, StoreOptions};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, StateArgs, open_failure, open_read_only, print_out,
     require_store, tasks,
@@ -117,13 +118,12 @@ fn task_text(id: &str, task: &TaskState) -> String {
     );
     let _ = writeln!(
         out,
-        "  deltas: {} ({} bytes); retries: {}; budget: {} input tokens, {} output tokens, {} \
-         cost micros",
+        "  deltas: {} ({}); retries: {}; budget: {}, {}, {} cost micros",
         execution.deltas,
-        execution.delta_bytes,
+        counted(execution.delta_bytes, "byte"),
         execution.retries,
-        execution.budget.input_tokens,
-        execution.budget.output_tokens,
+        counted(execution.budget.input_tokens, "input token"),
+        counted(execution.budget.output_tokens, "output token"),
         execution.budget.cost_micros
     );
     calls_text(&mut out, &task.session.calls);

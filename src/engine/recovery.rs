@@ -166,9 +166,9 @@ impl std::fmt::Display for TailCut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "cut a torn tail of {} bytes at offset {} of segment {} ({}): records from seq {} \
-             on were not vouched for by the log mark nor claimed durable by a later frame",
-            self.bytes,
+            "cut a torn tail of {} at offset {} of segment {} ({}): records from seq {} on \
+             were not vouched for by the log mark nor claimed durable by a later frame",
+            crate::error::counted(self.bytes, "byte"),
             self.offset,
             self.segment,
             self.path.display(),

@@ -315,8 +315,8 @@ fn check_in_memory(store: &Store, to: u16, last: u64) -> Result<Planned> {
 fn compare(old: &State, new: &State, what: &str) -> Result<()> {
     if old.tasks.len() != new.tasks.len() {
         return Err(refused(format!(
-            "{what} hold {} tasks where the store holds {}",
-            new.tasks.len(),
+            "{what} hold {} where the store holds {}",
+            crate::error::counted(new.tasks.len() as u64, "task"),
             old.tasks.len()
         )));
     }
@@ -423,7 +423,10 @@ fn check_staged(
         return Err(refused("the staged segments hold other event counts per task".into()));
     }
     if audit_seen != audits {
-        return Err(refused(format!("{audit_seen} audit events staged of {audits}")));
+        return Err(refused(format!(
+            "{} staged of {audits}",
+            crate::error::counted(audit_seen as u64, "audit event")
+        )));
     }
     compare(&planned.old, &state, "the staged segments")
 }

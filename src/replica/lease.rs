@@ -52,12 +52,16 @@ fn describe(remote: &dyn Remote, epoch: u64) -> String {
     let field = |name: &str| {
         holder.as_ref().and_then(|h| h.get(name)).map_or_else(|| "?".to_owned(), Value::to_string)
     };
+    let since = holder
+        .as_ref()
+        .and_then(|h| h.get("since_us"))
+        .and_then(Value::as_u64)
+        .map_or_else(|| "?".to_owned(), crate::protocol::time::format_rfc3339);
     format!(
-        "epoch {epoch}, device {}, pid {}, store {}, since_us {}",
+        "epoch {epoch}, device {}, pid {}, store {}, since {since}",
         field("device"),
         field("pid"),
-        field("store"),
-        field("since_us")
+        field("store")
     )
 }
 

@@ -38,6 +38,7 @@ use crate::harness::codec;
 use crate::harness::snapshot::{self, SnapshotMeta};
 use crate::harness::{Store, StoreOptions};
 use crate::limits::{SEGMENT_BYTES_MAX, SEGMENT_HEADER_BYTES};
+use crate::protocol::time::format_rfc3339;
 use crate::types::Seq;
 
 /// How to restore. A builder: `RestoreOptions::new().seq(Seq(120))`, or
@@ -224,9 +225,9 @@ pub struct SkippedObject {
 pub fn restore(remote: &dyn Remote, dir: &Path, options: RestoreOptions) -> Result<RestoreReport> {
     if let (Some(seq), Some(time_us)) = (options.seq, options.time_us) {
         return Err(Error::invalid_options(format!(
-            "restore at seq {} or at time {time_us} µs, not both: a point in time is one or \
-             the other",
-            seq.0
+            "restore at seq {} or at time {}, not both: a point in time is one or the other",
+            seq.0,
+            format_rfc3339(time_us)
         )));
     }
     let fs = Arc::clone(&options.store.log.fs);
@@ -454,10 +455,11 @@ fn write_store(
     {
         return Err(gap(&format!(
             "seqs 1..={}: retention removed them, and the first record the replica holds (seq \
-             {first}) was appended at {} µs, after the requested time {time_us} µs: the log as \
-             it was then is not in the replica",
+             {first}) was appended at {}, after the requested time {}: the log as it was then \
+             is not in the replica",
             first - 1,
-            after.timestamp_us
+            format_rfc3339(after.timestamp_us),
+            format_rfc3339(time_us)
         )));
     }
     copy_snapshots(remote, fs, out, listing, report)?;

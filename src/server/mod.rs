@@ -433,9 +433,9 @@ fn take_slot(shared: &Shared, uid: u32) -> std::result::Result<(), String> {
             format!(" ({SERVER_CLIENTS_MAX} clients is the most a server serves at once)")
         };
         return Err(format!(
-            "the server serves {} clients already, its limit: retry once one has closed its \
+            "the server serves {} already, its limit: retry once one has closed its \
              connection (a connection that sends no hello within {} ms is closed){higher}",
-            shared.options.clients_max,
+            crate::error::counted(shared.options.clients_max as u64, "client"),
             shared.options.hello_timeout.as_millis()
         ));
     }
@@ -591,7 +591,10 @@ fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, acc
     let how = match &end {
         End::Closed => "closed".to_owned(),
         End::PartialLineDiscarded { bytes } => {
-            format!("its input ended mid-line ({bytes} bytes discarded)")
+            format!(
+                "its input ended mid-line ({} discarded)",
+                crate::error::counted(*bytes as u64, "byte")
+            )
         }
         End::HelloRefused => "its hello was refused".to_owned(),
         End::HelloTimedOut => {
