@@ -566,7 +566,8 @@ fn removed_old_segments_restore_from_a_snapshot_and_are_a_gap_without_one() {
     match error.kind() {
         ErrorKind::ReplicaGap { missing } => {
             assert!(missing.starts_with(&format!("seqs 1..={}", first - 1)), "{missing}");
-            assert!(missing.contains(&format!("(seq {first}) was appended at {now}")), "{missing}");
+            let at = factlog::protocol::time::format_rfc3339(now);
+            assert!(missing.contains(&format!("(seq {first}) was appended at {at}")), "{missing}");
         }
         other => panic!("{other:?}"),
     }

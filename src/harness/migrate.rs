@@ -543,6 +543,6 @@ mod tests {
         let missing = state_of(&[("a", 3), ("c", 5)]);
         assert!(kind(compare(&old, &missing, "x").unwrap_err()).contains("lack task b"));
         let fewer = state_of(&[("a", 3)]);
-        assert!(kind(compare(&old, &fewer, "x").unwrap_err()).contains("1 tasks"));
+        assert!(kind(compare(&old, &fewer, "x").unwrap_err()).contains("hold 1 task where"));
     }
 }
