@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::types::SegmentId;
 
 /// `n` and `noun`, plural unless `n` is 1 ("1 byte", "3 bytes"; regular nouns only): the
-/// counts of every message of the library.
-pub(crate) fn counted(n: impl Into<u64>, noun: &str) -> String {
+/// counts of every message of the library and of its commands.
+pub fn counted(n: impl Into<u64>, noun: &str) -> String {
     let n = n.into();
     if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }
@@ -1132,6 +1132,13 @@ impl std::error::Error for Error {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn one_is_singular_every_other_count_plural() {
+        assert_eq!(super::counted(1u64, "part"), "1 part");
+        assert_eq!(super::counted(0u64, "part"), "0 parts");
+        assert_eq!(super::counted(2u64, "segment"), "2 segments");
+    }
+
     use super::*;
 
     #[test]

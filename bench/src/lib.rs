@@ -30,8 +30,6 @@ pub mod settle;
 pub mod sqlite;
 pub mod workload;
 
-mod text;
-
 use std::fmt;
 use std::io::{ErrorKind, Write};
 
@@ -92,16 +90,6 @@ pub trait Observer: Sync {
     fn relabel(&self, label: &str);
     /// One more of the `total` parts is done.
     fn advance(&self);
-}
-
-/// An [`Observer`] that shows nothing.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Unobserved;
-
-impl Observer for Unobserved {
-    fn start(&self, _label: &str, _total: u64) {}
-    fn relabel(&self, _label: &str) {}
-    fn advance(&self) {}
 }
 
 /// Writes `text` to standard output; a reader that went away is no failure.

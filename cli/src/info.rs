@@ -28,12 +28,12 @@ use serde_json::{Value, json};
 
 use crate::progress::{Progress, Unit};
 use crate::purge::{CheckedSnapshot, check_snapshot};
-use crate::text::counted;
 use crate::{
     EXIT_DAMAGED, Failure, InfoArgs, Outcome, Output, exit_code_of, library_failure, open_failure,
     require_store,
 };
 use factlog::engine::counting_fs::CountingFs;
+use factlog::error::counted;
 
 /// One task of a store, as `info` shows it.
 struct TaskLine {

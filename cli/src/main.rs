@@ -39,7 +39,6 @@ mod signals;
 mod state;
 mod tail;
 mod tasks;
-mod text;
 mod verify;
 
 use std::fmt;

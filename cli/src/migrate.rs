@@ -9,10 +9,10 @@ use std::process::ExitCode;
 use factlog::harness::migrate::{MigrateOptions, MigrationReport, migrate};
 use factlog::{Options, StoreOptions};
 
-use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, MigrateArgs, Outcome, library_failure, print_out, require_store,
 };
+use factlog::error::counted;
 
 pub fn run(args: &MigrateArgs) -> Outcome {
     require_store(&args.dir)?;

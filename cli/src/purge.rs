@@ -19,12 +19,12 @@ use factlog::harness::{PurgeReport, plan_purge};
 use factlog::{Log, Options, Store, StoreOptions};
 
 use crate::progress::{Progress, Unit};
-use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, Output, PurgeArgs, library_failure, open_failure,
     open_or_share_failure, require_store,
 };
 use factlog::engine::counting_fs::CountingFs;
+use factlog::error::counted;
 
 /// A snapshot file with the outcome of decoding it.
 pub struct CheckedSnapshot {

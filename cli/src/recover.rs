@@ -21,11 +21,11 @@ use factlog::harness::recovery::{RecoveryReport, TaskRecovery};
 use factlog::harness::{ApprovalId, Outcome as CallOutcome, Resume};
 use factlog::{Store, StoreOptions};
 
-use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, RecoverArgs, library_failure, open_or_share_failure, print_out,
     require_store,
 };
+use factlog::error::counted;
 
 pub fn run(args: &RecoverArgs) -> Outcome {
     require_store(&args.dir)?;

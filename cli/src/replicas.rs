@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use factlog::replica::inspect;
 use serde_json::json;
 
-use crate::text::counted;
 use crate::{EXIT_DAMAGED, Failure, Outcome, Output, library_failure};
+use factlog::error::counted;
 
 #[derive(Debug, clap::Args)]
 pub struct ReplicasArgs {

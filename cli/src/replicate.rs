@@ -12,10 +12,10 @@ use factlog::fs::RealFs;
 use factlog::limits::REPLICA_POLL;
 use factlog::replica::{self, Replicator, ShipOptions, ShipStatus};
 
-use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, ReplicateArgs, library_failure, require_store, signals,
 };
+use factlog::error::counted;
 
 pub fn run(args: &ReplicateArgs) -> Outcome {
     require_store(&args.dir)?;

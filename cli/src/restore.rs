@@ -11,8 +11,8 @@ use factlog::protocol::time::format_rfc3339;
 use factlog::replica::{RestoreOptions, RestoreReport};
 use serde_json::{Value, json};
 
-use crate::text::counted;
 use crate::{Outcome, Output, library_failure};
+use factlog::error::counted;
 
 #[derive(Debug, clap::Args)]
 pub struct RestoreArgs {

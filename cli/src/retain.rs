@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use factlog::replica::{self, retain};
 
-use crate::text::counted;
 use crate::{Outcome, RetainArgs, library_failure, print_out};
+use factlog::error::counted;
 
 pub fn run(args: &RetainArgs) -> Outcome {
     let remote = replica::remote::open(&args.url).map_err(|e| library_failure("replica", &e))?;

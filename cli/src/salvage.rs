@@ -14,10 +14,10 @@ use factlog::harness::salvage::{Damage, KeptRange, Lost};
 use factlog::{SalvageOptions, SalvageReport};
 use serde_json::{Value, json};
 
-use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, SalvageArgs, is_broken_pipe, library_failure, require_store,
 };
+use factlog::error::counted;
 
 /// Exit code: the new store was written (or, dry run, the report printed).
 const EXIT_DONE: u8 = 0;

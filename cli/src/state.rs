@@ -18,11 +18,11 @@ use factlog::{Store, StoreOptions};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::text::counted;
 use crate::{
     EXIT_FAILURE, Failure, Outcome, StateArgs, open_failure, open_read_only, print_out,
     require_store, tasks,
 };
+use factlog::error::counted;
 
 /// `state`: folds the store read-only and prints every task, or the one of `--task`.
 ///

@@ -40,12 +40,12 @@ use factlog::{
 use serde_json::{Value, json};
 
 use crate::progress::{Progress, Unit, segment_bytes};
-use crate::text::counted;
 use crate::{
     EXIT_DAMAGED, EXIT_FAILURE, Failure, Outcome, VerifyArgs, damage_message, exit_code_of,
     is_broken_pipe, report_failure, require_store,
 };
 use factlog::engine::counting_fs::{CountingFs, FsCounters};
+use factlog::error::counted;
 
 /// A clean log, or one with only a torn tail.
 const EXIT_CLEAN: u8 = 0;

@@ -27,9 +27,6 @@ use crate::{Failure, Observer, print};
 use policies::{JsonlFiles, JsonlSync, Measured, Reference, StoreMode};
 use report::{PolicyReport, Workload};
 
-/// Turns per session without `--sessions` (the workload's default).
-const TURNS_DEFAULT: u32 = 50;
-
 /// Arguments of `factlog bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -37,17 +34,19 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     turns: Option<u32>,
     /// Steps per turn.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    #[arg(long, default_value_t = Shape::DEFAULT.steps,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
     steps: u32,
     /// Streamed tokens (assistant/delta events) per step.
-    #[arg(long, default_value_t = 200,
+    #[arg(long, default_value_t = Shape::DEFAULT.tokens,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     tokens: u32,
     /// Bytes of text of each token.
-    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    #[arg(long, default_value_t = Shape::DEFAULT.delta_bytes as u32,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
     delta_bytes: u32,
     /// Approximate bytes of each tool/result (its output text is 64 bytes less).
-    #[arg(long, default_value_t = 1024,
+    #[arg(long, default_value_t = Shape::DEFAULT.result_bytes as u32,
           value_parser = clap::value_parser!(u32).range(64..=65_536))]
     result_bytes: u32,
     /// Tasks run in parallel, one thread each, all in one store (or one JSONL file).
@@ -278,7 +277,7 @@ pub fn run(args: &BenchArgs, observer: &dyn Observer) -> Result<(), Failure> {
         let turns = args.turns.unwrap_or(sessions::TURNS_DEFAULT);
         return sessions::run(args, counts, shape(args, turns), observer);
     }
-    let shape = shape(args, args.turns.unwrap_or(TURNS_DEFAULT));
+    let shape = shape(args, args.turns.unwrap_or(Shape::DEFAULT.turns));
     let every_shape = shape.with_turns_max(args.every_turns);
     let tasks = args.tasks as usize;
     let svg_file = args.svg.as_deref().map(SvgFile::open).transpose()?;

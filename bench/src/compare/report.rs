@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::policies::Measured;
-use crate::text::counted;
+use factlog::error::counted;
 
 /// The figures of one policy over every run.
 #[derive(Debug, Clone)]

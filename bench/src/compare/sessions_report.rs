@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::policies::Measured;
 use super::report::{LogScale, Spread, colour, decade_label, duration, percentile, svg_start, xml};
-use crate::text::counted;
+use factlog::error::counted;
 
 /// The workload of a run, for the header and the JSON.
 #[derive(Debug, Clone)]

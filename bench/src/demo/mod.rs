@@ -32,9 +32,9 @@ use serde_json::{Value, json};
 
 pub use scenario::DEFAULT_SEED;
 
-use crate::text::counted;
 use crate::{Failure, print};
 use external::{Dedup, Service};
+use factlog::error::counted;
 use scenario::{APPROVAL_NOTIFY_AGAIN, CALL_NOTIFY, CALL_PUBLISH, Scenario, TASK, store_options};
 
 /// Arguments of `factlog demo`.
