@@ -1000,8 +1000,10 @@ fn shipping_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result
         ),
         ErrorKind::NotReplicated { seq: 0, reason } => write!(
             f,
-            "a Replicated append needs a replica: {reason}; nothing was written (start \
-             Store::replicate, or append with synced durability)"
+            "a Replicated append needs a replica: {reason}; nothing was written (replicate \
+             the store from the process that holds it: `factlog serve --replicate-to URL`, \
+             `factlog emit --replicate-to URL`, `replicate_to=` in Python, `replicateTo` in \
+             Node, Store::replicate in Rust; or append with synced durability)"
         ),
         ErrorKind::NotReplicated { seq, reason } => write!(
             f,

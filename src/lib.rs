@@ -104,6 +104,8 @@
 #![warn(missing_docs)]
 
 pub mod client;
+#[cfg(feature = "console")]
+pub mod console;
 pub mod engine;
 pub mod error;
 pub mod fs;

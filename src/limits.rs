@@ -359,6 +359,50 @@ pub const SERVER_REPLY_PAGE_BYTES: usize = 1024 * 1024;
 /// longer asks again.
 pub const SERVER_FOLLOW_TIMEOUT_MS_MAX: u64 = 30_000;
 
+/// Most tasks one list request of the console returns (`factlog ui`, `/api/tasks`): a page, so
+/// that a store of many thousand tasks never goes to a browser whole.
+pub const CONSOLE_LIST_TASKS_MAX: usize = 500;
+
+/// Most events of one page of a task's events in the console (`/api/tasks/T/events`).
+pub const CONSOLE_PAGE_EVENTS_MAX: usize = 1_000;
+
+/// Most records one page of the console looks at when it reads the store's files: a task whose
+/// events are sparse among other tasks' is read over several pages instead of one long scan.
+pub const CONSOLE_PAGE_RECORDS_SCANNED_MAX: usize = 100_000;
+
+/// Record bytes of the events one page of a task's timeline read from the files holds at most
+/// (a page ends after the event that takes it past this; a page always holds its first
+/// event): a thousand events of up to 4 MiB each would otherwise be gigabytes in one reply.
+/// Through a served store a page is one reply of the server's, bounded by
+/// [`SERVER_REPLY_PAGE_BYTES`].
+pub const CONSOLE_PAGE_BYTES_MAX: usize = 8 << 20;
+
+/// Most events of one live update of the console's reader.
+pub const CONSOLE_UPDATE_EVENTS_MAX: usize = 2_000;
+
+/// The JSON bytes after which a live update of the console takes no further event.
+pub const CONSOLE_UPDATE_BYTES_MAX: usize = 1 << 20;
+
+/// Live updates the console keeps for pages that have not read them yet; a page further
+/// behind is told to read again instead of being buffered for.
+pub const CONSOLE_UPDATES_QUEUED_MAX: usize = 64;
+
+/// Most live streams (open pages) of one console at once.
+pub const CONSOLE_LIVE_STREAMS_MAX: usize = 64;
+
+/// Most task ids one `changed` message of the console names (more: the page reads its list
+/// again).
+pub const CONSOLE_CHANGED_TASKS_MAX: usize = 200;
+
+/// Longest operator name, and longest note, an answer given in the console takes, in bytes.
+pub const CONSOLE_OPERATOR_TEXT_BYTES_MAX: usize = 4_096;
+
+/// Chunks of a task's export the console reads ahead of a slow download.
+pub const CONSOLE_EXPORT_CHUNKS_QUEUED_MAX: usize = 4;
+
+const _: () = assert!(CONSOLE_PAGE_EVENTS_MAX <= CONSOLE_PAGE_RECORDS_SCANNED_MAX);
+const _: () = assert!(CONSOLE_UPDATE_EVENTS_MAX > 0 && CONSOLE_UPDATES_QUEUED_MAX > 0);
+const _: () = assert!(CONSOLE_LIST_TASKS_MAX > 0 && CONSOLE_LIVE_STREAMS_MAX > 0);
 const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(FRAME_HEADER_BYTES.is_multiple_of(FRAME_ALIGN_BYTES));
 const _: () = assert!(SEGMENT_BYTES_MIN.is_multiple_of(SEGMENT_BYTES_ALIGN));

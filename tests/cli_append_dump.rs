@@ -4,7 +4,7 @@
 //! `append --json` acknowledges `{"seq","durability"}`; bad arguments and unusable logs give a
 //! one-line error and a non-zero exit. Proved by running the real binary on temporary logs.
 
-mod common;
+use crate::common;
 
 use common::{append_lines, arg, dump_json, factlog, read_log, temp_log};
 use factlog::{Log, Options};

@@ -3,7 +3,7 @@
 //! binary on a workload of 2 turns x 2 steps x 10 tokens; no timing is checked, only the
 //! shape of the report and the counts that follow from the workload.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

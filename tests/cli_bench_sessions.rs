@@ -4,7 +4,7 @@
 //! binary on N = 1 and 3 with sessions of 1 turn x 1 step x 2 tokens; no timing is checked,
 //! only the shape of the report and the counts that follow from the workload.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! "panicked" on standard error), and must exit 0 without a message. Writing commands then
 //! leave a store that opens.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! salvage`, with exit code 3 (damaged data), and that
 //! `dump --raw --to 3` on such a store succeeds with exit 0.
 
-mod common;
+use crate::common;
 
 use common::cli::json_lines;
 use common::damage::{flip_byte, frame_of, result_inside_segment, segment_files, store_with_calls};

@@ -8,7 +8,7 @@
 //! directory; a seed always gives the same run. Proved by running the real binary and
 //! reading what it left through `factlog state` and `factlog dump`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -7,7 +7,7 @@
 //! through the upcast (a free-text status refused). Proved by running the real binary and
 //! reading the store back with `factlog dump` and `factlog state`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

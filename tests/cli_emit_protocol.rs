@@ -7,7 +7,7 @@
 //! non-empty lines, errors replied to at once and a final `end` reply. Proved by running the
 //! real binary and reading the store back with `factlog dump`.
 
-mod common;
+use crate::common;
 
 use common::cli::{dump_records, emit, event, input, json_lines, refused, written};
 use common::{arg, factlog, temp_log};

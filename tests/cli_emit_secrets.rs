@@ -5,7 +5,7 @@
 //! `--refuse-unmarked-secrets` the event is refused (`UNMARKED_SECRET`, nothing written) and
 //! the stream goes on.
 
-mod common;
+use crate::common;
 
 use common::cli::{event, input, json_lines, refused, revision, written};
 use common::{arg, factlog, temp_log};

@@ -5,7 +5,7 @@
 //! event is required; and that every command's `--help` prints the same table, which the
 //! README states too, and an example of the command.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;
@@ -16,7 +16,7 @@ use common::{Run, arg, factlog};
 use serde_json::json;
 
 /// Every subcommand of `factlog`.
-const SUBCOMMANDS: [&str; 19] = [
+const SUBCOMMANDS: [&str; 26] = [
     "append",
     "bench",
     "dump",
@@ -36,11 +36,18 @@ const SUBCOMMANDS: [&str; 19] = [
     "restore",
     "request-key",
     "completions",
+    "tasks",
+    "resolve",
+    "confirm",
+    "approve",
+    "deny",
+    "cancel",
+    "ui",
 ];
 
 /// The commands that read an existing store, with their arguments after the directory
 /// (`TARGET`: a path that must stay missing).
-const STORE_COMMANDS: [(&str, &[&str]); 13] = [
+const STORE_COMMANDS: [(&str, &[&str]); 14] = [
     ("dump", &[]),
     ("export", &[]),
     ("verify", &[]),
@@ -54,6 +61,18 @@ const STORE_COMMANDS: [(&str, &[&str]); 13] = [
     ("migrate", &[]),
     ("salvage", &["--to", "TARGET"]),
     ("recover", &["--dry-run"]),
+    ("tasks", &["--attention"]),
+];
+
+/// The operator's answer commands, with their arguments after the directory: on a missing
+/// directory or a file they fail as the reading commands do.
+const ANSWER_COMMANDS: [(&str, &[&str]); 6] = [
+    ("resolve", &["--task", "t1", "--call", "c1", "--not-run"]),
+    ("confirm", &["--task", "t1"]),
+    ("approve", &["--task", "t1", "--approval", "a1"]),
+    ("deny", &["--task", "t1", "--approval", "a1"]),
+    ("cancel", &["--task", "t1"]),
+    ("ui", &["--read-only"]),
 ];
 
 fn run_on(command: &str, dir: &Path, extra: &[&str], target: &Path) -> Run {
@@ -82,6 +101,14 @@ fn every_command_follows_the_exit_code_table() {
     // 1: a missing directory, and a file where a directory was expected, for every command
     // that reads a store; a file also for the two that create one.
     for (command, extra) in STORE_COMMANDS {
+        let run = run_on(command, &missing, extra, &target);
+        run.assert_one_line_error(1);
+        assert!(run.stderr.contains("does not exist"), "{command}: {run:?}");
+        let run = run_on(command, &file, extra, &target);
+        run.assert_one_line_error(1);
+        assert!(run.stderr.contains("it is a file, not a directory"), "{command}: {run:?}");
+    }
+    for (command, extra) in ANSWER_COMMANDS {
         let run = run_on(command, &missing, extra, &target);
         run.assert_one_line_error(1);
         assert!(run.stderr.contains("does not exist"), "{command}: {run:?}");

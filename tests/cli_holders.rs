@@ -5,7 +5,7 @@
 //! do), and refuses a reused call id for another tool (`CALL_ID_REUSED`, nothing written).
 //! No `factlog recover` is run in between.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! no-op, and a bad version or a store that cannot be migrated fails with one clear line and
 //! exit code 1 (bad arguments: 2).
 
-mod common;
+use crate::common;
 
 use common::factlog;
 use common::fixtures::{copy_of, digest_tree};

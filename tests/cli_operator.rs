@@ -5,7 +5,7 @@
 //! exactly the segments a real purge then removes, while `purge` alone is refused. Proved by
 //! running the real binary on stores fed through `emit` or the library.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

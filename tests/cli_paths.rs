@@ -3,7 +3,7 @@
 //! three it found, exits 1 and leaves the directory empty; `factlog append` refuses a harness
 //! store, whose commands would otherwise refuse the raw record it appended.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

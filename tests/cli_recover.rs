@@ -6,7 +6,7 @@
 //! the same plan; a second run writes nothing and reports the same decisions. Proved by
 //! feeding a crashed store through `factlog emit` and running the real binary on it.
 
-mod common;
+use crate::common;
 
 use common::cli::{
     crashed_store, decisions, dir_image, dump_records, emit, emit_one, event, json_of, refused,

@@ -3,7 +3,7 @@
 //! the store until SIGTERM, the refusals with their exit codes, and the lag `factlog info`
 //! shows from the store's shipped file ("The shipped file").
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

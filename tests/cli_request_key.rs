@@ -2,7 +2,7 @@
 //! and `--json`), refuses a task id out of bounds with exit 2, and `factlog completions`
 //! prints a completion script naming every command for bash, zsh and fish.
 
-mod common;
+use crate::common;
 
 use common::factlog;
 use serde_json::json;

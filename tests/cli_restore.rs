@@ -8,7 +8,7 @@
 //! ended the log, in text and `--json`; a time before the first event restores none; a bad
 //! time, or `--time` with `--seq`, is a usage error (exit 2) writing nothing.
 
-mod common;
+use crate::common;
 
 use common::replica_fixture::{
     Replica, SECOND_US, last_seq, ship, source_store, timed_source_store, turn_time_us,

@@ -3,7 +3,7 @@
 //! leaves a marker so that a replicator does not ship them again, plans without removing with
 //! `--dry-run`, and removes no segment on account of a damaged snapshot.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

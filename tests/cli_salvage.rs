@@ -4,7 +4,7 @@
 //! the damaged directory stays byte-identical; the new store dumps every other record with
 //! its seq; `--dry-run` writes nothing; a non-empty NEWDIR is one line and exit 1.
 
-mod common;
+use crate::common;
 
 use common::cli::{dir_image, json_lines};
 use common::damage::{flip_byte, frame_of, result_inside_segment, segment_files, store_with_calls};

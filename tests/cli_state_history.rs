@@ -5,7 +5,7 @@
 //! checkpoint` writes a snapshot and `factlog verify --deep` compares snapshot and state with
 //! the fold of the events. Proved by running the real binary on stores fed through `emit`.
 
-mod common;
+use crate::common;
 
 use common::cli::{crashed_store, dump_records, emit, event, json_lines, json_of, written};
 use common::{append_raw, arg, factlog, temp_log};
@@ -88,7 +88,7 @@ fn state_json_shows_the_folded_fields() {
     // The persistent approval's end of validity, also in RFC 3339, right after it.
     let approval = t1["control"]["approvals"]["a1"].as_object().expect("approval");
     let keys: Vec<&str> = approval.keys().map(String::as_str).collect();
-    assert_eq!(keys, ["status", "scope", "expires_at_us", "expires_at"]);
+    assert_eq!(keys, ["status", "scope", "expires_at_us", "expires_at", "requested_seq"]);
     assert_eq!(approval["expires_at_us"], 4_102_444_800_000_000_u64);
     assert_eq!(approval["expires_at"], "2100-01-01T00:00:00.000000Z");
 

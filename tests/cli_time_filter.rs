@@ -6,7 +6,7 @@
 //! with exit 2, leaves raw records out under a time filter, and prints every timestamp as
 //! `time` in JSON and as a TIME column in text.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

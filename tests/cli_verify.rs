@@ -3,7 +3,7 @@
 //! unsupported format version, naming segment and offset. Proved by damaging real logs byte by
 //! byte at offsets computed from `format-spec/` and running the real binary on them.
 
-mod common;
+use crate::common;
 
 use common::{
     SEGMENT_HEADER_BYTES, append_lines, arg, factlog, frame_bytes, read_at, read_log,

@@ -3,7 +3,7 @@
 //! revisions; a fragment the store would refuse is refused at once, without being sent; a
 //! client dropped with fragments still buffered sends them.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

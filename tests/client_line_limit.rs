@@ -4,7 +4,7 @@
 //! over-long event; a line of exactly the limit is sent and answered. Checked for a request
 //! and for a pipelined append, on an in-process server.
 
-mod common;
+use crate::common;
 
 use common::server::store_dir;
 use factlog::client::{Client, ClientError};

@@ -5,11 +5,10 @@
 //! `common/crash_workload.rs` for the four invariants); after each recovery the log is
 //! appended to, crashed again and checked again.
 //!
-//! `cargo test --test crash_sweep` runs the bounded CI sweep (one seed). The full sweep:
-//! `FACTLOG_SWEEP_SEEDS=16 cargo test --release --test crash_sweep -- --nocapture`.
+//! `cargo test --test integration crash_sweep::` runs the bounded CI sweep (one seed). The full sweep:
+//! `FACTLOG_SWEEP_SEEDS=16 cargo test --release --test integration crash_sweep:: -- --nocapture`.
 
-#[path = "common/crash_workload.rs"]
-mod crash_workload;
+use crate::fuzz_corpus::bodies::crash_workload;
 
 use crash_workload::{Rng, generate, scenario};
 use factlog::fs::sim::CrashModel;

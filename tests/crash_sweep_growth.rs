@@ -7,13 +7,11 @@
 //! must lose nothing acknowledged and replay nothing that was not appended (the four
 //! invariants of `common/crash_workload.rs`).
 //!
-//! `cargo test --test crash_sweep_growth` runs one seed; `FACTLOG_SWEEP_SEEDS=16` more.
+//! `cargo test --test integration crash_sweep_growth::` runs one seed; `FACTLOG_SWEEP_SEEDS=16` more.
 
-#[path = "common/crash_workload.rs"]
-mod crash_workload;
+use crate::fuzz_corpus::bodies::crash_workload;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use crash_workload::{Acks, DIR, Rng, SEGMENT_BYTES, Step, generate, run, scenario};
 use factlog::fs::sim::{CrashModel, SimFs};
@@ -29,7 +27,7 @@ fn seeds() -> u64 {
 }
 
 fn workload(seed: u64) -> Vec<Step> {
-    SEGMENT_BYTES.store(GROWING_SEGMENT_BYTES, Ordering::Relaxed);
+    SEGMENT_BYTES.set(GROWING_SEGMENT_BYTES);
     generate(seed, 700)
 }
 

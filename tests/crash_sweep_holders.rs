@@ -11,12 +11,11 @@
 //! high-risk tasks and appends more, is crashed at a second operation (its open and its own
 //! takeover batch included), and a third holder is checked the same way.
 //!
-//! `cargo test --test crash_sweep_holders` runs the bounded CI sweep (one seed). The full
-//! sweep: `FACTLOG_SWEEP_SEEDS=16 cargo test --release --test crash_sweep_holders --
+//! `cargo test --test integration crash_sweep_holders::` runs the bounded CI sweep (one seed). The full
+//! sweep: `FACTLOG_SWEEP_SEEDS=16 cargo test --release --test integration crash_sweep_holders:: --
 //! --nocapture`.
 
-#[path = "common/holder_workload.rs"]
-mod holder_workload;
+use crate::fuzz_corpus::bodies::holder_workload;
 
 use factlog::fs::sim::{CrashModel, SimFs};
 use holder_workload::{Acks, Gen, Op, Rng, scenario, second_holder_ops};

@@ -5,7 +5,7 @@
 //! preallocating into the freed space below the margin, and preallocates (grows its segments
 //! in steps of zeros) again above it.
 
-mod common;
+use crate::common;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

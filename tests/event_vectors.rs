@@ -11,11 +11,11 @@
 //! `request_key::derive`, `request_key::canonical_json` and `request_key::args_digest` (after
 //! `secret::mask`), and its digests must be the SHA-256 of its canonical column.
 //!
-//! `FACTLOG_WRITE_VECTORS=1 cargo test --test event_vectors` writes the files of a vector that
+//! `FACTLOG_WRITE_VECTORS=1 cargo test --test integration event_vectors::` writes the files of a vector that
 //! does not exist yet. It never overwrites a file: the committed vectors are the compatibility
 //! promise and are never regenerated.
 
-mod common;
+use crate::common;
 
 use common::vectors;
 use std::fmt::Write as _;
@@ -162,6 +162,7 @@ fn tool_result_body() -> Body {
     let mut extra = serde_json::Map::new();
     extra.insert("x_future".to_owned(), json!({"kept": true}));
     Body::ToolResult(ToolResult {
+        operator: None,
         call_id: CallId::from("c2"),
         outcome: ResultOutcome::Error,
         error: Some("rate limited".to_owned()),

@@ -15,8 +15,7 @@
 //! recovery modes report `Corruption` at the damaged frame and change nothing; and that
 //! `TolerateTornTail` never cuts before the end of the last acknowledged synced frame.
 
-#[path = "common/crash_workload.rs"]
-mod crash_workload;
+use crate::fuzz_corpus::bodies::crash_workload;
 
 use std::collections::BTreeMap;
 use std::io;

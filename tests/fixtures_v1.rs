@@ -3,7 +3,7 @@
 //! records, folded state, recovery plan and open report are compared with the expectations the
 //! release wrote beside it. The fixtures themselves are never written to.
 
-mod common;
+use crate::common;
 
 use common::fixtures::{
     copy_of, digest_tree, expected, expected_events, fixture, open_report, options, stored_events,
@@ -26,7 +26,7 @@ fn check(name: &str) -> (tempfile::TempDir, Store) {
     // Every record decodes: nothing is skipped or refused.
     let decoded = store.events(Seq(1)).unwrap().collect::<factlog::Result<Vec<_>>>().unwrap();
     assert_eq!(decoded.len(), want.len(), "{name}: decoded events");
-    let state = serde_json::to_value(store.state()).unwrap();
+    let state = common::fixtures::state_as_v1(serde_json::to_value(store.state()).unwrap());
     assert_eq!(state, expected(name, "state.json"), "{name}: folded state");
     let plan = serde_json::to_value(store.plan_recovery()).unwrap();
     assert_eq!(plan, expected(name, "recovery.json"), "{name}: recovery plan");
@@ -94,7 +94,7 @@ fn unknown_data_survives_a_snapshot_and_an_open_from_it() {
     assert_eq!(report.replayed_events, 0, "the state came from the snapshot alone");
     // The state loaded from the snapshot is the fold the release wrote down: unknown events
     // counted, never folded as known ones.
-    let state = serde_json::to_value(store.state()).unwrap();
+    let state = common::fixtures::state_as_v1(serde_json::to_value(store.state()).unwrap());
     assert_eq!(state, expected("v1-unknown-data", "state.json"));
     // The records, unknown types, schemas and fields included, are still in the log as they
     // were written, and still decode (the opaque ones whole).
@@ -144,4 +144,33 @@ fn export_keeps_unknown_fields_and_opaque_bodies_whole() {
     let result = lines.iter().find(|l| l["type"] == "tool/result").unwrap();
     assert_eq!(result["retry_after_ms"], 1500, "an unknown field of an upcast body");
     assert_eq!(result["outcome"], "error");
+}
+
+#[test]
+fn a_state_read_from_a_schema_1_snapshot_verifies_deep_against_the_fold() {
+    // The release's snapshot holds state schema 1, without the fields schema 2 added for the
+    // events before it: the deep check compares it (and the live state loaded from it) with
+    // the fold at that schema, and finds them equal, also after new events.
+    let (_tmp, path) = copy_of("v1-clean-multi-task");
+    let store = Store::open(&path, options()).unwrap();
+    let loaded = store.open_report().snapshot.clone().expect("the release's snapshot is used");
+    assert_eq!(loaded.state_schema, 1);
+    store
+        .task("alpha")
+        .unwrap()
+        .append(factlog::harness::Body::UserMessage(factlog::harness::event::UserMessage {
+            text: "after the upgrade".to_owned(),
+            ..Default::default()
+        }))
+        .unwrap();
+    let deep = store.verify_deep().unwrap();
+    assert_eq!(deep.snapshot_matches, Some(true), "{deep:?}");
+    assert!(deep.live_matches, "{deep:?}");
+    // A snapshot written now holds schema 2, and the fields it added.
+    let meta = store.checkpoint().unwrap();
+    assert_eq!(meta.state_schema, factlog::harness::state::STATE_SCHEMA);
+    let deep = store.verify_deep().unwrap();
+    assert_eq!(deep.snapshot_matches, Some(true), "{deep:?}");
+    assert!(deep.live_matches, "{deep:?}");
+    store.close().unwrap();
 }

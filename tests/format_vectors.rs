@@ -8,11 +8,11 @@
 //! `00000000000000000001.seg` and checked with `verify`, `Log::open_read_only` and `Log::open`
 //! under both recovery modes against the decision table of `format-spec/recovery.md`.
 //!
-//! `FACTLOG_WRITE_VECTORS=1 cargo test --test format_vectors` writes the `.bin` and the `.txt`
+//! `FACTLOG_WRITE_VECTORS=1 cargo test --test integration format_vectors::` writes the `.bin` and the `.txt`
 //! of a vector whose `.bin` does not exist yet. It never overwrites a file: the committed vectors
 //! are the compatibility promise and are never regenerated.
 
-mod common;
+use crate::common;
 
 use common::vectors;
 use std::fs;

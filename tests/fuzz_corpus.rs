@@ -5,10 +5,10 @@
 //! library's encoders and from the format vectors, and runs every vector through the bodies.
 //!
 //! Regenerate the seeds after a deliberate format change:
-//! `cargo test --test fuzz_corpus -- --ignored write_seed_corpus`.
+//! `cargo test --test integration -- --ignored fuzz_corpus::write_seed_corpus`.
 
 #[path = "../fuzz/src/lib.rs"]
-mod bodies;
+pub(crate) mod bodies;
 
 use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -10,9 +10,9 @@
 //!   task's revisions run 1, 2, ... in log order, every successful batch is contiguous with
 //!   consecutive revisions, no failed batch's marker is in the log, and a reopen sees the same.
 //!
-//! `FACTLOG_HARNESS_CAS_ITERATIONS=500 cargo test --release --test harness_cas` races longer.
+//! `FACTLOG_HARNESS_CAS_ITERATIONS=500 cargo test --release --test integration harness_cas::` races longer.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Barrier};

@@ -119,6 +119,9 @@ fn sample_json(event_type: EventType) -> Value {
             "receipt": {"article_id": 7}, "output": "timeout"
         }),
         "tool/outcome_unknown" => json!({"call_id": "c1", "plan": "ask_user"}),
+        "tool/not_run" => json!({
+            "call_id": "c1", "operator": {"name": "ann", "note": "checked", "key": "op-1f"}
+        }),
         "approval/request" => json!({"approval_id": "a1", "action": "pay 10 EUR"}),
         "approval/grant" => {
             json!({"approval_id": "a1", "scope": "persistent", "expires_at_us": 1_800_000_000_000_000_u64})
@@ -203,7 +206,7 @@ fn assert_corrupt(seq: u64, bytes: &[u8], what: &str) {
 
 #[test]
 fn every_event_type_round_trips_through_the_codec() {
-    assert_eq!(EventType::ALL.len(), 28, "a new type needs a sample and a durability row");
+    assert_eq!(EventType::ALL.len(), 29, "a new type needs a sample and a durability row");
     for (i, &event_type) in EventType::ALL.iter().enumerate() {
         let body = sample_body(event_type);
         let revision = 10 + i as u64;
@@ -500,6 +503,7 @@ fn the_default_durability_table_is_the_one_of_issue_4() {
         ("tool/call", Synced),
         ("tool/result", Synced),
         ("tool/outcome_unknown", Synced),
+        ("tool/not_run", Synced),
         ("approval/request", Synced),
         ("approval/grant", Synced),
         ("approval/deny", Synced),

@@ -16,9 +16,9 @@
 //! A damaged newest snapshot (a flipped byte in a file under `DIR/snapshots/`) is skipped with
 //! its reason in `open_report().skipped_snapshots`, and the state is the same.
 //!
-//! `FACTLOG_HARNESS_SEEDS=200 cargo test --release --test harness_fold` runs more seeds.
+//! `FACTLOG_HARNESS_SEEDS=200 cargo test --release --test integration harness_fold::` runs more seeds.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 //! one request is never taken for a duplicate of another (`CallIdReused`). Each case checks
 //! that a refusal writes nothing. Crashes are simulated by `SimFs` (lost unsynced data).
 
-mod common;
+use crate::common;
 
 use common::harness::{
     append, approval_request, approved_call, assistant, call, contract, crash, err_of, events,

@@ -12,7 +12,7 @@
 //! - a result for a call never dispatched, and a second result, are refused with
 //!   `InvalidEvent` and write nothing.
 
-mod common;
+use crate::common;
 
 use common::harness::{
     append, assistant, call, err_of, events, is_invalid_event, last_seq, open, result, task_events,

@@ -9,7 +9,7 @@
 //! eager state says, the same whether the tasks were folded first or left to the lazy fold
 //! (which takes tasks that need no repair over without folding them).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

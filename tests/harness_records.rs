@@ -4,7 +4,7 @@
 //! names only earlier events, and the store refuses one that names none, seq 0, a later seq, an
 //! empty or over-long kind, or too many seqs, writing nothing.
 
-mod common;
+use crate::common;
 
 use common::harness::{append, err_of, is_invalid_event, open, task_events, turn_start, user};
 use factlog::harness::Body;

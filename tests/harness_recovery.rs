@@ -20,7 +20,7 @@
 //!   row), `classify` gives issue 4's plan for each, and `format-spec/harness-recovery.md`
 //!   lists the same rows as `DECISION_TABLE`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

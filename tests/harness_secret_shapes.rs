@@ -7,7 +7,7 @@
 //! default store writes it and `find_in_body` reports it. The spec's table lists exactly the
 //! code's shape names, in order.
 
-mod common;
+use crate::common;
 
 use common::harness::{err_of, events, files_under, last_seq, options, user};
 use factlog::harness::event::{Effect, ToolCall};

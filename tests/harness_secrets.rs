@@ -8,7 +8,7 @@
 //! two dispatches with the same secret-bearing arguments is the same (masking), equals the
 //! digest of the masked arguments, and differs from the digest of the unmasked ones.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::collections::hash_map::RandomState;

@@ -7,7 +7,7 @@
 //! same state, and that an un-upcastable schema-1 event written raw stops `Store::open` with
 //! `CannotUpcast` naming its seq, without writing anything.
 
-mod common;
+use crate::common;
 
 use common::harness::{append, call, files_under, options, turn_start};
 use factlog::harness::codec::{self, ENCODING_JSON};

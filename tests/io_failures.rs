@@ -3,8 +3,7 @@
 //! and reopening recovers every acknowledged record; a full disk while preparing the next
 //! segment fails only the append that needed it; a second writer gets `Locked`.
 
-#[path = "common/faulty_fs.rs"]
-mod faulty_fs;
+use crate::common::faulty_fs;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -27,6 +27,8 @@ const WINGS: &[(&str, u32)] = &[
     ("replica", 5),
     ("client", 5),
     ("server", 5),
+    // A front end in the library (feature `console`): above the doors it reads through.
+    ("console", 6),
 ];
 
 const DOOR_RANK: u32 = 5;

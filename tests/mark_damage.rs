@@ -6,7 +6,7 @@
 //! `salvage` still copies every intact record. A genuine tear after a crash is still cut, said
 //! on standard error, and its frames after the hole are kept for `salvage`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

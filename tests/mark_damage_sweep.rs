@@ -47,12 +47,10 @@
 //! can fail: a clean log whose last record is damaged and whose `MARK` is removed loses that
 //! record through a torn-tail cut, and the checker calls it a silent loss.
 //!
-//! Run `cargo nextest run --test mark_damage_sweep --no-capture` (or `cargo test --test
-//! mark_damage_sweep -- --nocapture`) to see the counts per damage kind and outcome: 121
+//! Run `cargo test --test integration mark_damage_sweep:: -- --nocapture` to see the counts per damage kind and outcome: 121
 //! images, about 8,000 damages, under 2 s in a debug build on two cores.
 
-#[path = "../fuzz/src/changes.rs"]
-mod changes;
+use crate::fuzz_corpus::bodies::changes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -9,10 +9,10 @@
 //! and `torn::decode` of the kept tail (its offset, the segment header of vector 001, and the
 //! bytes, which decode to the frame of seq 2 under that header's salt).
 //!
-//! `FACTLOG_WRITE_VECTORS=1 cargo test --test mark_vectors` writes the files of a vector that
+//! `FACTLOG_WRITE_VECTORS=1 cargo test --test integration mark_vectors::` writes the files of a vector that
 //! does not exist yet; it never overwrites one.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! dry run, writes nothing; an event that cannot be upcast stops it before anything changes; and
 //! versions this build does not know are refused before anything is written.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;
@@ -246,7 +246,8 @@ fn a_snapshot_of_an_unknown_state_schema_is_skipped_and_the_report_says_so() {
     let full = Store::open(&dir, options()).unwrap().state();
     let snap = dir.join("snapshots").join("00000000000000000054.snap");
     let decoded = factlog::harness::snapshot::decode(&snap, &fs::read(&snap).unwrap()).unwrap();
-    let newer = factlog::harness::snapshot::encode(Seq(54), 2, &decoded.body).unwrap();
+    let unknown = factlog::harness::state::STATE_SCHEMA + 1;
+    let newer = factlog::harness::snapshot::encode(Seq(54), unknown, &decoded.body).unwrap();
     fs::write(&snap, newer).unwrap();
     let store = Store::open(&dir, options()).unwrap();
     let report = store.open_report();
@@ -257,7 +258,7 @@ fn a_snapshot_of_an_unknown_state_schema_is_skipped_and_the_report_says_so() {
     assert_eq!(path, &snap);
     assert!(
         reason.contains(
-            "holds state schema 2, this build folds schema 1: skipped, the state is \
+            "holds state schema 3, this build folds schema 2: skipped, the state is \
                          rebuilt by replaying the log"
         ),
         "{reason}"
@@ -269,7 +270,7 @@ fn a_snapshot_of_an_unknown_state_schema_is_skipped_and_the_report_says_so() {
     // `factlog info` says why it is not used.
     let run = common::factlog(&["info", dir.to_str().unwrap()], b"");
     let text = String::from_utf8(run.stdout).unwrap();
-    assert!(text.contains("not valid: snapshot") && text.contains("state schema 2"), "{text}");
+    assert!(text.contains("not valid: snapshot") && text.contains("state schema 3"), "{text}");
     assert!(text.contains("format version: 1"), "{text}");
 }
 

@@ -5,7 +5,7 @@
 //! records byte for byte) or wholly new (format 2, the same events, one audit event per task),
 //! never mixed, and migrating again completes it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

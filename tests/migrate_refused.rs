@@ -4,9 +4,8 @@
 //! with the same bytes, no staged file, no commit marker and no backup, and still opens in its
 //! old format with the same events.
 
-mod common;
-#[path = "common/faulty_fs.rs"]
-mod faulty_fs;
+use crate::common;
+use crate::common::faulty_fs;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

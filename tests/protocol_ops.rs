@@ -5,12 +5,12 @@
 //! malformed or unknown operation is refused by name. `variant` is an exhaustive `match`, so
 //! a variant added to `Op` without an example here does not compile.
 
-mod common;
+use crate::common;
 
 use common::schema::assert_valid;
 use factlog::protocol::op::{
-    CheckpointReply, EventsPage, HistoryPage, RecoverReply, RequestedDurability, RevisionReply,
-    StateReply, TasksPage, read_reply,
+    CheckpointReply, ClientsReply, EventsPage, HistoryPage, RecoverReply, RequestedDurability,
+    RevisionReply, StateReply, TasksPage, read_reply,
 };
 use factlog::protocol::{Op, OpRequest};
 use factlog::server::conn::{NoHolds, serve_stream};
@@ -33,10 +33,11 @@ fn variant(op: &Op) -> usize {
         Op::Checkpoint => 7,
         Op::Purge { .. } => 8,
         Op::Batch { .. } => 9,
+        Op::Clients => 10,
     }
 }
 
-const VARIANTS: usize = 10;
+const VARIANTS: usize = 11;
 
 fn object(value: Value) -> Map<String, Value> {
     let Value::Object(object) = value else { panic!("a JSON object: {value}") };
@@ -91,6 +92,7 @@ fn examples() -> Vec<(Op, &'static str, bool)> {
         (Op::Tasks { after: Some(task("t1")) }, r#"{"op":"tasks","after":"t1"}"#, true),
         (Op::Recover { dry_run: false }, r#"{"op":"recover","dry_run":false}"#, true),
         (Op::Checkpoint, r#"{"op":"checkpoint"}"#, true),
+        (Op::Clients, r#"{"op":"clients"}"#, true),
         (Op::Purge { dry_run: true }, r#"{"op":"purge","dry_run":true}"#, true),
         (
             Op::batch(
@@ -201,8 +203,8 @@ fn an_unknown_or_malformed_op_is_refused_by_name() {
     assert!(
         message.starts_with(
             "unknown \"op\" \"frobnicate\" (known: \"revision\", \"state\", \"history\", \
-             \"events\", \"follow\", \"tasks\", \"recover\", \"checkpoint\", \"purge\", \
-             \"batch\"; an append has \"type\" instead); nothing was written"
+             \"events\", \"follow\", \"tasks\", \"recover\", \"checkpoint\", \"clients\", \
+             \"purge\", \"batch\"; an append has \"type\" instead); nothing was written"
         ),
         "{message}"
     );
@@ -308,6 +310,7 @@ fn check_typed_reply(op: &Op, reply: Map<String, Value>) {
         Op::Tasks { .. } => read(read_reply::<TasksPage>(reply.clone()).map(drop)),
         Op::Recover { .. } => read(read_reply::<RecoverReply>(reply.clone()).map(drop)),
         Op::Checkpoint => read(read_reply::<CheckpointReply>(reply.clone()).map(drop)),
+        Op::Clients => read(read_reply::<ClientsReply>(reply.clone()).map(drop)),
         Op::Purge { .. } => {
             read(read_reply::<factlog::harness::PurgeReport>(reply.clone()).map(drop));
         }
@@ -342,6 +345,7 @@ fn the_server_answers_every_op_with_its_typed_reply() {
         Op::Tasks { after: None },
         Op::Recover { dry_run: true },
         Op::Checkpoint,
+        Op::Clients,
         Op::Purge { dry_run: true },
     ];
     let mut seen = [false; VARIANTS];
@@ -367,4 +371,19 @@ fn the_server_answers_every_op_with_its_typed_reply() {
         assert_eq!(reply["id"], index, "{reply:?}");
         check_typed_reply(op, reply);
     }
+}
+
+#[test]
+fn a_served_store_tells_how_many_clients_it_serves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+    let server = store.serve(factlog::server::ServeOptions::new().clients_max(5)).expect("serve");
+    let mut first = factlog::client::Client::connect(dir.path()).expect("connect");
+    assert_eq!(first.clients().expect("clients"), (1, 5));
+    let second = factlog::client::Client::connect(dir.path()).expect("connect");
+    assert_eq!(first.clients().expect("clients"), (2, 5));
+    drop(second);
+    drop(first);
+    drop(server);
+    store.close().expect("close");
 }

@@ -4,7 +4,7 @@
 //! describes (the second process refuses the payment with `NEEDS_RECOVERY` naming p1, then
 //! writes the result and the payment, then refuses the reused call id with `CALL_ID_REUSED`).
 
-mod common;
+use crate::common;
 
 use common::cli::{emit, refused, written};
 use common::temp_log;

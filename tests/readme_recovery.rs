@@ -2,7 +2,7 @@
 //! events cut to 100 bytes, as a disk that loses the tail leaves it, is refused by `verify`
 //! (exit 3) and by the next writer (exit 3, nothing cut), and `salvage` still runs.
 
-mod common;
+use crate::common;
 
 use common::readme::run_sh_block;
 

@@ -5,7 +5,7 @@
 //! writes nothing, the store restored from the replica alone dumps the same events, and
 //! `recover` on it gives the booking in flight an unknown outcome to ask the user about.
 
-mod common;
+use crate::common;
 
 use common::readme::run_sh_block;
 

@@ -3,7 +3,7 @@
 //! prints the verify and dump exit codes it promises, a salvage that loses exactly seq 3 and
 //! reports call c1 `outcome_unknown`, and a dump of the new store with seqs 1, 2 and 4.
 
-mod common;
+use crate::common;
 
 use common::readme::run_sh_block;
 

@@ -4,7 +4,7 @@
 //! inside the `--since`/`--until` window, exit 1 for a task the store does not have, and the
 //! request key of vector 024's derivation.
 
-mod common;
+use crate::common;
 
 use common::readme::run_sh_block;
 use common::schema::assert_valid;

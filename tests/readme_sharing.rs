@@ -4,7 +4,7 @@
 //! revision is refused with `STALE_REVISION` and writes nothing, the server exits on SIGTERM,
 //! and `state` then shows both tasks at revision 1.
 
-mod common;
+use crate::common;
 
 use common::readme::run_sh_block;
 use common::schema::assert_valid;

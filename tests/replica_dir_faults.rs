@@ -5,10 +5,9 @@
 //! typed `Remote` error; a replication round over a file system whose syncs fail reports the
 //! failure, and a later round catches up byte for byte.
 
-mod common;
+use crate::common;
 
-#[path = "common/faulty_fs.rs"]
-mod faulty_fs;
+use crate::common::faulty_fs;
 
 use std::path::Path;
 use std::sync::Arc;

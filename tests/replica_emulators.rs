@@ -12,7 +12,7 @@
 //! script says more). `s3s-fs` (`tests/replica_s3.rs`) lets both racers win, so the races are
 //! not run on it. Nothing runs against a `gs://` emulator: see docs/testing.md.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -293,7 +293,12 @@ fn remote_open_reaches_azurite_through_the_emulator_variables() {
         }
     }
     let output = child
-        .args(["--exact", "opened_from_the_environment_in_a_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            &common::test_path(module_path!(), "opened_from_the_environment_in_a_child"),
+            "--ignored",
+            "--nocapture",
+        ])
         .env("FACTLOG_EMULATOR_CHILD_URL", emulator.url(&prefix))
         .env("AZURE_STORAGE_USE_EMULATOR", "true")
         .env("AZURITE_BLOB_STORAGE_URL", service)

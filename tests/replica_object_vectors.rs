@@ -9,10 +9,10 @@
 //! snapshot vector 010), the fields of the valid record (which re-encodes to the same bytes),
 //! and the error kind and reason of each refused one.
 //!
-//! `FACTLOG_WRITE_VECTORS=1 cargo test --test replica_object_vectors` writes the files of a
+//! `FACTLOG_WRITE_VECTORS=1 cargo test --test integration replica_object_vectors::` writes the files of a
 //! vector that does not exist yet; it never overwrites one.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

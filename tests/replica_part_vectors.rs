@@ -13,10 +13,10 @@
 //!   (whose body decodes to the frames of seqs 1 and 2), and the error kind and reason of each
 //!   refused one.
 //!
-//! `FACTLOG_WRITE_VECTORS=1 cargo test --test replica_part_vectors` writes the files of a
+//! `FACTLOG_WRITE_VECTORS=1 cargo test --test integration replica_part_vectors::` writes the files of a
 //! vector that does not exist yet; it never overwrites one.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

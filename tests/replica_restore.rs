@@ -15,10 +15,9 @@
 //! and that every local write goes through the `Fs` seam and is synced before `restore`
 //! returns (a simulated power failure right after it loses nothing).
 
-mod common;
+use crate::common;
 
-#[path = "common/faulty_fs.rs"]
-mod faulty_fs;
+use crate::common::faulty_fs;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

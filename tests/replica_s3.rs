@@ -8,7 +8,7 @@
 //! the test server's conditional create is not atomic. Proved by starting `s3s-fs`
 //! (`.ci/s3-server`) on loopback for each test, and fake servers on loopback sockets.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -272,7 +272,12 @@ fn remote_open_configures_an_s3_location_from_the_environment() {
         }
     }
     let output = child
-        .args(["--exact", "opened_from_the_environment_in_a_child", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            &common::test_path(module_path!(), "opened_from_the_environment_in_a_child"),
+            "--ignored",
+            "--nocapture",
+        ])
         .env("FACTLOG_S3_CHILD", "1")
         .env("AWS_ENDPOINT_URL", server.endpoint())
         .env("AWS_ALLOW_HTTP", "true")

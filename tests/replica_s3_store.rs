@@ -8,7 +8,7 @@
 //! error and the store appends as before; a second writer of the replica is refused. Proved
 //! with `s3s-fs` started on loopback for each test (`tests/common/s3.rs`, `.ci/s3-server`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! costs nothing and duplicates nothing, one run holds a replica at a time, and a replica
 //! that is not the store's is refused.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -291,6 +291,8 @@ fn a_replicated_append_returns_once_the_replica_holds_it() {
     let reply = factlog::protocol::handle_line(&store, line);
     let written = reply.object()["seq"].as_u64().expect("written");
     assert!(last_seq_in_replica(replica_dir.path()) >= written);
+    // The acknowledgement says what it waited for.
+    assert_eq!(reply.object()["durability"], "replicated");
     drop(task);
     replication.stop().expect("stop");
     store.close().expect("close");

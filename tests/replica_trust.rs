@@ -5,7 +5,7 @@
 //! damaged retention record is refused; retention removes superseded leases; a dry run and a
 //! scrub check the same without writing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

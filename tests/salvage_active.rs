@@ -5,7 +5,7 @@
 //! salvage, while the new store opens with `Store::open` and takes new events after the last
 //! kept seq.
 
-mod common;
+use crate::common;
 
 use common::damage::{
     flip_byte, frame_of, records, result_inside_segment, segment_files, small_options,

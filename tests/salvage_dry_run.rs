@@ -2,7 +2,7 @@
 //! byte-identical, the target directory is not created, and the report names the same kept
 //! ranges and the same damage as the real salvage then does.
 
-mod common;
+use crate::common;
 
 use common::damage::{flip_byte, frame_of, result_inside_segment, small_options, store_with_calls};
 use common::harness::files_under;

@@ -5,10 +5,9 @@
 //! a salvage that fails while writing (a full disk, injected by `FaultyFs`) removes everything
 //! it wrote, leaving no partial store, with an error that says so.
 
-mod common;
+use crate::common;
 
-#[path = "common/faulty_fs.rs"]
-mod faulty_fs;
+use crate::common::faulty_fs;
 
 use std::sync::atomic::Ordering;
 

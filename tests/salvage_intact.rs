@@ -2,7 +2,7 @@
 //! with its seq, and (for a log of raw records, which no recovery writes to) every segment
 //! file byte for byte, with no gap file.
 
-mod common;
+use crate::common;
 
 use common::damage::{SMALL_SEGMENT_BYTES, segment_files};
 use factlog::{Durability, Log, Options, SalvageOptions, StoreOptions};

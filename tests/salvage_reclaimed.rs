@@ -3,7 +3,7 @@
 //! so the new store opens (instead of failing with `Reclaimed`) and holds the facts of the
 //! reclaimed events; a damaged snapshot is not copied; a dry run only names them.
 
-mod common;
+use crate::common;
 
 use common::damage::{flip_byte, frame_of, segment_files, small_options, store_with_calls};
 use common::harness::files_under;

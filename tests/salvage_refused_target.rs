@@ -1,7 +1,7 @@
 //! Proves that salvage refuses a target directory that holds anything, or that lies inside
 //! the damaged log, with a typed error and without writing anything anywhere.
 
-mod common;
+use crate::common;
 
 use common::damage::{small_options, store_with_calls};
 use common::harness::files_under;

@@ -4,7 +4,7 @@
 //! directory byte-identical, and that the tool call whose `tool/result` was lost comes back
 //! as `outcome_unknown` from the harness recovery, never as `completed`.
 
-mod common;
+use crate::common;
 
 use common::damage::{
     flip_byte, frame_of, records, result_inside_segment, segment_files, small_options,

@@ -7,7 +7,7 @@
 //! disk: their shape is checked on a reply built as emit.rs builds it. The schema also refuses
 //! what no reply looks like, so that it cannot accept everything.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

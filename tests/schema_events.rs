@@ -7,7 +7,7 @@
 //! Each variant runs in a task of its own after the examples before it, all in one `emit`
 //! process, so that one variant's state cannot decide another's fate.
 
-mod common;
+use crate::common;
 
 use common::cli::{event, input, json_lines};
 use common::schema::{assert_invalid, assert_valid, is_valid};
@@ -122,7 +122,10 @@ fn the_schema_lists_every_type_a_client_may_write_and_a_body_for_every_type() {
     assert_eq!(named, all, "event.json's $defs/body selects a body for every type");
     let covered: std::collections::BTreeSet<String> =
         examples("t").iter().map(|line| line["type"].as_str().expect("type").to_owned()).collect();
-    assert_eq!(covered, writable.into_iter().collect(), "an example of every writable type");
+    // `tool/not_run` answers an unknown outcome, which only a takeover records (one `emit`
+    // run cannot): its lines are checked by `schema_operator.rs` and `operator_answers.rs`.
+    let writable = writable.into_iter().filter(|t| t != "tool/not_run");
+    assert_eq!(covered, writable.collect(), "an example of every writable type");
 }
 
 #[test]

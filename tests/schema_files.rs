@@ -4,7 +4,7 @@
 //! README list every one; and every one is exercised by a test of `tests/schema_*.rs`, so a
 //! new schema without a test fails here.
 
-mod common;
+use crate::common;
 
 use common::schema;
 

@@ -3,10 +3,10 @@
 //! as a crash leaves it, then recovered), is valid against its schema in
 //! `format-spec/schema/`: state, history, recover (dry run and real), info, verify (clean,
 //! deep, torn, corrupt), checkpoint, purge, dump and tail lines (events, raw records of
-//! `factlog append`, payloads that are not UTF-8), export lines, bench (also `--sessions`), salvage, restore, migrate,
-//! request-key and demo.
+//! `factlog append`, payloads that are not UTF-8), export lines, bench (also `--sessions` and
+//! `--clients`), salvage, restore, migrate, request-key and demo.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -171,6 +171,10 @@ fn bench_report_is_valid() {
     assert_valid("bench-sessions.json", &sessions[0]);
     assert_eq!(sessions[0]["results"].as_array().map(Vec::len), Some(8), "2 N x 4 policies");
     assert_invalid("bench.json", &sessions[0]);
+    let clients = lines_of(&[&["bench", "--clients", "1,2"][..], &args[..]].concat(), b"", 0);
+    assert_eq!(clients.len(), 1);
+    assert_valid("bench-clients.json", &clients[0]);
+    assert_invalid("bench-sessions.json", &clients[0]);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! requests and replies, HELLO_REQUIRED, UNSUPPORTED_VERSION), while its append replies stay valid against `emit-reply.json`; the
 //! schema also refuses what no line looks like.
 
-mod common;
+use crate::common;
 
 use common::schema::{assert_invalid, assert_valid};
 use common::server::{Conn, Served, store_dir};

@@ -3,7 +3,7 @@
 //! others are served; once one of them leaves, a new client is served. The Rust client turns
 //! the refusal into `ClientError::Handshake`.
 
-mod common;
+use crate::common;
 
 use common::server::{Conn, store_dir};
 use factlog::client::{Client, ClientError};

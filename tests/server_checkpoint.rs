@@ -3,7 +3,7 @@
 //! seq as usual (valid against `checkpoint.json`), and the snapshot is the one a reopen of
 //! the store then loads.
 
-mod common;
+use crate::common;
 
 use common::factlog;
 use common::schema::assert_valid;

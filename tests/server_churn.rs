@@ -3,7 +3,7 @@
 //! before a hello and a client gone in the middle of its hello. Afterwards the server's
 //! client count returns to the half-open ones and then to zero, and a new client is served.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;

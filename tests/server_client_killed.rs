@@ -3,7 +3,7 @@
 //! touched is handed over (its open call gets `tool/outcome_unknown`, as after any holder's
 //! end); and another client's connection, open all along, goes on being served.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 
@@ -45,7 +45,11 @@ fn a_client_killed_mid_line_leaves_its_partial_line_unwritten_and_others_unaffec
         other.call(&json!({"id": "a", "task": "other", "type": "user/message", "text": "x"}));
     assert_eq!(first["revision"], 1, "{first}");
 
-    let mut child = spawn_child("child_entry", "half-line", &[dir.to_str().unwrap().to_owned()]);
+    let mut child = spawn_child(
+        &common::test_path(module_path!(), "child_entry"),
+        "half-line",
+        &[dir.to_str().unwrap().to_owned()],
+    );
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     assert!(lines.any(|l| l.expect("a line").contains("RESULT ready")));
     child.kill().expect("SIGKILL the client");

@@ -5,7 +5,7 @@
 //! loser is refused `STALE_REVISION` with nothing written, and after the server stops the store
 //! holds exactly the acknowledged events: every own-task event and one shared event per win.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -74,7 +74,13 @@ fn eight_processes_append_and_race_compare_and_set_through_one_server() {
     setup.append("shared", &message("setup"), AppendOptions::expecting(0)).expect("setup");
     let dir_arg = dir.to_str().expect("UTF-8").to_owned();
     let children: Vec<_> = (0..CLIENTS)
-        .map(|i| spawn_child("child_entry", "concurrent", &[dir_arg.clone(), format!("c{i}")]))
+        .map(|i| {
+            spawn_child(
+                &common::test_path(module_path!(), "child_entry"),
+                "concurrent",
+                &[dir_arg.clone(), format!("c{i}")],
+            )
+        })
         .collect();
     let mut wins: BTreeMap<u64, usize> = BTreeMap::new();
     let mut losses = 0;

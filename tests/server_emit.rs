@@ -6,7 +6,7 @@
 //! process's pid and saying how to share it; and `--ack durable-only` over a socket is
 //! refused with a clear message.
 
-mod common;
+use crate::common;
 
 use common::factlog;
 use common::server::store_dir;

@@ -8,7 +8,7 @@
 //! only clock comparisons are against the request's own timeout: a reply that came before
 //! it did not wait it out.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,9 +4,8 @@
 //! synced appends. (How many fewer depends on the scheduler; that some are shared does not:
 //! 8 clients waiting on a disk sync at once always overlap.)
 
-mod common;
-#[path = "common/faulty_fs.rs"]
-mod faulty_fs;
+use crate::common;
+use crate::common::faulty_fs;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};

@@ -10,7 +10,7 @@
 //!   it cannot take every slot from the other admitted user;
 //! - a second `factlog serve` on a served store names the serving process and what to do.
 
-mod common;
+use crate::common;
 
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};

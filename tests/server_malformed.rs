@@ -4,7 +4,7 @@
 //! unknown version, is answered and disconnected; a line over `SERVER_LINE_BYTES_MAX` is
 //! answered `LIMIT_EXCEEDED` and disconnected, while another connection is not affected.
 
-mod common;
+use crate::common;
 
 use common::server::{Conn, Served, store_dir};
 use factlog::limits::SERVER_LINE_BYTES_MAX;

@@ -14,7 +14,7 @@
 //!
 //! Bytes, never time: the waits are for conditions, bounded only by a generous patience.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -5,7 +5,7 @@
 //! client's primary group serves it. Where the test cannot switch users (not root, or no
 //! `setpriv`) it is skipped with a message.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! `factlog::client::Client`, a `purge` dry run lists exactly what the purge then removes, both
 //! equal to the library's `Store::plan_purge`, and a mistyped `dry_run` is refused.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

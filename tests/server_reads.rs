@@ -3,7 +3,7 @@
 //! order, as `dump --json` prints them; `history` equals `Store::history` serialised; and
 //! `revision`/`state` agree with the sharing process's own `Store`.
 
-mod common;
+use crate::common;
 
 use common::server::store_dir;
 use factlog::client::Client;

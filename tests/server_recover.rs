@@ -4,7 +4,7 @@
 //! task a connected client holds, with its own call in flight, is left alone: its call is
 //! still `dispatched`. The report validates against `recover.json`.
 
-mod common;
+use crate::common;
 
 use common::factlog;
 use common::schema::assert_valid;

@@ -5,7 +5,7 @@
 //! have taken the held task over too. On a store held by a process that does not share it,
 //! the preview is refused as the run is, naming the holder.
 
-mod common;
+use crate::common;
 
 use common::factlog;
 use common::server::store_dir;

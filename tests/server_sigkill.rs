@@ -4,7 +4,7 @@
 //! `ClientError::Disconnected` (an error at once, not a hang), every event whose reply came
 //! back is in the store after reopen, and a restarted server takes clients again.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};

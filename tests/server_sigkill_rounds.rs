@@ -7,7 +7,7 @@
 //! taken over, no call is left `dispatched`: each call cut off by a killed client or server
 //! got `tool/outcome_unknown`, by the server's hand-over or by the next holder's takeover.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -85,7 +85,8 @@ fn sigkill_of_clients_and_server_over_rounds_loses_nothing_acknowledged() {
         let mut children = Vec::new();
         for i in 0..WORKERS {
             let args = [dir_arg.clone(), format!("w{i}"), round.to_string()];
-            let mut child = spawn_child("child_entry", "worker", &args);
+            let mut child =
+                spawn_child(&common::test_path(module_path!(), "child_entry"), "worker", &args);
             let stdout = child.stdout.take().expect("stdout");
             let sender = sender.clone();
             std::thread::spawn(move || {

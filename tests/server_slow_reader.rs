@@ -4,7 +4,7 @@
 //! synced appends are all answered meanwhile. Nothing waits on a clock: the test waits for
 //! the stalled connection to be closed by the server.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 

@@ -1,7 +1,7 @@
 //! The socket of a served store is owner-only (mode 0600), 0660 with an allowed group, and a
 //! store directory that group or others can write is refused with the command that fixes it.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 

@@ -11,7 +11,7 @@
 //! and must keep exactly the same records. 50 rounds per tier by default
 //! (`FACTLOG_SIGKILL_ROUNDS` overrides), seeded by `FACTLOG_SIGKILL_SEED`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

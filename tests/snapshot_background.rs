@@ -3,9 +3,8 @@
 //! before `close` returns, so the next open starts from it; a store dropped without `close`
 //! while one is due ends its thread without hanging.
 
-mod common;
-#[path = "common/faulty_fs.rs"]
-mod faulty_fs;
+use crate::common;
+use crate::common::faulty_fs;
 
 use std::sync::Arc;
 

@@ -8,10 +8,10 @@
 //! `snapshot::decode` and, placed alone in a store on `SimFs`, through `snapshot::load_newest`,
 //! down to the error kind and reason.
 //!
-//! `FACTLOG_WRITE_VECTORS=1 cargo test --test snapshot_vectors` writes the `.bin` and the `.txt`
+//! `FACTLOG_WRITE_VECTORS=1 cargo test --test integration snapshot_vectors::` writes the `.bin` and the `.txt`
 //! of a vector whose `.bin` does not exist yet. It never overwrites a file.
 
-mod common;
+use crate::common;
 
 use common::vectors;
 use std::fs;

@@ -7,7 +7,7 @@
 //! Proved on stores with 16 KiB segments written through the library, checked through the
 //! library and by running the real binary.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -358,6 +358,25 @@ pub(crate) enum Command {
     ))]
     Serve(ServeArgs),
 
+    /// Serve a local web console of a store until SIGTERM or SIGINT: the tasks that wait for
+    /// a person, every task's timeline, live updates, the store's health, and the operator's
+    /// answers as buttons.
+    ///
+    /// Prints the URL to open, with a random token every request must carry. Reads the store
+    /// without holding it (read-only opens, or a client of the process that serves it) and
+    /// records answers as `factlog resolve`, `confirm`, `approve`, `deny` and `cancel` do.
+    /// Listens on 127.0.0.1 with a port the system chooses unless --addr says otherwise; an
+    /// address that is not loopback needs --allow-remote. docs/console.md has the details.
+    #[command(after_help = help_tail(
+        &[
+            (0, "stopped by SIGTERM or SIGINT"),
+            (1, "the store cannot be read, or the address cannot be listened on"),
+            (2, "bad arguments, or an address that is not loopback without --allow-remote"),
+        ],
+        "  factlog ui /tmp/factlog-store --addr 127.0.0.1:8484",
+    ))]
+    Ui(UiArgs),
+
     /// Ship a store to a replica (file:///DIR, s3://, gs://, az://) beside its writer.
     ///
     /// Reads the store's files only (the writer never waits for it) and ships their complete
@@ -472,6 +491,96 @@ pub(crate) enum Command {
         ),
     ))]
     History(HistoryArgs),
+
+    /// List the tasks with what each waits for, from the folded state (read-only).
+    ///
+    /// Per task: its phase, last event seq and time, and what it waits for a person for:
+    /// needs_confirmation (a restarted high-risk task waits for a control/resume),
+    /// outcome_unknown (a call that may or may not have run blocks side effects: its call,
+    /// tool and recovery plan), approval_pending (an approval requested and not answered),
+    /// paused. Text starts with the store's holder. --attention lists only the tasks that
+    /// wait, the oldest wait first. --json prints one object per task: {"task","phase",
+    /// "revision","last_seq","last_time","attention":[{"reason","since_seq",..}]}
+    /// (format-spec/schema/tasks-line.json). Answer with resolve, confirm, approve, deny.
+    #[command(after_help = help_tail(
+        &[(0, "tasks listed (also when none waits)")],
+        concat!(
+            "  factlog tasks /tmp/factlog-store --attention",
+        ),
+    ))]
+    Tasks(crate::operator::TasksArgs),
+
+    /// Say what happened to a call whose outcome is unknown, as a person who checked.
+    ///
+    /// --result JSON records a tool/result (outcome ok, the JSON as its output, --receipt as
+    /// its receipt) marked as given by an operator; --not-run records a tool/not_run: the
+    /// call never ran, so it may be dispatched again. Refused when the call's outcome is not
+    /// unknown. Like every answer: recorded with who gave it (--as, default the user running
+    /// the command) and --note, through the holder's rules (embedded, or through the socket
+    /// of a served store; refused, saying how to serve it, on a store another process holds
+    /// without serving it), with a compare-and-set on the task's revision; the same command
+    /// run again writes nothing and says where the answer is. Shows in history.
+    #[command(after_help = help_tail(
+        &[
+            (0, "answer recorded, or already recorded"),
+            (1, "nothing to answer, an unknown task, or the store held without being served"),
+        ],
+        concat!(
+            "  factlog resolve /tmp/factlog-store --task t1 --call c1 --result '{\"sent\":true}' --as alice\n",
+            "  factlog resolve /tmp/factlog-store --task t1 --call c2 --not-run --note 'outbox empty'",
+        ),
+    ))]
+    Resolve(crate::operator::ResolveArgs),
+
+    /// Confirm that a task may resume: the control/resume a restarted high-risk task (or a
+    /// paused one) waits for.
+    ///
+    /// Refused when the task waits for no confirmation and is not paused. Recorded as resolve
+    /// says (who, note, served or embedded, once).
+    #[command(after_help = help_tail(
+        &[
+            (0, "answer recorded, or already recorded"),
+            (1, "nothing to answer, an unknown task, or the store held without being served"),
+        ],
+        "  factlog confirm /tmp/factlog-store --task t1 --as alice",
+    ))]
+    Confirm(crate::operator::TaskAnswerArgs),
+
+    /// Grant a requested approval, with a scope (once, run, persistent).
+    ///
+    /// Refused when the approval was not requested or was answered. Recorded as resolve says.
+    #[command(after_help = help_tail(
+        &[
+            (0, "answer recorded, or already recorded"),
+            (1, "nothing to answer, an unknown task, or the store held without being served"),
+        ],
+        "  factlog approve /tmp/factlog-store --task t1 --approval a1 --scope once",
+    ))]
+    Approve(crate::operator::ApprovalArgs),
+
+    /// Deny a requested approval.
+    ///
+    /// Refused when the approval was not requested or was answered. Recorded as resolve says.
+    #[command(after_help = help_tail(
+        &[
+            (0, "answer recorded, or already recorded"),
+            (1, "nothing to answer, an unknown task, or the store held without being served"),
+        ],
+        "  factlog deny /tmp/factlog-store --task t1 --approval a1 --note 'not this week'",
+    ))]
+    Deny(crate::operator::ApprovalArgs),
+
+    /// Cancel a task's running turn: a control/cancel the harness answers by ending the turn.
+    ///
+    /// Refused while a cancel is already pending. Recorded as resolve says.
+    #[command(after_help = help_tail(
+        &[
+            (0, "answer recorded, or already recorded"),
+            (1, "a cancel already pending, an unknown task, or the store held without being served"),
+        ],
+        "  factlog cancel /tmp/factlog-store --task t1 --as alice",
+    ))]
+    Cancel(crate::operator::TaskAnswerArgs),
 
     /// Write a snapshot of every task's state now and print its path and covered seq.
     ///
@@ -823,6 +932,11 @@ pub(crate) struct EmitArgs {
     /// credential that is not marked {"$secret": ..}, instead of writing it with a warning.
     #[arg(long)]
     pub(crate) refuse_unmarked_secrets: bool,
+    /// Replicate the store to this location while emitting (file:///DIR, s3://, gs://, az://),
+    /// so that lines with "durability":"replicated" are acknowledged once the replica holds
+    /// them. Not with a store another process serves (that process replicates).
+    #[arg(long, value_name = "URL")]
+    pub(crate) replicate_to: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -862,6 +976,22 @@ pub(crate) struct RetainArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub(crate) struct UiArgs {
+    /// Store directory.
+    pub(crate) dir: PathBuf,
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub(crate) addr: std::net::SocketAddr,
+    /// Serve the pages without the operator's actions.
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// Accept an --addr that is not loopback (anyone who can reach it and has the token can
+    /// read the store and, unless --read-only, answer for its tasks, over plain HTTP).
+    #[arg(long)]
+    pub(crate) allow_remote: bool,
+}
+
+#[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
     /// Store directory (created if missing; must not be writable by group or others).
     pub(crate) dir: PathBuf,
@@ -886,6 +1016,11 @@ pub(crate) struct ServeArgs {
     /// As emit --refuse-unmarked-secrets, for every client.
     #[arg(long)]
     pub(crate) refuse_unmarked_secrets: bool,
+    /// Replicate the store to this location while serving it (file:///DIR, s3://, gs://,
+    /// az://), so that clients' lines with "durability":"replicated" are acknowledged once
+    /// the replica holds them.
+    #[arg(long, value_name = "URL")]
+    pub(crate) replicate_to: Option<String>,
 }
 
 /// `factlog emit --ack`: which lines get a reply of their own.

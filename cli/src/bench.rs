@@ -12,6 +12,11 @@ use crate::{EXIT_FAILURE, EXIT_USAGE, Failure, Outcome};
 
 /// Runs `factlog bench` with a progress line on standard error.
 pub fn run(args: &BenchArgs) -> Outcome {
+    if args.is_client_process() {
+        // One client of `bench --clients`: its standard output is its parent's to read.
+        factlog_bench::compare::clients::client_process()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let progress = Progress::new("bench", None, Unit::Count("measurements"), false);
     let shown = Shown { progress: &progress, done: AtomicU64::new(0) };
     progress.while_running(

@@ -80,7 +80,10 @@ pub fn run(args: &EmitArgs) -> Outcome {
         }
     };
     crate::report_cut("emit", &args.dir, &store.open_report().log);
+    let (store, replication) = crate::replicate::beside(store, args.replicate_to.as_deref())?;
     let emitted = emit_lines(&store, args.ack);
+    // The replica gets what was appended before the store closes.
+    let replicated = replication.map(factlog::replica::Replication::stop).transpose();
     // Closing syncs what was appended: the acknowledged events keep their promise either way,
     // and the buffered ones become durable. The first failure is the one to report.
     // A reader that went away ends the command quietly, unless the close then failed.
@@ -90,6 +93,7 @@ pub fn run(args: &EmitArgs) -> Outcome {
         _ => {}
     }
     closed.map_err(|error| library_failure("close", &error))?;
+    replicated.map_err(|error| library_failure("replicate", &error))?;
     emitted.map(|()| ExitCode::SUCCESS)
 }
 
@@ -97,6 +101,18 @@ pub fn run(args: &EmitArgs) -> Outcome {
 /// `format-spec/server.md`): standard input goes to it and its replies to standard output,
 /// the same replies as from a store opened here.
 fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
+    if let Some(url) = &args.replicate_to {
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format_args!(
+                "{} is served by another process: --replicate-to {url} is that process's to \
+                 run (`factlog serve --replicate-to`, or Store::replicate in it); its clients' \
+                 \"durability\":\"replicated\" lines are acknowledged once its replica holds \
+                 them",
+                args.dir.display()
+            ),
+        ));
+    }
     if args.ack == AckArg::DurableOnly || args.refuse_unmarked_secrets {
         return Err(Failure::new(
             EXIT_FAILURE,

@@ -92,6 +92,23 @@ fn entry_text(out: &mut String, entry: &Entry) {
             push_value(out, "receipt", receipt.as_ref());
             push_value(out, "output", output.as_ref());
         }
+        Entry::Operator { event, by, note, call_id, approval_id, .. } => {
+            out.push_str("operator ");
+            dump::escape_text(out, by.as_bytes());
+            let _ = write!(out, ": {event}");
+            if let Some(call_id) = call_id {
+                out.push_str(" call ");
+                dump::escape_text(out, call_id.as_str().as_bytes());
+            }
+            if let Some(approval_id) = approval_id {
+                out.push_str(" approval ");
+                dump::escape_text(out, approval_id.as_bytes());
+            }
+            if let Some(note) = note {
+                out.push_str(", note: ");
+                dump::escape_text(out, note.as_bytes());
+            }
+        }
         Entry::Summary { text, .. } => {
             out.push_str("summary: ");
             dump::escape_text(out, text.as_bytes());

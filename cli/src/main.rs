@@ -25,6 +25,7 @@ mod export;
 mod history;
 mod info;
 mod migrate;
+mod operator;
 mod progress;
 mod purge;
 mod recover;
@@ -39,6 +40,7 @@ mod signals;
 mod state;
 mod tail;
 mod tasks;
+mod ui;
 mod verify;
 
 use std::fmt;
@@ -198,12 +200,19 @@ fn main() -> ExitCode {
         Command::Purge(args) => purge::run(&args),
         Command::Emit(args) => emit::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Ui(args) => ui::run(&args),
         Command::Replicate(args) => replicate::run(&args),
         Command::Retain(args) => retain::run(&args),
         Command::Replicas(args) => replicas::run(&args),
         Command::Recover(args) => recover::run(&args),
         Command::State(args) => state::run(&args),
         Command::History(args) => history::run(&args),
+        Command::Tasks(args) => operator::tasks(&args),
+        Command::Resolve(args) => operator::resolve(&args),
+        Command::Confirm(args) => operator::confirm(&args),
+        Command::Approve(args) => operator::approve(&args),
+        Command::Deny(args) => operator::deny(&args),
+        Command::Cancel(args) => operator::cancel(&args),
         Command::Checkpoint(args) => checkpoint::run(&args),
         Command::Demo(args) => bench::demo(&args),
         Command::Migrate(args) => migrate::run(&args),

@@ -17,6 +17,31 @@ use crate::{
 };
 use factlog::error::counted;
 
+/// Starts replicating `store` to `url`, when given, in this process
+/// ([`factlog::Store::replicate`]), for `serve --replicate-to` and `emit --replicate-to`: its
+/// `Replicated` appends (`"durability":"replicated"`) are acknowledged once the replica holds
+/// them. The caller stops it before closing the store; when it cannot start, the store is
+/// closed here and the failure returned.
+pub(crate) fn beside(
+    store: factlog::Store,
+    url: Option<&str>,
+) -> Result<(factlog::Store, Option<factlog::replica::Replication>), Failure> {
+    let Some(url) = url else { return Ok((store, None)) };
+    let started =
+        replica::remote::open(url).map_err(|e| library_failure("replica", &e)).and_then(|remote| {
+            store
+                .replicate(remote, factlog::replica::ReplicateOptions::new())
+                .map_err(|e| library_failure(format_args!("cannot replicate to {url}"), &e))
+        });
+    match started {
+        Ok(replication) => Ok((store, Some(replication))),
+        Err(failure) => {
+            let _ = store.close();
+            Err(failure)
+        }
+    }
+}
+
 pub fn run(args: &ReplicateArgs) -> Outcome {
     require_store(&args.dir)?;
     let signals = if args.once {

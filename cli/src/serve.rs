@@ -41,6 +41,7 @@ pub fn run(args: &ServeArgs) -> Outcome {
         }
     })?;
     crate::report_cut("serve", &args.dir, &store.open_report().log);
+    let (store, replication) = crate::replicate::beside(store, args.replicate_to.as_deref())?;
     let serve = ServeOptions::new()
         .allow_group(args.allow_group)
         .clients_max(args.clients_max)
@@ -51,6 +52,7 @@ pub fn run(args: &ServeArgs) -> Outcome {
     let server = match store.serve(serve) {
         Ok(server) => server,
         Err(error) => {
+            drop(replication);
             let _ = store.close();
             return Err(library_failure("cannot serve", &error));
         }
@@ -58,8 +60,10 @@ pub fn run(args: &ServeArgs) -> Outcome {
     let signal = signals.wait();
     eprintln!("factlog serve: {signal}: draining and closing");
     let stopped = server.stop();
+    let replicated = replication.map(factlog::replica::Replication::stop).transpose();
     let closed = store.close();
     stopped.map_err(|error| library_failure("stop", &error))?;
+    replicated.map_err(|error| library_failure("replicate", &error))?;
     closed.map_err(|error| library_failure("close", &error))?;
     Ok(ExitCode::SUCCESS)
 }

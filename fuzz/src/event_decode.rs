@@ -189,6 +189,9 @@ fn sample(event_type: EventType) -> Value {
             "output": [1, 2.5, "x", null],
         }),
         T::ToolOutcomeUnknown => json!({"call_id": "c1", "plan": "verify"}),
+        T::ToolNotRun => json!({
+            "call_id": "c1", "operator": {"name": "alice", "note": "checked", "key": "op-00"},
+        }),
         T::ApprovalRequest => json!({"approval_id": "a1", "action": "publish"}),
         T::ApprovalGrant => {
             json!({"approval_id": "a1", "scope": "persistent", "expires_at_us": 1_700_000_000_u64})

@@ -22,6 +22,6 @@ pub mod snapshot_decode;
 pub mod tail_recovery;
 
 #[path = "../../tests/common/crash_workload.rs"]
-mod crash_workload;
+pub mod crash_workload;
 #[path = "../../tests/common/holder_workload.rs"]
-mod holder_workload;
+pub mod holder_workload;

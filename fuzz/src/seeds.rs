@@ -3,7 +3,7 @@
 //! and corrupt tail, a crash in the middle of segment rolls). They are generated here from the
 //! library's own encoders and committed under `fuzz/corpus/TARGET/seed-NAME`; the replay test
 //! in the main crate checks that the committed files are what [`all`] generates and rewrites
-//! them on request (`cargo test --test fuzz_corpus -- --ignored write_seed_corpus`). The
+//! them on request (`cargo test --test integration -- --ignored fuzz_corpus::write_seed_corpus`). The
 //! `snapshot_decode` seeds hold zstd output, which may change with the zstd library locked in
 //! `Cargo.lock`: after an update that changes it, rewrite them the same way.
 

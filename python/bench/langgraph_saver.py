@@ -46,7 +46,6 @@ per-step cost and the checkpoints it writes for itself; the floor is not run.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import operator
 import os
@@ -64,6 +63,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import Annotated, TypedDict
 
+from factlog._langgraph_values import stored as stored_value
 from factlog.langgraph import FactlogSaver
 
 WORDS = (
@@ -150,9 +150,9 @@ def session_calls(turns: int, steps: int, seed: int) -> List[Op]:
     return ops
 
 
-def blob(typed: Tuple[str, bytes]) -> Dict[str, str]:
-    """A serialized value as FactlogSaver stores it (``{"type", "base64"}``)."""
-    return {"type": typed[0], "base64": base64.b64encode(typed[1]).decode("ascii")}
+def blob(value: Any, serde: Any) -> Dict[str, Any]:
+    """A serialized value as FactlogSaver stores it (structure, or base64)."""
+    return stored_value(value, serde.dumps_typed(value))
 
 
 def drive(saver: Any, ops: List[Op], thread_id: str) -> None:
@@ -285,14 +285,14 @@ def run_floor(scratch: str, ops: List[Op]) -> Tuple[float, int]:
         if kind == "put":
             cp, metadata, _ = args
             body = {
-                "checkpoint": blob(serde.dumps_typed(cp)),
-                "metadata": blob(serde.dumps_typed(metadata)),
+                "checkpoint": blob(cp, serde),
+                "metadata": blob(metadata, serde),
             }
         else:
             channel, values, task_id = args
             body = {
                 "task_id": task_id,
-                "writes": [{"channel": channel, **blob(serde.dumps_typed(v))} for v in values],
+                "writes": [{"channel": channel, **blob(v, serde)} for v in values],
             }
         records.append(json.dumps(body).encode() + b"\n")
     path = os.path.join(scratch, "floor.jsonl")

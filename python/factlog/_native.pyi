@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 PROTOCOL_VERSION: int
 """The protocol version the binding speaks (``format-spec/protocol.md``)."""
@@ -46,6 +46,7 @@ class Store:
         share: bool = False,
         allow_group: Optional[int] = None,
         clients_max: Optional[int] = None,
+        replicate_to: Optional[str] = None,
     ) -> None:
         """Opens (or creates) the store in ``path``, or connects to it when another process
         holds it and shares it.
@@ -64,6 +65,15 @@ class Store:
         served at once (default and maximum 64; the next gets ``ServerBusy``). The last two
         need ``share=True`` (``ValueError`` otherwise). With ``share=True`` a store another
         process already serves raises ``Locked``.
+
+        ``replicate_to``: replicate the store to this location while it is open
+        (``file:///DIR``; ``s3://``, ``gs://``, ``az://`` where the package was built with
+        them), in this process, until ``close()``: an append with
+        ``durability="replicated"`` (also from the clients of a shared store) returns only
+        once the replica holds the event, and its reply says ``"durability": "replicated"``.
+        Without it such an append raises ``NotReplicated`` and writes nothing. Given while
+        connecting to a store another process serves, it raises ``Locked`` (that process
+        replicates).
         """
     @staticmethod
     def connect(
@@ -155,6 +165,14 @@ class Task:
         the store's refusal of one is raised by a later call of the same connection: by
         ``close()``, or as :class:`factlog.PipelinedRefused` (whose ``request_reply`` is the
         reply to that call's own request, which still ran)."""
+    def deltas(self, texts: Iterable[str]) -> Optional[int]:
+        """Appends streamed ``assistant/delta`` fragments in order, each exactly as
+        :meth:`delta` appends one, in one call from Python: for a model's output that arrives
+        in bursts, it saves the cost of a call per fragment. Returns the seq of the last one
+        (``None`` for no fragment, and through a served store, where they are pipelined as
+        ``delta``'s are). Not atomic: a refused fragment (``LimitExceeded``, ...) raises, and
+        the fragments before it stay appended. ``texts`` is a list, a tuple or another
+        iterable of ``str`` (a ``str`` itself is refused with ``TypeError``)."""
     def append(
         self,
         event: Dict[str, Any],
@@ -165,7 +183,9 @@ class Task:
         """Appends one event given as a protocol request without ``task``: ``{"type":
         "tool/call", "call_id": ..., ...}`` (``format-spec/events.md``). Waits for its
         durability (the type's default, or ``durability``: ``"buffered"``, ``"flushed"``,
-        ``"synced"``) with the GIL released. ``expected_revision`` is a compare-and-set.
+        ``"synced"``, or ``"replicated"``: synced, then held by the replica of a store opened
+        with ``replicate_to``) with the GIL released. ``expected_revision`` is a
+        compare-and-set.
 
         Returns the protocol's reply: ``{"seq", "task", "revision", "durability"}`` (plus
         ``"warnings"``), or for a repeated call that already has a result ``{..., "duplicate":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
 from . import _native
 
@@ -106,6 +106,16 @@ class AsyncTask:
         """``delta`` in a worker thread: never blocks the event loop, also through a served
         store (at the cost of a thread hand-off per fragment)."""
         return await _run(self.sync.delta, text)
+
+    def deltas(self, texts: Iterable[str]) -> Optional[int]:
+        """Appends streamed fragments in order in one call (``Task.deltas``); returns the
+        seq of the last (``None`` through a served store: see ``deltas_async``)."""
+        return self.sync.deltas(texts)
+
+    async def deltas_async(self, texts: Iterable[str]) -> Optional[int]:
+        """``deltas`` in a worker thread: never blocks the event loop, also through a served
+        store (one thread hand-off for all the fragments)."""
+        return await _run(self.sync.deltas, texts)
 
     async def fetch_revision(self) -> int:
         """The task's current revision without blocking the event loop (through a served

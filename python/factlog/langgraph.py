@@ -17,41 +17,53 @@ and every event also names its ``thread_id``, which reads check).
 
 - A checkpoint is one ``record/put`` event of kind ``langgraph/checkpoint`` whose ``key`` is
   the checkpoint id and whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
-  "parent_checkpoint_id", "checkpoint": BLOB, "metadata": BLOB}``.
+  "parent_checkpoint_id", "checkpoint": VALUE, "metadata": VALUE}``.
 - One ``put_writes`` call is one ``record/put`` event of kind ``langgraph/writes`` (``key``:
   the checkpoint id) whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
-  "task_id", "task_path", "writes": [{"idx", "channel", "type", "base64"}]}``.
-- A BLOB is ``{"type": T, "base64": B}``: the pair ``serde.dumps_typed`` returned, the bytes
-  in base64 so that the event body stays JSON.
+  "task_id", "task_path", "writes": [{"idx", "channel", ...VALUE}]}``.
+- A VALUE is what ``serde.dumps_typed`` returned, as structure when its bytes come back from it
+  byte for byte: ``{"type": "msgpack", "value": V}`` (the bytes are the msgpack of the JSON
+  value ``V``, so a checkpoint of plain data is stored, and shown by ``factlog dump``, as
+  itself), with ``"ext": true`` when msgpack extension values (LangChain messages, ...) sit in
+  ``V`` as ``{"$msgpack_ext": [code, payload]}`` objects; otherwise ``{"type": T, "base64":
+  B}``, the bytes in base64 (other types, binary strings, non-string keys, non-finite floats, a
+  value holding ``"$secret"``). The rules are in ``factlog/_langgraph_values.py``; the Node
+  package's saver uses the same two forms with its own serializer's ``"json"`` type, and this
+  saver refuses its threads (``CorruptEvent``) rather than guess at them (LangGraph.js's
+  serializer refuses ``msgpack`` values in turn). Values kept as structure are bodies like any
+  other: with ``refuse_unmarked_secrets`` a credential-shaped string in a checkpoint is refused
+  (``UnmarkedSecret``), as it would be in a message.
 - ``delete_thread``, ``prune`` and ``delete_for_runs`` append ``record/removed`` events (one
   per kind, in one atomic batch) naming the events that no longer count; the log stays
   append-only and reads fold a thread's events applying them.
 
 Reading and memory
 ------------------
-The saver keeps, per thread it has used, an index built from one fold of the thread's
-events and kept current by its own appends (refolded from where it stopped when the task's
-revision moved behind it: another saver on the same store appended, in this process or,
-through a served store, in another): for each live checkpoint its seq, parent id and decoded
-metadata; for each pending write its seq, task id, index, channel and task path. It keeps
-the serialized bytes only of the newest checkpoint of each namespace and of that
-checkpoint's pending writes; older checkpoints and their writes are read back from the log
-when asked for. At most ``threads_cached`` threads (default 256) are indexed at
-once, least recently used first out; an evicted thread is refolded on its next use. So the
-memory is bounded by those threads' live checkpoints (about the size of their metadata each)
-plus one checkpoint per namespace, not by the store. The first use of a thread in a process
-scans the log from its start (the store skips other tasks' events by their envelope, but has
-no per-task position to start from). ``list(None)`` (every thread) and ``delete_for_runs``
-visit every LangGraph thread of the store, and ``list`` sorts the ids of every checkpoint it
-matches before reading them back a page at a time.
+The saver keeps, per thread it has used, an index built from one fold of the thread's events and
+kept current by its own appends (refolded from where it stopped when the task's revision moved
+behind it: another saver on the same store appended, in this process or, through a served store,
+in another): for each live checkpoint its seq, parent id and decoded metadata; for each pending
+write its seq, task id, index, channel and task path. It keeps the serialized bytes only of the
+newest checkpoint of each namespace and of that checkpoint's pending writes; older checkpoints
+and their writes are read back from the log when asked for, through a cache of the serialized
+values it read or that stopped being the newest, least recently used out, bounded by
+``value_cache_bytes`` (default 32 MiB; the Node saver's ``valueCacheBytes`` is the same). At
+most ``threads_cached`` threads (default 256) are indexed at once, least recently used first
+out; an evicted thread is refolded on its next use. So the memory is bounded by those threads'
+live checkpoints (about the size of their metadata each) plus one checkpoint per namespace plus
+the value cache, not by the store. The first use of a thread in a process scans the log from its
+start (the store skips other tasks' events by their envelope, but has no per-task position to
+start from). ``list(None)`` (every thread) and ``delete_for_runs`` visit every LangGraph thread
+of the store, and ``list`` sorts the ids of every checkpoint it matches before reading them back
+a page at a time.
 
 Limits
 ------
-A serialized checkpoint, or one ``put_writes`` call, must fit one event body (4 MiB of JSON,
-so about 3 MiB of serialized bytes after base64); a bigger one raises ``LimitExceeded`` and
-is not stored. Writes are not also mapped onto typed factlog events (``user/message``,
-``assistant/message``, ...): a forked or replayed LangGraph thread may legitimately carry the
-same tool-call ids again, which the typed events refuse.
+A serialized checkpoint, or one ``put_writes`` call, must fit one event body (4 MiB of JSON:
+about 4 MiB of msgpack kept as structure, 3 MiB in base64); a bigger one raises
+``LimitExceeded`` and is not stored. Writes are not also mapped onto typed factlog events
+(``user/message``, ``assistant/message``, ...): a forked or replayed LangGraph thread may
+legitimately carry the same tool-call ids again, which the typed events refuse.
 
 Durability
 ----------
@@ -77,13 +89,13 @@ and write whatever the mode. Deletions, prunes and copies are always synced.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import threading
 from collections import OrderedDict
 from typing import (
     Any,
     AsyncIterator,
+    Callable,
     Dict,
     Iterable,
     Iterator,
@@ -108,6 +120,7 @@ try:
         get_checkpoint_metadata,
         writes_sort_key,
     )
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"factlog.langgraph needs LangGraph's checkpoint package ({error}): install the extra, "
@@ -115,7 +128,9 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "on Python 3.10 or later"
     ) from error
 
+from . import _langgraph_values as _values
 from . import _native
+from .errors import CorruptEvent, InvalidEvent, LimitExceeded
 
 __all__ = [
     "FactlogSaver",
@@ -173,13 +188,12 @@ def task_id_for(thread_id: str) -> str:
     return TASK_DIGEST_PREFIX + hashlib.sha256(thread_id.encode("utf-8")).hexdigest()
 
 
-def _blob(typed: Tuple[str, bytes]) -> Dict[str, str]:
-    kind, data = typed
-    return {"type": kind, "base64": base64.b64encode(data).decode("ascii")}
+# Encodes a value (the object and what the serializer made of it) as a record holds it.
+_Encode = Callable[[Any, Tuple[str, bytes]], Dict[str, Any]]
 
 
-def _unblob(blob: Dict[str, Any]) -> Tuple[str, bytes]:
-    return blob["type"], base64.b64decode(blob["base64"])
+def _in_base64(obj: Any, typed: Tuple[str, bytes]) -> Dict[str, Any]:
+    return _values.in_base64(typed)
 
 
 class _Checkpoint:
@@ -245,15 +259,16 @@ class _Thread:
 class FactlogSaver(BaseCheckpointSaver):
     """A LangGraph checkpointer storing every thread in a factlog store (sync and async).
 
-    ``FactlogSaver(path)`` opens (or creates) the store in directory ``path`` and closes it
-    in :meth:`close` (also a context manager, ``with`` and ``async with``);
-    ``FactlogSaver(store=s)`` shares an open :class:`factlog.Store` and leaves closing it to
-    the caller. ``serde`` is LangGraph's serializer (default: LangGraph's JSON-plus one).
+    ``FactlogSaver(path)`` opens (or creates) the store in directory ``path`` and closes it in
+    :meth:`close` (also a context manager, ``with`` and ``async with``);
+    ``FactlogSaver(store=s)`` shares an open :class:`factlog.Store` and leaves closing it to the
+    caller. ``serde`` is LangGraph's serializer (default: LangGraph's JSON-plus one).
     ``durability``: ``None`` (default) follows LangGraph's durability mode (``sync`` and
     ``exit`` -> ``synced``, ``async`` -> ``flushed``); ``"synced"``, ``"flushed"`` or
     ``"buffered"`` fixes the tier. ``threads_cached`` bounds how many threads' indexes stay in
-    memory. The storage mapping, memory bound and durability table are in the module's
-    documentation (``help(factlog.langgraph)``).
+    memory; ``value_cache_bytes`` (default 32 MiB, 0 for none) the serialized checkpoints and
+    writes kept from the log besides the newest of each namespace. The storage mapping, memory
+    bound and durability table are in the module's documentation (``help(factlog.langgraph)``).
 
     Implements ``put``, ``put_writes``, ``get_tuple``, ``list``, ``delete_thread``,
     ``delete_for_runs``, ``copy_thread``, ``prune`` and their ``a``-prefixed coroutines,
@@ -268,6 +283,7 @@ class FactlogSaver(BaseCheckpointSaver):
         serde: Optional[SerializerProtocol] = None,
         durability: Optional[str] = None,
         threads_cached: int = 256,
+        value_cache_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         super().__init__(serde=serde)
         if (path is None) == (store is None):
@@ -279,6 +295,8 @@ class FactlogSaver(BaseCheckpointSaver):
             )
         if threads_cached < 1:
             raise ValueError(f"threads_cached must be at least 1, not {threads_cached}")
+        if value_cache_bytes < 0:
+            raise ValueError(f"value_cache_bytes must be 0 or more, not {value_cache_bytes}")
         self._owns_store = store is None
         self.store: _native.Store = _native.Store(path) if store is None else store
         """The factlog store the saver writes to."""
@@ -287,6 +305,9 @@ class FactlogSaver(BaseCheckpointSaver):
         self._threads_cached = threads_cached
         self._threads: "OrderedDict[str, _Thread]" = OrderedDict()
         self._threads_lock = threading.Lock()
+        self._cache = _values.ValueCache(value_cache_bytes)
+        # LangGraph's own serializer reads a JSON value kept as structure as itself.
+        self._direct = type(self.serde) is JsonPlusSerializer
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -295,6 +316,7 @@ class FactlogSaver(BaseCheckpointSaver):
         indexes. Idempotent."""
         with self._threads_lock:
             self._threads.clear()
+        self._cache.clear()
         if self._owns_store:
             self.store.close()
 
@@ -376,9 +398,17 @@ class FactlogSaver(BaseCheckpointSaver):
     ) -> None:
         ns, checkpoint_id = where
         entry = thread.checkpoints.setdefault(ns, {}).setdefault(checkpoint_id, _Checkpoint())
-        metadata = self.serde.loads_typed(_unblob(value["metadata"]))
+        if "channel_values" in value:
+            # The Node package's record: the checkpoint without its channel values, which are
+            # beside it. Never read as a checkpoint of this saver's shape.
+            raise CorruptEvent(_values.FOREIGN)
+        if typed:
+            # This saver's own append: the value may be the caller's object; decode a copy.
+            metadata = self.serde.loads_typed(_values.typed_of(value["metadata"]))
+        else:
+            metadata, _ = _values.load(self.serde, value["metadata"], self._direct)
         entry.versions.append((seq, value.get("parent_checkpoint_id"), metadata))
-        entry.typed = typed[0] if typed else _unblob(value["checkpoint"])
+        entry.typed = typed[0] if typed else _values.typed_of(value["checkpoint"])
         newest = thread.newest.get(ns)
         if newest is None or checkpoint_id >= newest:
             if newest is not None and newest != checkpoint_id:
@@ -403,15 +433,20 @@ class FactlogSaver(BaseCheckpointSaver):
                 seq,
                 write["channel"],
                 value.get("task_path", ""),
-                (typed[position] if typed else _unblob(write)) if keep_bytes else None,
+                (typed[position] if typed else _values.typed_of(write)) if keep_bytes else None,
             )
 
     def _forget_bytes(self, thread: _Thread, ns: str, checkpoint_id: str) -> None:
+        """Moves the bytes the index keeps of a checkpoint and its writes (once the newest of
+        its namespace) to the value cache."""
         entry = thread.checkpoints.get(ns, {}).get(checkpoint_id)
-        if entry is not None:
+        if entry is not None and entry.typed is not None:
+            self._cache.put((entry.seq,), entry.typed)
             entry.typed = None
-        for write in thread.writes.get((ns, checkpoint_id), {}).values():
-            write.typed = None
+        for (task_id, idx), write in thread.writes.get((ns, checkpoint_id), {}).items():
+            if write.typed is not None:
+                self._cache.put((write.seq, task_id, idx), write.typed)
+                write.typed = None
 
     def _remove_checkpoints(self, thread: _Thread, through: Optional[int], seqs: Set[int]) -> None:
         for ns in list(thread.checkpoints):
@@ -480,6 +515,35 @@ class FactlogSaver(BaseCheckpointSaver):
             self._apply(thread, first + offset, event, typed)
         thread.revision = reply["revision"]
 
+    def _append_values(
+        self,
+        thread: _Thread,
+        event: Callable[[_Encode], Dict[str, Any]],
+        durability: str,
+        typed: List[Tuple[str, bytes]],
+    ) -> None:
+        """Appends the event ``event(encode)`` builds, its serialized values kept as
+        structure where they come back byte for byte (``_langgraph_values``), as
+        :meth:`_append` does; the caller holds ``thread.lock``. When the store refuses that
+        event (a structure it has no JSON form for, such as a non-finite float or a depth
+        past its limit, or a body that outgrew its limit as structure), it appends the event
+        with every value in base64 instead, the form it takes whatever the value."""
+        structured = False
+
+        def encode(obj: Any, serialized: Tuple[str, bytes]) -> Dict[str, Any]:
+            nonlocal structured
+            value = _values.stored(obj, serialized)
+            structured = structured or _values.is_structure(value)
+            return value
+
+        first = event(encode)
+        try:
+            self._append(thread, [first], durability, typed)
+        except (InvalidEvent, LimitExceeded):
+            if not structured:
+                raise
+            self._append(thread, [event(_in_base64)], durability, typed)
+
     # ----------------------------------------------------------------- reads
 
     def _read_values(self, thread: _Thread, seqs: Iterable[int]) -> Dict[int, Dict[str, Any]]:
@@ -502,32 +566,38 @@ class FactlogSaver(BaseCheckpointSaver):
         self, thread: _Thread, keys: List[Tuple[str, str]], config: Optional[RunnableConfig]
     ) -> List[CheckpointTuple]:
         """The checkpoint tuples of ``keys`` (namespace, id) of a caught-up thread, in order,
-        reading the bytes the index does not hold in one pass over the log."""
+        reading what neither the index nor the value cache holds in one pass over the log."""
+        # What the value cache holds, taken out once (another thread may evict it meanwhile).
+        cached: Dict[Tuple[Any, ...], Tuple[str, bytes]] = {}
         missing: Set[int] = set()
+
+        def look_up(typed: Optional[Tuple[str, bytes]], key: Tuple[Any, ...]) -> None:
+            if typed is None:
+                typed = self._cache.get(key)
+                if typed is None:
+                    missing.add(key[0])
+                else:
+                    cached[key] = typed
+
         for ns, checkpoint_id in keys:
             entry = thread.checkpoints[ns][checkpoint_id]
-            if entry.typed is None:
-                missing.add(entry.seq)
-            for write in thread.writes.get((ns, checkpoint_id), {}).values():
-                if write.typed is None:
-                    missing.add(write.seq)
+            look_up(entry.typed, (entry.seq,))
+            for (task_id, idx), write in thread.writes.get((ns, checkpoint_id), {}).items():
+                look_up(write.typed, (write.seq, task_id, idx))
         values = self._read_values(thread, missing)
         result = []
         for ns, checkpoint_id in keys:
             entry = thread.checkpoints[ns][checkpoint_id]
-            typed = entry.typed
-            if typed is None:
-                typed = _unblob(values[entry.seq]["checkpoint"])
+            checkpoint = self._value(entry.typed, (entry.seq,), cached, values, None)
             stored = thread.writes.get((ns, checkpoint_id), {})
             ordered = sorted(
                 stored.items(), key=lambda kv: writes_sort_key(kv[1].task_path, *kv[0])
             )
             pending = []
             for (task_id, idx), write in ordered:
-                write_typed = write.typed
-                if write_typed is None:
-                    write_typed = self._write_from(values[write.seq], task_id, idx)
-                pending.append((task_id, write.channel, self.serde.loads_typed(write_typed)))
+                key = (write.seq, task_id, idx)
+                value = self._value(write.typed, key, cached, values, write.seq)
+                pending.append((task_id, write.channel, value))
             result.append(
                 CheckpointTuple(
                     config=config
@@ -539,7 +609,7 @@ class FactlogSaver(BaseCheckpointSaver):
                             "checkpoint_id": checkpoint_id,
                         }
                     },
-                    checkpoint=self.serde.loads_typed(typed),
+                    checkpoint=checkpoint,
                     metadata=entry.metadata,
                     parent_config=(
                         {
@@ -557,12 +627,35 @@ class FactlogSaver(BaseCheckpointSaver):
             )
         return result
 
+    def _value(
+        self,
+        typed: Optional[Tuple[str, bytes]],
+        key: Tuple[Any, ...],
+        cached: Dict[Tuple[Any, ...], Tuple[str, bytes]],
+        values: Dict[int, Dict[str, Any]],
+        writes_seq: Optional[int],
+    ) -> Any:
+        """The object of a checkpoint (``writes_seq`` ``None``) or of a write at ``key``: from
+        the bytes the index keeps, else those taken from the value cache, else the record just
+        read from the log (whose bytes then go to the cache)."""
+        if typed is None:
+            typed = cached.get(key)
+        if typed is not None:
+            return self.serde.loads_typed(typed)
+        if writes_seq is None:
+            stored = values[key[0]]["checkpoint"]
+        else:
+            stored = self._write_from(values[writes_seq], key[1], key[2])
+        value, typed = _values.load(self.serde, stored, self._direct)
+        self._cache.put(key, typed)
+        return value
+
     @staticmethod
-    def _write_from(value: Dict[str, Any], task_id: str, idx: int) -> Tuple[str, bytes]:
+    def _write_from(value: Dict[str, Any], task_id: str, idx: int) -> Dict[str, Any]:
         if value["task_id"] == task_id:
             for write in value["writes"]:
                 if write["idx"] == idx:
-                    return _unblob(write)
+                    return write
         raise LookupError(f"write ({task_id!r}, {idx}) is not in its event")
 
     def get_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
@@ -678,23 +771,27 @@ class FactlogSaver(BaseCheckpointSaver):
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         typed = self.serde.dumps_typed(checkpoint)
-        value = {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": checkpoint["id"],
-            "parent_checkpoint_id": configurable.get("checkpoint_id"),
-            "checkpoint": _blob(typed),
-            "metadata": _blob(self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
-        }
-        event = {
-            "type": "record/put",
-            "kind": CHECKPOINT_KIND,
-            "key": checkpoint["id"],
-            "value": value,
-        }
+        full_metadata = get_checkpoint_metadata(config, metadata)
+        metadata_typed = self.serde.dumps_typed(full_metadata)
+
+        def event(encode: _Encode) -> Dict[str, Any]:
+            return {
+                "type": "record/put",
+                "kind": CHECKPOINT_KIND,
+                "key": checkpoint["id"],
+                "value": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint["id"],
+                    "parent_checkpoint_id": configurable.get("checkpoint_id"),
+                    "checkpoint": encode(checkpoint, typed),
+                    "metadata": encode(full_metadata, metadata_typed),
+                },
+            }
+
         thread = self._thread(thread_id)
         with thread.lock:
-            self._append(thread, [event], self._tier(config), [typed])
+            self._append_values(thread, event, self._tier(config), [typed])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -728,24 +825,26 @@ class FactlogSaver(BaseCheckpointSaver):
             if not fresh:
                 return
             typed = [self.serde.dumps_typed(v) for _, _, v in fresh]
-            value = {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-                "task_id": task_id,
-                "task_path": task_path,
-                "writes": [
-                    {"idx": idx, "channel": channel, **_blob(t)}
-                    for (idx, channel, _), t in zip(fresh, typed)
-                ],
-            }
-            event = {
-                "type": "record/put",
-                "kind": WRITES_KIND,
-                "key": checkpoint_id,
-                "value": value,
-            }
-            self._append(thread, [event], self._tier(config), typed)
+
+            def event(encode: _Encode) -> Dict[str, Any]:
+                return {
+                    "type": "record/put",
+                    "kind": WRITES_KIND,
+                    "key": checkpoint_id,
+                    "value": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": ns,
+                        "checkpoint_id": checkpoint_id,
+                        "task_id": task_id,
+                        "task_path": task_path,
+                        "writes": [
+                            {"idx": idx, "channel": channel, **encode(v, t)}
+                            for (idx, channel, v), t in zip(fresh, typed)
+                        ],
+                    },
+                }
+
+            self._append_values(thread, event, self._tier(config), typed)
 
     def _remove(
         self,
@@ -857,8 +956,8 @@ class FactlogSaver(BaseCheckpointSaver):
             seq = event["seq"]
             if seq in kinds:
                 value = dict(event["value"], thread_id=target_id)
-                size = len(value.get("checkpoint", {}).get("base64", ""))
-                size += sum(len(w["base64"]) for w in value.get("writes", ()))
+                size = _values.size_of(value.get("checkpoint"))
+                size += sum(_values.size_of(w) for w in value.get("writes", ()))
                 if batch and (
                     len(batch) >= _COPY_BATCH_EVENTS_MAX
                     or batch_bytes + size > _COPY_BATCH_BYTES_MAX

@@ -31,15 +31,15 @@ use factlog::client::served::Held;
 use factlog::harness::TaskId;
 use factlog::harness::request_key as key;
 use factlog::protocol::op::Op;
-use factlog::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_TASK};
 use factlog::protocol::{self, Reply, Request, views};
+use factlog::replica::{ReplicateOptions, Replication};
 use factlog::server::{ServeOptions, Server};
 use factlog::{AppendOptions, Durability, StoreOptions};
 use parking_lot::{Mutex, RwLock};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
 
 use crate::convert::{object_from_py, object_to_py, value_to_py};
@@ -62,8 +62,9 @@ struct Open {
 
 /// Where a [`Store`]'s calls go.
 enum Backend {
-    /// The store, open in this process, and its server while it is shared.
-    Local { server: Option<Server>, store: factlog::Store },
+    /// The store, open in this process, its server while it is shared, and its replication
+    /// while it replicates (`replicate_to`).
+    Local { server: Option<Server>, replication: Option<Replication>, store: factlog::Store },
     /// A client of the store another process serves.
     Remote(Arc<Remote>),
 }
@@ -100,18 +101,11 @@ fn to_py_err(error: &factlog::Error) -> PyErr {
 }
 
 /// What a durability must be, as the protocol says it.
-const DURABILITY_NAMES: &str = "\"durability\" must be \"buffered\", \"flushed\" or \"synced\"";
+const DURABILITY_NAMES: &str =
+    "\"durability\" must be \"buffered\", \"flushed\", \"synced\" or \"replicated\"";
 
 fn durability_from_py(durability: Option<&str>) -> PyResult<Option<Durability>> {
-    match durability {
-        None => Ok(None),
-        Some("buffered") => Ok(Some(Durability::Buffered)),
-        Some("flushed") => Ok(Some(Durability::Flushed)),
-        Some("synced") => Ok(Some(Durability::Synced)),
-        Some(_) => {
-            Err(PyValueError::new_err("durability must be \"buffered\", \"flushed\" or \"synced\""))
-        }
-    }
+    durability.map(str::parse::<Durability>).transpose().map_err(PyValueError::new_err)
 }
 
 /// The reply of an append as a dict, or the exception of an error reply.
@@ -214,6 +208,7 @@ impl Store {
         share = false,
         allow_group = None,
         clients_max = None,
+        replicate_to = None,
     ))]
     #[expect(clippy::too_many_arguments, reason = "the keyword arguments of factlog.Store")]
     fn new(
@@ -226,6 +221,7 @@ impl Store {
         share: bool,
         allow_group: Option<u32>,
         clients_max: Option<usize>,
+        replicate_to: Option<String>,
     ) -> PyResult<Store> {
         if !share && (allow_group.is_some() || clients_max.is_some()) {
             return Err(PyValueError::new_err(
@@ -252,6 +248,16 @@ impl Store {
             Ok(store) => store,
             Err(error) => {
                 return match factlog::client::served::held_by_another(&path, &error) {
+                    Some(Held::Served { .. }) if replicate_to.is_some() => {
+                        let message = format!(
+                            "cannot replicate {}: {error}; the process holding it serves it, \
+                             and replicates it if it was started so (factlog serve \
+                             --replicate-to, replicate_to= there): open it without \
+                             replicate_to to connect to it",
+                            path.display()
+                        );
+                        Err(locked_err(py, &error, message))
+                    }
                     Some(Held::Served { .. }) if !share => {
                         Store::connect_to(py, path, Some(&error), holder, None)
                     }
@@ -273,6 +279,23 @@ impl Store {
                 };
             }
         };
+        // Started before serving, so a client's replicated append never finds it missing.
+        let replication = match &replicate_to {
+            None => None,
+            Some(url) => {
+                let started = py.detach(|| {
+                    factlog::replica::remote::open(url)
+                        .and_then(|remote| store.replicate(remote, ReplicateOptions::new()))
+                });
+                match started {
+                    Ok(replication) => Some(replication),
+                    Err(error) => {
+                        let _ = py.detach(|| store.close());
+                        return Err(errors::from_error(py, &error));
+                    }
+                }
+            }
+        };
         let server = if share {
             let mut serve = ServeOptions::new().allow_group(allow_group);
             if let Some(clients) = clients_max {
@@ -281,14 +304,19 @@ impl Store {
             match store.serve(serve) {
                 Ok(server) => Some(server),
                 Err(error) => {
-                    let _ = py.detach(|| store.close());
+                    let _ = py.detach(|| {
+                        if let Some(replication) = replication {
+                            let _ = replication.stop();
+                        }
+                        store.close()
+                    });
                     return Err(errors::from_error(py, &error));
                 }
             }
         } else {
             None
         };
-        Ok(Store::with_backend(path, Backend::Local { server, store }))
+        Ok(Store::with_backend(path, Backend::Local { server, replication, store }))
     }
 
     /// Connects to the store another process serves from `path`; see `__init__.pyi`.
@@ -331,14 +359,7 @@ impl Store {
     #[getter]
     fn open_report<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let report = match &self.inner.lock().backend {
-            Some(Backend::Local { store, .. }) => {
-                let report = store.open_report();
-                let mut value = report.log.to_json();
-                value["snapshot_seq"] = report.snapshot.as_ref().map(|m| m.covered_seq.0).into();
-                value["replayed_events"] = report.replayed_events.into();
-                value["tasks"] = report.tasks.into();
-                value
-            }
+            Some(Backend::Local { store, .. }) => store.open_report().to_json(),
             _ => return Ok(None),
         };
         convert::value_to_py(py, &report).map(Some)
@@ -444,13 +465,17 @@ impl Store {
                     remote::to_py_err(py, remote::Failed::Client(error), None, false)
                 })
             }
-            Some(Backend::Local { server, store }) => {
+            Some(Backend::Local { server, replication, store }) => {
                 let stopped = match server {
                     Some(server) => py.detach(|| server.stop()),
                     None => Ok(()),
                 };
+                let replicated = match replication {
+                    Some(replication) => py.detach(|| replication.stop().map(|_| ())),
+                    None => Ok(()),
+                };
                 let closed = py.detach(|| store.close());
-                stopped.and(closed).map_err(|error| errors::from_error(py, &error))
+                stopped.and(replicated).and(closed).map_err(|error| errors::from_error(py, &error))
             }
         }
     }
@@ -522,16 +547,7 @@ impl Task {
     ) -> Result<Map<String, Value>, Reply> {
         let mut object: Map<String, Value> = object_from_py(event.as_any())
             .map_err(|error| refusal(&error.value(event.py()).to_string()))?;
-        let mut set = |key: &str, value: Value| {
-            protocol::set_envelope_key(&mut object, key, value).map_err(|r| r.into_reply())
-        };
-        set(KEY_TASK, Value::from(self.id.as_str()))?;
-        if let Some(revision) = expected_revision {
-            set(KEY_EXPECTED_REVISION, Value::from(revision))?;
-        }
-        if let Some(durability) = durability {
-            set(KEY_DURABILITY, Value::from(durability))?;
-        }
+        protocol::set_envelope(&mut object, &self.id, expected_revision, durability)?;
         Ok(object)
     }
 
@@ -620,6 +636,61 @@ impl Task {
         }
     }
 
+    /// Appends streamed `assistant/delta` fragments in order, each as `delta` appends one,
+    /// in one call; returns the seq of the last (None when empty or through a served store).
+    fn deltas(&self, py: Python<'_>, texts: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        // A list or tuple is read in place; any other iterable is collected first, so that no
+        // Python code (a generator's) runs while the slot's lock is held.
+        if texts.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "deltas takes a list of str fragments (for one fragment, call delta)",
+            ));
+        }
+        let collected;
+        let items = if let Ok(list) = texts.cast::<PyList>() {
+            list.as_sequence().clone()
+        } else if let Ok(tuple) = texts.cast::<PyTuple>() {
+            tuple.as_sequence().clone()
+        } else {
+            collected = PyList::new(py, texts.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+            collected.as_sequence().clone()
+        };
+        let count = items.len()?;
+        let guard = self.slot.task.read();
+        match &*guard {
+            None => Err(errors::closed()),
+            Some(Handle::Local(task, _)) => {
+                let mut last = None;
+                for index in 0..count {
+                    let text: PyBackedStr = items.get_item(index)?.extract()?;
+                    match task.delta(&text) {
+                        Ok(seq) => last = Some(seq.0),
+                        Err(error) => {
+                            drop(guard);
+                            return Err(to_py_err(&error));
+                        }
+                    }
+                }
+                Ok(last)
+            }
+            Some(Handle::Remote(remote)) => {
+                let remote = Arc::clone(remote);
+                drop(guard);
+                let texts = (0..count)
+                    .map(|index| items.get_item(index)?.extract::<PyBackedStr>())
+                    .collect::<PyResult<Vec<_>>>()?;
+                remote
+                    .call(py, |client| {
+                        texts
+                            .iter()
+                            .try_for_each(|text| remote::client_delta(client, &self.id, text))
+                    })
+                    .map(|()| None)
+                    .map_err(|failed| self.remote_err(py, failed, false))
+            }
+        }
+    }
+
     /// Appends one event given as a dict of the protocol's shape; returns the reply dict.
     #[pyo3(signature = (event, *, expected_revision = None, durability = None))]
     fn append(
@@ -663,10 +734,12 @@ impl Task {
     ) -> PyResult<Py<PyAny>> {
         let handle = self.handle()?;
         // A bad durability is refused as the protocol refuses it: an invalid event.
-        let Ok(durability) = durability_from_py(durability.as_deref()) else {
+        let replicated = durability.as_deref() == Some("replicated");
+        let durability = if replicated { Some("synced") } else { durability.as_deref() };
+        let Ok(durability) = durability_from_py(durability) else {
             return reply_to_py(py, refusal(DURABILITY_NAMES));
         };
-        let options = AppendOptions { expected_revision, durability, replicated: false };
+        let options = AppendOptions { expected_revision, durability, replicated };
         match handle {
             Handle::Local(task, _) => {
                 let mut requests = Vec::new();
@@ -750,6 +823,21 @@ fn request_key(task: &str, operation: &str, revision: u64) -> String {
     key::derive(&TaskId(task.to_owned()), operation, revision).to_string()
 }
 
+/// Nanoseconds `count` calls of the library's `factlog::Task::delta(text)` take on `task`,
+/// called from Rust in one loop: the benchmark's measure of the library beside `Task.delta`
+/// called from Python on the same store in the same run (`python/bench/delta.py`). Not API.
+#[pyfunction]
+fn _delta_loop_ns(task: &Task, text: &str, count: u64) -> PyResult<u64> {
+    let Handle::Local(task, _) = task.handle()? else {
+        return Err(PyValueError::new_err("the delta loop times an embedded store's task"));
+    };
+    let start = std::time::Instant::now();
+    for _ in 0..count {
+        task.delta(text).map_err(|error| to_py_err(&error))?;
+    }
+    Ok(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// The protocol version the binding speaks.
 const PROTOCOL_VERSION: u32 = protocol::PROTOCOL_VERSION;
 
@@ -759,6 +847,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Task>()?;
     module.add_class::<Events>()?;
     module.add_function(wrap_pyfunction!(request_key, module)?)?;
+    module.add_function(wrap_pyfunction!(_delta_loop_ns, module)?)?;
     module.add("PROTOCOL_VERSION", PROTOCOL_VERSION)?;
     module.add("ERROR_CODES", protocol::reply::ERROR_CODES.to_vec())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -17,7 +17,6 @@ use factlog::harness::TaskState;
 use factlog::protocol::reply::error_object;
 use factlog::protocol::request::KEY_ID;
 use factlog::protocol::views;
-use factlog::{Error, ErrorKind};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use serde_json::{Map, Value};
@@ -122,43 +121,7 @@ pub fn to_py_err(py: Python<'_>, failed: Failed, task: Option<&str>, own_id: boo
         Failed::Closed => return errors::closed(),
         Failed::Client(error) => error,
     };
-    let reply = match error {
-        ClientError::Refused { mut reply, .. } => {
-            if !own_id {
-                reply.shift_remove(KEY_ID);
-            }
-            reply
-        }
-        ClientError::StaleRevision { expected, actual } => factlog::protocol::error_reply(
-            &Error::from(ErrorKind::StaleRevision {
-                task: task.unwrap_or_default().to_owned(),
-                expected,
-                actual,
-            }),
-            None,
-        ),
-        // A pipelined fragment refused before the request that returned it: a class of its
-        // own (the request itself ran: a caller must not take it for that request's refusal),
-        // with the fragment's reply as `refused` and the request's as `request_reply`.
-        ClientError::PipelinedRefused { ref reply, ref request_reply, .. } => {
-            let mut object = error_object(None, "PIPELINED_REFUSED", &error.to_string());
-            object.insert("refused".to_owned(), Value::Object((**reply).clone()));
-            object.insert("request_reply".to_owned(), Value::Object((**request_reply).clone()));
-            object
-        }
-        // A server of another protocol version is not damage of this store.
-        ClientError::Handshake { code, message } if code == "UNSUPPORTED_VERSION" => {
-            error_object(None, "BAD_REPLY", &message)
-        }
-        ClientError::Handshake { code, message } => error_object(None, &code, &message),
-        ClientError::Connect { .. } => error_object(None, "NOT_SERVED", &error.to_string()),
-        ClientError::Disconnected { .. } => error_object(None, "DISCONNECTED", &error.to_string()),
-        ClientError::Protocol { .. } => error_object(None, "BAD_REPLY", &error.to_string()),
-        ClientError::TimedOut { .. } => error_object(None, "TIMED_OUT", &error.to_string()),
-        // A variant added to the client later: its message, under the base class.
-        _ => error_object(None, "ERROR", &error.to_string()),
-    };
-    errors::from_reply(py, &reply)
+    errors::from_reply(py, &error.into_reply(task, own_id))
 }
 
 /// The `Unsupported` exception of a call the socket has no request for.

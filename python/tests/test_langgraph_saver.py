@@ -1,4 +1,5 @@
-"""`factlog.langgraph.FactlogSaver` as LangGraph uses it: put/get/list round trips, real
+"""`factlog.langgraph.FactlogSaver` as LangGraph uses it: put/get/list round trips, how values
+are kept in its records (structure or base64) and come back, real
 `StateGraph`s (sync and async) that resume from their checkpoints after the store is reopened,
 an interrupt resumed in a new process's saver, deletions and prunes that survive a reopen, a
 child killed with SIGKILL that keeps every acknowledged checkpoint, savers sharing a store,
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import math
 import multiprocessing
 import operator
 import os
@@ -28,6 +30,7 @@ import pytest
 pytest.importorskip("langgraph.checkpoint.base")
 pytest.importorskip("langgraph.graph")
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.serde.types import INTERRUPT  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
@@ -35,6 +38,7 @@ from langgraph.types import Command, interrupt  # noqa: E402
 from typing_extensions import TypedDict  # noqa: E402
 
 import factlog  # noqa: E402
+from factlog import _langgraph_values as values  # noqa: E402
 from factlog.langgraph import (  # noqa: E402
     CHECKPOINT_KIND,
     TASK_DIGEST_PREFIX,
@@ -158,10 +162,38 @@ def test_the_events_are_record_puts_of_the_documented_shape(path):
         "checkpoint",
         "metadata",
     ]
-    assert set(value["checkpoint"]) == {"type", "base64"}
+    # Plain data is kept as structure (the msgpack of it is what the serializer wrote).
+    assert value["checkpoint"]["type"] == "msgpack"
+    assert value["checkpoint"]["value"]["id"] == checkpoint_id
+    assert value["checkpoint"]["value"]["channel_values"] == {"step": 0}
+    assert value["metadata"]["value"] == {"source": "loop", "step": 0}
     writes = events[1]["value"]
     assert (writes["task_id"], writes["task_path"]) == ("task-1", "p:1")
-    assert [(w["idx"], w["channel"]) for w in writes["writes"]] == [(0, "ch")]
+    assert writes["writes"] == [{"idx": 0, "channel": "ch", "type": "msgpack", "value": "v"}]
+
+
+def test_a_record_of_another_languages_saver_is_refused_not_guessed(path):
+    # The shape LangGraph.js's factlog saver writes: serialized values kept as structure.
+    node_value = {"type": "json", "value": {"v": 4, "id": "c1", "channel_values": {}}}
+    with factlog.Store(path) as store:
+        store.task(task_id_for("t1")).append(
+            {
+                "type": "record/put",
+                "kind": CHECKPOINT_KIND,
+                "key": "c1",
+                "value": {
+                    "thread_id": "t1",
+                    "checkpoint_ns": "",
+                    "checkpoint_id": "c1",
+                    "parent_checkpoint_id": None,
+                    "checkpoint": node_value,
+                    "metadata": {"type": "json", "value": {"step": 0}},
+                },
+            }
+        )
+    with FactlogSaver(path) as saver:
+        with pytest.raises(factlog.CorruptEvent, match="Node package's FactlogSaver"):
+            saver.get_tuple(config("t1"))
 
 
 def test_task_ids_for_long_thread_ids_are_digests():
@@ -322,9 +354,10 @@ def test_a_prune_past_the_seqs_one_removal_may_name_is_split(path):
         assert [len(e["seqs"]) for e in removals] == [4096, 3]
 
 
-# 4 MiB: over the body limit of an event. 13 MiB: its base64 also makes the request line of a
-# client longer than a served store reads (16 MiB), which the client refuses before sending,
-# so the connection goes on as an embedded store does.
+# 4 MiB: over the body limit of an event, as structure and in base64. 13 MiB: refused as
+# structure, and in base64 (the saver's second try) it makes the request line of a client
+# longer than a served store reads (16 MiB), which the client refuses before sending, so the
+# connection goes on as an embedded store does.
 @pytest.mark.parametrize("mib", [4, 13])
 def test_a_checkpoint_over_the_body_limit_is_refused_and_nothing_changes(path, mib):
     with FactlogSaver(path) as saver:
@@ -434,6 +467,8 @@ def test_constructor_refuses_bad_arguments(path):
             FactlogSaver(store=store, durability="sync")
         with pytest.raises(ValueError):
             FactlogSaver(store=store).prune(["t"], strategy="everything")
+        with pytest.raises(ValueError, match="value_cache_bytes"):
+            FactlogSaver(store=store, value_cache_bytes=-1)
 
 
 def child_puts(path: str, durability: Any, acks) -> None:
@@ -573,3 +608,199 @@ def test_the_readme_langgraph_example_runs(tmp_path, monkeypatch):
             {"__name__": "readme"},
         )
     assert out.getvalue() == "['hello', 'hello, 1 so far', 'again', 'again, 3 so far']\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# How the saver keeps serialized values in its records (factlog/_langgraph_values.py): plain
+# data as JSON structure, LangChain messages as structure with their msgpack extensions, and
+# everything that would not come back byte for byte (bytes, non-string keys, non-finite floats,
+# `$secret`, the reserved key, nesting past the store's depth) in base64; every value comes
+# back equal, from the saver's index, its value cache and the log. A record of another shape
+# (the Node package's saver's, or a damaged one) is refused with `CorruptEvent`.
+
+
+def deep(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+# (channel, value, the form the checkpoint holding it takes, the form the write of it takes):
+# "value" (structure), "ext" (structure with extensions) or "base64". A value the store
+# refuses as structure (a non-finite float, nesting past its limit, bytes inside) makes its
+# event fall back to base64 whole, the metadata beside it too.
+CASES = [
+    ("text", "héllo 🦀 \u2028 \x00", "value", "value"),
+    ("plain", {"messages": [{"role": "user", "content": "hi"}], "n": [1, -2, 3.5, 2**64 - 1]},
+     "value", "value"),
+    ("float", 1.0, "value", "value"),
+    ("none", None, "value", "base64"),  # LangGraph's serializer gives ("null", b"")
+    ("bytes", b"\x00\xff raw", "base64 whole", "base64"),
+    ("binary inside", {"blob": b"\x01\x02"}, "base64 whole", "base64 whole"),
+    ("int keys", {1: "one", 2: "two"}, "base64", "base64"),
+    ("nan", float("nan"), "base64 whole", "base64 whole"),
+    ("infinity", {"x": [float("inf")]}, "base64 whole", "base64 whole"),
+    ("secret", {"key": {"$secret": "sk"}}, "base64", "base64"),
+    ("reserved", {"$msgpack_ext": [1, "x"]}, "base64", "base64"),
+    ("deep", deep(200), "base64 whole", "base64 whole"),  # past the store's nesting limit
+    ("messages", [HumanMessage("hi", id="h1"), AIMessage("yo", id="a1")], "ext", "ext"),
+    ("tool", {"m": ToolMessage("42", tool_call_id="c1"), "tuple": (1, "a")}, "ext", "ext"),
+]
+
+
+def form(stored: Dict[str, Any]) -> str:
+    if "base64" in stored:
+        return "base64"
+    assert stored["type"] == "msgpack"
+    assert set(stored) - {"idx", "channel"} <= {"type", "value", "ext"}
+    return "ext" if stored.get("ext") is True else "value"
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def expected(saver: FactlogSaver, value: Any) -> Any:
+    """What the serializer gives back for `value` (tuples become lists, ...)."""
+    return saver.serde.loads_typed(saver.serde.dumps_typed(value))
+
+
+@pytest.mark.parametrize("channel,value,in_checkpoint,in_write", CASES, ids=[c[0] for c in CASES])
+def test_each_value_is_kept_in_its_form_and_comes_back(
+    store_path, channel, value, in_checkpoint, in_write
+):
+    with FactlogSaver(store_path) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {channel: value}
+        saved = saver.put(config("t1"), checkpoint, {"source": "input", "step": -1}, {})
+        saver.put_writes(saved, [(channel, value)], "task-1")
+        # The newest checkpoint of a thread is read from the saver's index.
+        got = saver.get_tuple(config("t1"))
+        want = expected(saver, value)
+        assert same(got.checkpoint["channel_values"][channel], want)
+        assert same(got.pending_writes[0][2], want)
+        events = list(saver.store.events(task=task_id_for("t1")))
+    assert form(events[0]["value"]["checkpoint"]) == in_checkpoint.split()[0]
+    assert form(events[1]["value"]["writes"][0]) == in_write.split()[0]
+    metadata = "base64" if in_checkpoint == "base64 whole" else "value"
+    assert form(events[0]["value"]["metadata"]) == metadata
+    # Reopened: folded and read back from the log.
+    with FactlogSaver(store_path) as saver:
+        got = saver.get_tuple(config("t1", checkpoint_id=checkpoint["id"]))
+        assert same(got.checkpoint["channel_values"][channel], want)
+        assert same(got.pending_writes[0][2], want)
+        assert got.metadata == {"source": "input", "step": -1}
+
+
+def test_plain_data_is_stored_as_itself(path):
+    with FactlogSaver(path) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [{"role": "user", "content": "hi"}]}
+        saver.put(config("t1"), checkpoint, {"source": "input", "step": -1}, {})
+        [event] = list(saver.store.events())
+    stored = event["value"]["checkpoint"]
+    assert stored["type"] == "msgpack" and "ext" not in stored
+    assert stored["value"]["channel_values"] == {"messages": [{"role": "user", "content": "hi"}]}
+    assert stored["value"]["id"] == checkpoint["id"]
+    assert event["value"]["metadata"]["value"]["source"] == "input"
+
+
+def test_a_message_is_an_extension_object_in_the_structure(path):
+    with FactlogSaver(path) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [AIMessage("yo", id="a1")]}
+        saver.put(config("t1"), checkpoint, {}, {})
+        [event] = list(saver.store.events())
+    stored = event["value"]["checkpoint"]
+    assert stored["ext"] is True
+    [message] = stored["value"]["channel_values"]["messages"]
+    code, payload = message[values.EXT_KEY]
+    assert isinstance(code, int) and "AIMessage" in payload and "yo" in str(payload)
+
+
+def test_the_value_cache_changes_no_answer(store_path):
+    # Checkpoints and writes read from the index, the cache or the log give the same tuples:
+    # no cache, one that holds a few values (evicting as it goes), and the default.
+    with FactlogSaver(store_path) as saver:
+        parent = config("t1")
+        for step in range(12):
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"messages": [AIMessage(f"m{step}", id=f"a{step}")],
+                                            "n": step}
+            parent = saver.put(parent, checkpoint, {"step": step}, {})
+            saver.put_writes(parent, [("n", step), ("blob", bytes([step]))], f"task-{step}")
+    answers = []
+    for cache_bytes in (0, 2_000, 32 * 1024 * 1024):
+        with FactlogSaver(store_path, value_cache_bytes=cache_bytes) as saver:
+            listed = list(saver.list(config("t1")))
+            ids = [t.checkpoint["id"] for t in listed]
+            by_id = [saver.get_tuple(config("t1", checkpoint_id=i)) for i in ids + ids[::-1]]
+            again = list(saver.list(config("t1"), limit=5))
+            answers.append(
+                [(t.checkpoint, t.metadata, t.pending_writes) for t in listed + by_id + again]
+            )
+    assert len(answers[0]) == 12 + 24 + 5
+    assert answers[0] == answers[1] == answers[2]
+
+
+def test_structure_is_subject_to_the_stores_secret_rules(tmp_path):
+    # Kept as structure, a checkpoint is a body like any other: a credential-shaped string in
+    # it is refused when the store is told to refuse them.
+    store = factlog.Store(str(tmp_path / "s"), refuse_unmarked_secrets=True)
+    with FactlogSaver(store=store) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"note": "key AKIAIOSFODNN7EXAMPLE"}
+        with pytest.raises(factlog.UnmarkedSecret):
+            saver.put(config("t1"), checkpoint, {}, {})
+        saver.store.close()
+
+
+def record(checkpoint: Dict[str, Any], metadata: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
+    return {
+        "type": "record/put",
+        "kind": CHECKPOINT_KIND,
+        "key": "c1",
+        "value": {
+            "thread_id": "t1",
+            "checkpoint_ns": "",
+            "checkpoint_id": "c1",
+            "parent_checkpoint_id": None,
+            "checkpoint": checkpoint,
+            "metadata": metadata,
+            **extra,
+        },
+    }
+
+
+NODE_METADATA = {"type": "json", "value": {"step": 0}}
+METADATA = {"type": "msgpack", "value": {"step": 0}}
+FOREIGN = {
+    # The Node package's records: its serializer's "json" values, channel values beside.
+    "node": record({"type": "json", "value": {"v": 4, "id": "c1"}}, NODE_METADATA,
+                   channel_values=[]),
+    "node json value": record({"type": "json", "value": {"v": 4, "id": "c1"}}, METADATA),
+    "node channel values": record({"type": "msgpack", "value": {"v": 4, "id": "c1"}},
+                                  METADATA, channel_values=[]),
+    # Damage.
+    "neither value nor base64": record({"type": "msgpack"}, METADATA),
+    "bad base64": record({"type": "msgpack", "base64": "not base64!"}, METADATA),
+    "bad extension": record(
+        {"type": "msgpack", "value": {values.EXT_KEY: ["not a code", 1]}, "ext": True}, METADATA
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FOREIGN))
+def test_a_record_of_another_shape_is_refused_not_guessed(path, name):
+    with factlog.Store(path) as store:
+        store.task(task_id_for("t1")).append(FOREIGN[name])
+    with FactlogSaver(path) as saver:
+        with pytest.raises(factlog.CorruptEvent):
+            saver.get_tuple(config("t1"))

@@ -26,7 +26,9 @@
 //! client.append("t1", &body, AppendOptions::expecting(revision)).expect("appended");
 //! ```
 
+pub mod answer;
 mod follow;
+mod reply;
 pub mod served;
 mod task;
 
@@ -52,8 +54,8 @@ use crate::harness::{Body, CallId, TaskState};
 use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
 use crate::protocol::delta_line;
 use crate::protocol::op::{
-    self, CheckpointReply, HistoryPage, Op, RecoverReply, RequestedDurability, RevisionReply,
-    StateReply, TasksPage,
+    self, CheckpointReply, ClientsReply, HistoryPage, Op, RecoverReply, RequestedDurability,
+    RevisionReply, StateReply, TasksPage,
 };
 use crate::protocol::reply::error_object;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
@@ -409,18 +411,27 @@ impl Client {
     /// carries that request's own reply. [`ClientError::Disconnected`] when the server went
     /// away.
     pub fn delta(&mut self, task: &str, text: &str) -> Result<(), ClientError> {
-        // The store's own checks of a fragment, so that one it would refuse is not sent.
-        let checked = crate::harness::ids::check_task_id(task)
-            .and_then(|()| crate::harness::check_delta_text(text));
-        if let Err(error) = checked {
-            return Err(local_refusal(&error));
-        }
+        Client::check_delta(task, text)?;
         delta_line::write_line(&mut self.deltas, task, text);
         self.pending += 1;
         if self.deltas.len() >= CLIENT_DELTA_BUFFER_BYTES {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// The store's own checks of a fragment, as [`Client::delta`] runs them before it buffers
+    /// one, so that a fragment the store would refuse is not sent: for a caller that queues
+    /// fragments before they reach the client.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Refused`]: `LIMIT_EXCEEDED` for a text longer than
+    /// `DELTA_TEXT_BYTES_MAX`, `INVALID_EVENT` for an invalid task id.
+    pub fn check_delta(task: &str, text: &str) -> Result<(), ClientError> {
+        crate::harness::ids::check_task_id(task)
+            .and_then(|()| crate::harness::check_delta_text(text))
+            .map_err(|error| local_refusal(&error))
     }
 
     /// Appends one event whose type is `Buffered` by default (`turn/start`, `step/start`,
@@ -649,6 +660,16 @@ impl Client {
     pub fn checkpoint(&mut self) -> Result<(PathBuf, u64), ClientError> {
         let reply: CheckpointReply = self.call(&Op::Checkpoint)?;
         Ok((PathBuf::from(reply.path), reply.covered_seq))
+    }
+
+    /// How many clients the serving process serves now (this one included) and at most.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`].
+    pub fn clients(&mut self) -> Result<(u64, u64), ClientError> {
+        let reply: ClientsReply = self.call(&Op::Clients)?;
+        Ok((reply.clients, reply.clients_max))
     }
 
     /// Runs [`crate::Store::purge`] in the serving process (with `dry_run`,

@@ -52,6 +52,9 @@ pub fn check(
     if event_type.is_recovery_only() && !by_recovery {
         return Err(invalid(event_type, "this type is written only by recovery"));
     }
+    if body.operator().is_some() {
+        check_operator_answer(task, body, event_type)?;
+    }
     let execution = &task.execution;
     match body {
         Body::TurnStart(_) => {
@@ -107,6 +110,72 @@ pub fn check(
         _ => {}
     }
     Ok(Verdict::Write)
+}
+
+/// An operator's answer (`format-spec/events.md`, "Operator answers") names who gave it, has
+/// a key the task has not taken yet, and answers what the task waits for: an unknown outcome
+/// (`tool/result`, `tool/not_run`), a pending approval (`approval/grant`, `approval/deny`), a
+/// confirmation or a pause (`control/resume`), a running turn and no pending cancel
+/// (`control/cancel`).
+fn check_operator_answer(task: &TaskState, body: &Body, event_type: EventType) -> Result<()> {
+    let operator = body.operator().expect("called for an operator's answer");
+    if operator.name.trim().is_empty() {
+        return Err(invalid(event_type, "an operator's answer names who gave it: name is empty"));
+    }
+    if operator.key.is_empty() {
+        return Err(invalid(event_type, "an operator's answer has a key: key is empty"));
+    }
+    if let Some(seq) = task.control.answers.get(&operator.key) {
+        return Err(invalid(
+            event_type,
+            format!("the answer {:?} was already recorded at seq {seq}", operator.key),
+        ));
+    }
+    let nothing = |what: String| invalid(event_type, format!("nothing to answer: {what}"));
+    match body {
+        Body::ToolResult(r) => call_awaits_answer(task, &r.call_id).map_err(nothing),
+        Body::ToolNotRun(n) => call_awaits_answer(task, &n.call_id).map_err(nothing),
+        Body::ApprovalGrant(g) => approval_awaits_answer(task, &g.approval_id).map_err(nothing),
+        Body::ApprovalDeny(d) => approval_awaits_answer(task, &d.approval_id).map_err(nothing),
+        Body::Resume(_) if !task.control.needs_confirmation && !task.control.paused => {
+            Err(nothing("the task waits for no confirmation and is not paused".to_owned()))
+        }
+        Body::Cancel(_) => match (task.execution.open_turn, task.control.pending_cancels.last()) {
+            (None, _) => Err(nothing("the task has no running turn to cancel".to_owned())),
+            (Some(_), Some(seq)) => {
+                Err(nothing(format!("a cancel is already pending (seq {seq})")))
+            }
+            (Some(_), None) => Ok(()),
+        },
+        Body::Pause(_) if task.control.paused => Err(nothing("the task is paused".to_owned())),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a person may say what happened to call `id`: only when its outcome is unknown.
+fn call_awaits_answer(task: &TaskState, id: &CallId) -> std::result::Result<(), String> {
+    match task.session.calls.get(id) {
+        None => Err(format!("the task has no call {:?}", id.0)),
+        Some(call) if call.status == CallStatus::OutcomeUnknown => Ok(()),
+        Some(call) => Err(format!(
+            "call {:?} is {}, not outcome_unknown: only an unknown outcome is answered by a person",
+            id.0,
+            call.status.as_str()
+        )),
+    }
+}
+
+/// Whether a person may grant or deny approval `id`: only when it was requested and not
+/// answered.
+fn approval_awaits_answer(
+    task: &TaskState,
+    id: &crate::harness::ids::ApprovalId,
+) -> std::result::Result<(), String> {
+    match task.control.approvals.get(id) {
+        None => Err(format!("approval {:?} was never requested", id.0)),
+        Some(a) if a.status == ApprovalStatus::Requested => Ok(()),
+        Some(a) => Err(format!("approval {:?} is {}, not requested", id.0, a.status.as_str())),
+    }
 }
 
 /// A record's kind: 1 to [`RECORD_KIND_BYTES_MAX`] bytes.
@@ -209,6 +278,7 @@ pub fn batch_view(task: &TaskState, bodies: &[Body]) -> TaskState {
             }
             Body::ToolResult(r) => take_call(&mut view, &r.call_id),
             Body::ToolOutcomeUnknown(u) => take_call(&mut view, &u.call_id),
+            Body::ToolNotRun(n) => take_call(&mut view, &n.call_id),
             Body::ApprovalRequest(a) => copy_approval(task, &mut view, &a.approval_id),
             Body::ApprovalGrant(g) => copy_approval(task, &mut view, &g.approval_id),
             Body::ApprovalDeny(d) => copy_approval(task, &mut view, &d.approval_id),

@@ -80,6 +80,8 @@ event_types! {
     ToolResult = 0x0502, "tool/result", Synced, "A tool call's result and receipt.";
     ToolOutcomeUnknown = 0x0503, "tool/outcome_unknown", Synced,
         "Written by recovery: a dispatched call has no result and may have run.";
+    ToolNotRun = 0x0504, "tool/not_run", Synced,
+        "An operator says a call whose outcome was unknown never ran: it may be dispatched again.";
     ApprovalRequest = 0x0601, "approval/request", Synced, "An approval is asked for.";
     ApprovalGrant = 0x0602, "approval/grant", Synced, "An approval is granted, with a scope.";
     ApprovalDeny = 0x0603, "approval/deny", Synced, "An approval is denied.";
@@ -165,6 +167,7 @@ pub enum Body {
     ToolCall(ToolCall),
     ToolResult(ToolResult),
     ToolOutcomeUnknown(ToolOutcomeUnknown),
+    ToolNotRun(ToolNotRun),
     ApprovalRequest(ApprovalRequest),
     ApprovalGrant(ApprovalGrant),
     ApprovalDeny(ApprovalDeny),
@@ -434,6 +437,9 @@ body!(
         /// The tool's output.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<Value>,
+        /// Who gave this answer for a person, when an operator command wrote it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operator: Option<OperatorMark>,
     }
 );
 body!(
@@ -443,6 +449,31 @@ body!(
         call_id: CallId,
         /// How to resolve it (`format-spec/recovery.md`, "Harness recovery").
         plan: String,
+    }
+);
+body!(
+    /// `tool/not_run`, written by an operator command (`factlog resolve --not-run`): a person
+    /// says that a call whose outcome was unknown never ran.
+    ToolNotRun {
+        /// The call whose outcome was unknown.
+        call_id: CallId,
+        /// Who said so.
+        operator: OperatorMark,
+    }
+);
+body!(
+    /// Who answered for a person, on an event an operator command wrote (`factlog resolve`,
+    /// `confirm`, `approve`, `deny`, `cancel`, the console's buttons): `format-spec/events.md`,
+    /// "Operator answers".
+    OperatorMark {
+        /// Who answered (`--as`; by default the user running the command).
+        name: String,
+        /// What they added, if anything (`--note`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// The answer's key: the same command gives the same key, and a task takes one answer
+        /// per key, so a repeated command writes nothing.
+        key: String,
     }
 );
 body!(
@@ -465,6 +496,9 @@ body!(
         /// For `persistent`: the end of its validity, in microseconds since the Unix epoch.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires_at_us: Option<u64>,
+        /// Who gave this answer for a person, when an operator command wrote it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operator: Option<OperatorMark>,
     }
 );
 body!(
@@ -475,6 +509,9 @@ body!(
         /// Why, if given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Who gave this answer for a person, when an operator command wrote it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operator: Option<OperatorMark>,
     }
 );
 body!(
@@ -492,6 +529,9 @@ body!(
         /// Why, if given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Who gave this answer for a person, when an operator command wrote it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operator: Option<OperatorMark>,
     }
 );
 body!(
@@ -658,6 +698,7 @@ impl Body {
             Body::ToolCall(_) => EventType::ToolCall,
             Body::ToolResult(_) => EventType::ToolResult,
             Body::ToolOutcomeUnknown(_) => EventType::ToolOutcomeUnknown,
+            Body::ToolNotRun(_) => EventType::ToolNotRun,
             Body::ApprovalRequest(_) => EventType::ApprovalRequest,
             Body::ApprovalGrant(_) => EventType::ApprovalGrant,
             Body::ApprovalDeny(_) => EventType::ApprovalDeny,
@@ -674,6 +715,20 @@ impl Body {
             Body::RecordRemoved(_) => EventType::RecordRemoved,
             Body::Opaque(_) => return None,
         })
+    }
+
+    /// Who answered, for an event an operator command wrote (`format-spec/events.md`,
+    /// "Operator answers").
+    #[must_use]
+    pub fn operator(&self) -> Option<&OperatorMark> {
+        match self {
+            Body::ToolResult(b) => b.operator.as_ref(),
+            Body::ToolNotRun(b) => Some(&b.operator),
+            Body::ApprovalGrant(b) => b.operator.as_ref(),
+            Body::ApprovalDeny(b) => b.operator.as_ref(),
+            Body::Cancel(b) | Body::Pause(b) | Body::Resume(b) => b.operator.as_ref(),
+            _ => None,
+        }
     }
 
     /// The type name, or `opaque/0xTAG` for an opaque event.

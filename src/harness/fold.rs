@@ -15,7 +15,7 @@ use crate::harness::event::{
     ApprovalGrant, AssistantMessage, Body, BudgetUsage, Contract, Event, Restored, Scope, Todo,
     ToolCall, ToolOutcomeUnknown, ToolResult,
 };
-use crate::harness::ids::{ApprovalId, TaskId};
+use crate::harness::ids::{ApprovalId, CallId, TaskId};
 use crate::harness::state::{Approval, ApprovalStatus, CallStatus, LastRecovery, State, TaskState};
 use crate::types::Seq;
 
@@ -48,6 +48,7 @@ struct DeltaRun {
     delta_bytes: u64,
     revision: u64,
     last_seq: u64,
+    last_time_us: u64,
 }
 
 impl<'s> Replay<'s> {
@@ -77,6 +78,7 @@ impl<'s> Replay<'s> {
         run.delta_bytes += text.len() as u64;
         run.revision = run.revision.max(envelope.revision);
         run.last_seq = run.last_seq.max(seq.0);
+        run.last_time_us = run.last_time_us.max(envelope.timestamp_us);
         Ok(())
     }
 
@@ -90,11 +92,13 @@ impl<'s> Replay<'s> {
         if run == 0 {
             return;
         }
-        let DeltaRun { task: id, delta_bytes, revision, last_seq, .. } = &mut self.run;
+        let DeltaRun { task: id, delta_bytes, revision, last_seq, last_time_us, .. } =
+            &mut self.run;
         self.state.last_seq = self.state.last_seq.max(*last_seq);
         let task = task_entry(self.state, id);
         task.revision = task.revision.max(*revision);
         task.last_seq = task.last_seq.max(*last_seq);
+        task.last_time_us = task.last_time_us.max(std::mem::take(last_time_us));
         task.execution.deltas += run;
         task.execution.delta_bytes += std::mem::take(delta_bytes);
         *revision = 0;
@@ -114,6 +118,7 @@ fn task_entry<'s>(state: &'s mut State, id: &str) -> &'s mut TaskState {
 pub fn apply_to_task(task: &mut TaskState, event: &Event) {
     task.revision = task.revision.max(event.revision);
     task.last_seq = task.last_seq.max(event.seq.0);
+    task.last_time_us = task.last_time_us.max(event.timestamp_us);
     apply_body(task, event);
 }
 
@@ -126,6 +131,9 @@ pub fn count_delta(task: &mut TaskState, text_bytes: usize) {
 /// The decision table of the fold: each body type and the change it makes to its task.
 fn apply_body(task: &mut TaskState, event: &Event) {
     let seq = event.seq.0;
+    if let Some(operator) = event.body.operator() {
+        task.control.answers.insert(operator.key.clone(), seq);
+    }
     match &event.body {
         Body::AssistantDelta(d) => count_delta(task, d.text.len()),
         Body::Contract(c) => set_contract(task, c),
@@ -140,9 +148,13 @@ fn apply_body(task: &mut TaskState, event: &Event) {
         Body::AssistantMessage(m) => announce_calls(task, m, seq),
         Body::ToolCall(c) => dispatch_call(task, c, seq),
         Body::ToolResult(r) => complete_call(task, r, seq),
-        Body::ToolOutcomeUnknown(u) => mark_outcome_unknown(task, u),
+        Body::ToolOutcomeUnknown(u) => mark_outcome_unknown(task, u, seq),
+        Body::ToolNotRun(n) => mark_not_run(task, &n.call_id),
         Body::ApprovalRequest(a) => {
-            task.control.approvals.entry(a.approval_id.clone()).or_default();
+            let approval = task.control.approvals.entry(a.approval_id.clone()).or_default();
+            if approval.status == ApprovalStatus::Requested && approval.requested_seq == 0 {
+                approval.requested_seq = seq;
+            }
         }
         Body::ApprovalGrant(g) => grant_approval(task, g),
         Body::ApprovalDeny(d) => set_approval_status(task, &d.approval_id, ApprovalStatus::Denied),
@@ -150,9 +162,15 @@ fn apply_body(task: &mut TaskState, event: &Event) {
             set_approval_status(task, &e.approval_id, ApprovalStatus::Expired);
         }
         Body::Cancel(_) => task.control.pending_cancels.push(seq),
-        Body::Pause(_) => task.control.paused = true,
+        Body::Pause(_) => {
+            if !task.control.paused {
+                task.control.paused_seq = seq;
+            }
+            task.control.paused = true;
+        }
         Body::Resume(_) => {
             task.control.paused = false;
+            task.control.paused_seq = 0;
             task.control.needs_confirmation = false;
         }
         Body::SignalExpired(s) => task.control.pending_cancels.retain(|&c| c != s.signal_seq),
@@ -274,18 +292,37 @@ fn complete_call(task: &mut TaskState, result: &ToolResult, seq: u64) {
 }
 
 /// A `tool/outcome_unknown` marks a call (and its side effect) that has not completed.
-fn mark_outcome_unknown(task: &mut TaskState, unknown: &ToolOutcomeUnknown) {
+fn mark_outcome_unknown(task: &mut TaskState, unknown: &ToolOutcomeUnknown, seq: u64) {
     let call = task.session.calls.entry(unknown.call_id.clone()).or_default();
     if call.status == CallStatus::Completed {
         return;
     }
     call.status = CallStatus::OutcomeUnknown;
     call.unknown_plan = Some(unknown.plan.clone());
+    call.unknown_seq = seq;
     if let Some(key) = call.request_key.clone()
         && let Some(effect) = task.side_effects.get_mut(&key)
         && effect.status != CallStatus::Completed
     {
         effect.status = CallStatus::OutcomeUnknown;
+    }
+}
+
+/// A `tool/not_run`: a person says the call whose outcome was unknown never ran, so it stands
+/// as never dispatched (its dispatch count stays), and so does its side effect.
+fn mark_not_run(task: &mut TaskState, call_id: &CallId) {
+    let Some(call) = task.session.calls.get_mut(call_id) else { return };
+    if call.status != CallStatus::OutcomeUnknown {
+        return;
+    }
+    call.status = CallStatus::NotStarted;
+    call.unknown_plan = None;
+    call.unknown_seq = 0;
+    if let Some(key) = call.request_key.clone()
+        && let Some(effect) = task.side_effects.get_mut(&key)
+        && effect.status == CallStatus::OutcomeUnknown
+    {
+        effect.status = CallStatus::NotStarted;
     }
 }
 
@@ -296,6 +333,7 @@ fn grant_approval(task: &mut TaskState, grant: &ApprovalGrant) {
         status: ApprovalStatus::Granted,
         scope: Some(grant.scope),
         expires_at_us: grant.expires_at_us,
+        requested_seq: approval.requested_seq,
     };
 }
 

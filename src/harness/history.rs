@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::engine::reader::Reader;
 use crate::error::Result;
 use crate::harness::codec;
-use crate::harness::event::{Body, ResultOutcome};
+use crate::harness::event::{Body, EventType, ResultOutcome};
 use crate::harness::ids::CallId;
 
 #[cfg(doc)]
@@ -67,6 +67,26 @@ pub enum Entry {
         #[serde(skip_serializing_if = "Option::is_none")]
         output: Option<Value>,
     },
+    /// An answer a person gave through an operator command (`factlog resolve`, `confirm`,
+    /// `approve`, `deny`, `cancel`, or the console's buttons): who, and to what.
+    Operator {
+        /// The event that carried the answer.
+        seq: u64,
+        /// Its type: `tool/result`, `tool/not_run`, `approval/grant`, `approval/deny`,
+        /// `control/resume` or `control/cancel`.
+        event: &'static str,
+        /// Who answered.
+        by: String,
+        /// What they added.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// The call answered, for `tool/result` and `tool/not_run`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call_id: Option<CallId>,
+        /// The approval answered, for `approval/grant` and `approval/deny`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        approval_id: Option<String>,
+    },
     /// The summary that replaced the history before it.
     Summary {
         /// Its event.
@@ -99,6 +119,24 @@ impl Projection {
     }
 
     fn apply(&mut self, seq: u64, body: Body) {
+        if let Some(operator) = body.operator() {
+            let (call_id, approval_id) = match &body {
+                Body::ToolResult(r) => (Some(r.call_id.clone()), None),
+                Body::ToolNotRun(n) => (Some(n.call_id.clone()), None),
+                Body::ApprovalGrant(g) => (None, Some(g.approval_id.0.clone())),
+                Body::ApprovalDeny(d) => (None, Some(d.approval_id.0.clone())),
+                _ => (None, None),
+            };
+            self.flush_stream(false);
+            self.entries.push(Entry::Operator {
+                seq,
+                event: body.event_type().map_or("", EventType::name),
+                by: operator.name.clone(),
+                note: operator.note.clone(),
+                call_id,
+                approval_id,
+            });
+        }
         match body {
             Body::UserMessage(m) => {
                 self.flush_stream(false);
@@ -153,6 +191,14 @@ impl Projection {
                     *error = r.error;
                     *receipt = r.receipt;
                     *output = r.output;
+                }
+            }
+            Body::ToolNotRun(n) => {
+                if let Some(Entry::Tool { outcome, result_seq, .. }) = self.call_mut(&n.call_id)
+                    && *outcome == "outcome_unknown"
+                {
+                    *outcome = "not_started";
+                    *result_seq = None;
                 }
             }
             Body::ToolOutcomeUnknown(u) => {

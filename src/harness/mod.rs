@@ -13,6 +13,7 @@ pub mod fold;
 pub mod history;
 pub mod ids;
 pub mod migrate;
+pub mod operator;
 pub mod purge;
 pub mod recovery;
 pub(crate) mod replication_progress;

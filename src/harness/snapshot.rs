@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{CorruptionReason, Error, ErrorKind, Result, SnapshotFault};
 use crate::fs::{Fs, OpenMode};
-use crate::harness::state::{STATE_SCHEMA, State};
+use crate::harness::state::{STATE_SCHEMA, STATE_SCHEMA_OLDEST, State};
 use crate::limits::{SNAPSHOT_BODY_BYTES_MAX, SNAPSHOT_HEADER_BYTES};
 use crate::types::Seq;
 
@@ -201,7 +201,7 @@ fn check_body_bytes(body_bytes: u64) -> Result<()> {
 /// [`ErrorKind::CorruptSnapshot`] for a body that is not a state of the events through the
 /// `covered_seq` of its header.
 pub fn decode_state(meta: &SnapshotMeta, body: &[u8]) -> Result<State> {
-    if meta.state_schema != STATE_SCHEMA {
+    if !(STATE_SCHEMA_OLDEST..=STATE_SCHEMA).contains(&meta.state_schema) {
         return Err(ErrorKind::UnsupportedStateSchema {
             path: meta.path.clone(),
             found: meta.state_schema,

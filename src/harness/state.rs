@@ -12,8 +12,16 @@ use serde_json::Value;
 use crate::harness::event::{CallDecision, Effect, Risk, Scope};
 use crate::harness::ids::{ApprovalId, CallId, RequestKey, TaskId};
 
-/// Schema version of the serialised state inside a snapshot (`format-spec/snapshot.md`).
-pub const STATE_SCHEMA: u16 = 1;
+/// Schema version of the serialised state inside a snapshot (`format-spec/snapshot.md`),
+/// the one this build writes. Schema 2 added the fields the operator's view needs
+/// ([`TaskState::last_time_us`], [`Call::unknown_seq`], [`Approval::requested_seq`],
+/// [`Control::paused_seq`], [`Control::answers`]).
+pub const STATE_SCHEMA: u16 = 2;
+
+/// The oldest state schema this build reads: a schema-1 state has none of the fields schema
+/// 2 added, and reads with each at its default (0 or empty: not known), until the task's
+/// next events set them.
+pub const STATE_SCHEMA_OLDEST: u16 = 1;
 
 /// The folded state of every task in a store.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -24,6 +32,31 @@ pub struct State {
     pub tasks: BTreeMap<TaskId, TaskState>,
 }
 
+impl State {
+    /// This state as a snapshot of state schema `schema` holds it: for schema 1, without the
+    /// fields schema 2 added (each at its default, as a schema-1 snapshot reads). A state read
+    /// from an older snapshot compares equal to a fold of the same events only this way:
+    /// the events before that snapshot never set the newer fields.
+    #[must_use]
+    pub fn as_schema(&self, schema: u16) -> State {
+        let mut state = self.clone();
+        if schema < 2 {
+            for task in state.tasks.values_mut() {
+                task.last_time_us = 0;
+                task.control.paused_seq = 0;
+                task.control.answers.clear();
+                for call in task.session.calls.values_mut() {
+                    call.unknown_seq = 0;
+                }
+                for approval in task.control.approvals.values_mut() {
+                    approval.requested_seq = 0;
+                }
+            }
+        }
+        state
+    }
+}
+
 /// The folded state of one task.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TaskState {
@@ -31,6 +64,10 @@ pub struct TaskState {
     pub revision: u64,
     /// The sequence number of its last event.
     pub last_seq: u64,
+    /// The append time of its last event, in microseconds since the Unix epoch (0: not
+    /// known, in a state read from a schema-1 snapshot before the task's next event).
+    #[serde(default)]
+    pub last_time_us: u64,
     /// Goal, phase, plan, todos, criteria.
     pub task: TaskFacts,
     /// Messages and tool calls.
@@ -115,6 +152,10 @@ pub struct Call {
     pub receipt: Option<Value>,
     /// The plan recovery recorded for an unknown outcome.
     pub unknown_plan: Option<String>,
+    /// The sequence number of the `tool/outcome_unknown` that marked its outcome unknown (0:
+    /// none, or not known in a state read from a schema-1 snapshot).
+    #[serde(default)]
+    pub unknown_seq: u64,
 }
 
 /// Where a tool call stands.
@@ -201,10 +242,18 @@ pub struct Control {
     pub pending_cancels: Vec<u64>,
     /// Whether the task is paused.
     pub paused: bool,
+    /// The sequence number of the `control/pause` that paused it (0: not paused, or not known
+    /// in a state read from a schema-1 snapshot).
+    #[serde(default)]
+    pub paused_seq: u64,
     /// Whether a restart left the task waiting for a resume confirmation.
     pub needs_confirmation: bool,
     /// The last recovery's decisions (from its `recovery/restored` event).
     pub last_recovery: Option<LastRecovery>,
+    /// The operator answers recorded (`format-spec/events.md`, "Operator answers"): the
+    /// sequence number of the event that carried each answer key.
+    #[serde(default)]
+    pub answers: BTreeMap<String, u64>,
 }
 
 /// One approval.
@@ -216,6 +265,10 @@ pub struct Approval {
     pub scope: Option<Scope>,
     /// For persistent grants: the end of validity.
     pub expires_at_us: Option<u64>,
+    /// The sequence number of its `approval/request` (0: granted without a request, or not
+    /// known in a state read from a schema-1 snapshot).
+    #[serde(default)]
+    pub requested_seq: u64,
 }
 
 /// Where an approval stands.
@@ -233,6 +286,20 @@ pub enum ApprovalStatus {
     Consumed,
     /// Expired by a restart.
     Expired,
+}
+
+impl ApprovalStatus {
+    /// The name used in JSON: `requested`, `granted`, `denied`, `consumed` or `expired`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Requested => "requested",
+            ApprovalStatus::Granted => "granted",
+            ApprovalStatus::Denied => "denied",
+            ApprovalStatus::Consumed => "consumed",
+            ApprovalStatus::Expired => "expired",
+        }
+    }
 }
 
 /// The decisions of the last recovery of a task.

@@ -90,6 +90,7 @@ pub fn tool_result_1_to_2(v1: ToolResultV1) -> Result<ToolResult, Refusal> {
         }
     };
     Ok(ToolResult {
+        operator: None,
         call_id: v1.call_id,
         outcome,
         error,

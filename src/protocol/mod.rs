@@ -9,6 +9,8 @@
 //!   stable code of each [`crate::ErrorKind`] and whether it ends a stream.
 //! - [`op`] holds [`Op`], the operations of a served store's socket (`revision`, `events`,
 //!   `batch`, ...), with their typed replies: the server matches on it, the client builds it.
+//! - [`pages`] builds the pages of events every door reads (`events`, the long poll of
+//!   `follow`).
 //! - [`views`] holds the JSON objects of an event and of the folded state that every door
 //!   prints alike; [`time`] the RFC 3339 form of their timestamps.
 //! - [`handle_line`] and [`execute`] run a request against a store: take the task over (the
@@ -40,6 +42,7 @@
 
 pub mod delta_line;
 pub mod op;
+pub mod pages;
 pub mod reply;
 pub mod request;
 pub mod session;
@@ -89,7 +92,7 @@ pub fn line_may_hold_credential(line: &[u8]) -> bool {
 #[must_use]
 pub fn execute(store: &Store, request: Request, scan: bool) -> Reply {
     let id = request.id.clone();
-    match store.task(&request.task).and_then(|task| append(&task, request, scan)) {
+    match store.client_task(&request.task).and_then(|task| append(&task, request, scan)) {
         Ok(reply) => reply,
         Err(error) => Reply::from_error(&error, id),
     }
@@ -130,27 +133,33 @@ fn append(task: &Task, request: Request, scan: bool) -> Result<Reply, Error> {
         body => {
             // Values shaped like credentials and not marked as secrets: the store refuses
             // them when told to; otherwise the reply warns.
+            let replicated = options.replicated;
             let (outcome, findings) = if scan {
                 task.append_batch_warned(vec![body], options)?
             } else {
                 (task.append_with(body, options)?, Vec::new())
             };
-            Ok(appended(id, &task_id, outcome, durability, &findings))
+            Ok(appended(id, &task_id, outcome, durability, replicated, &findings))
         }
     }
 }
 
-/// The reply to what an append did.
+/// The reply to what an append did; `replicated` when the request asked for the replicated
+/// tier (the append returned only once the replica held it), which the reply says.
 fn appended(
     id: Option<Value>,
     task: &str,
     appended: Appended,
     durability: Durability,
+    replicated: bool,
     findings: &[secret_shapes::Finding],
 ) -> Reply {
     match appended {
         Appended::Written { seq, revision } => {
             let mut reply = reply::written(id, seq.0, task, revision, durability);
+            if replicated {
+                reply.insert(reply::KEY_DURABILITY.to_owned(), Value::from(reply::REPLICATED));
+            }
             if !findings.is_empty() {
                 reply.insert(reply::KEY_WARNINGS.to_owned(), reply::warnings(findings));
             }
@@ -193,7 +202,8 @@ pub fn execute_batch(task: &Task, requests: Vec<Request>, options: AppendOptions
     let durability = options.durability.unwrap_or(default);
     match task.append_batch_warned(bodies, options) {
         Ok((outcome, findings)) => {
-            let mut reply = appended(None, &task_id, outcome, durability, &findings);
+            let replicated = options.replicated;
+            let mut reply = appended(None, &task_id, outcome, durability, replicated, &findings);
             if let Reply::Written { reply, .. } = &mut reply {
                 reply.insert("count".to_owned(), Value::from(count));
             }
@@ -219,6 +229,31 @@ fn batch_member_error(task: &str, request: &Request) -> Option<Reply> {
         ));
     }
     None
+}
+
+/// Sets the envelope of a request object a binding builds from an event and a call's
+/// arguments: `task` (the handle's), and `expected_revision` and `durability` when given, each
+/// through [`set_envelope_key`] (a value the event already holds otherwise is refused).
+///
+/// # Errors
+///
+/// The `INVALID_EVENT` reply of a conflicting key.
+pub fn set_envelope(
+    object: &mut Map<String, Value>,
+    task: &str,
+    expected_revision: Option<u64>,
+    durability: Option<&str>,
+) -> Result<(), Reply> {
+    let mut set =
+        |key: &str, value: Value| set_envelope_key(object, key, value).map_err(Refusal::into_reply);
+    set(request::KEY_TASK, Value::from(task))?;
+    if let Some(revision) = expected_revision {
+        set(request::KEY_EXPECTED_REVISION, Value::from(revision))?;
+    }
+    if let Some(durability) = durability {
+        set(request::KEY_DURABILITY, Value::from(durability))?;
+    }
+    Ok(())
 }
 
 /// Inserts `key: value` into a request object being built by a door that receives the

@@ -91,6 +91,9 @@ pub enum Op {
     /// `{"op":"checkpoint"}`: `Store::checkpoint` in the serving process; the reply is a
     /// [`CheckpointReply`].
     Checkpoint,
+    /// `{"op":"clients"}`: how many clients the server serves now (the asking one included)
+    /// and at most; the reply is a [`ClientsReply`].
+    Clients,
     /// `{"op":"purge","dry_run"}`: `Store::purge` in the serving process (with `dry_run`,
     /// `Store::plan_purge`); the reply is the [`crate::harness::PurgeReport`]'s keys.
     Purge {
@@ -164,7 +167,7 @@ impl RequestedDurability {
 
 impl Op {
     /// The name of every operation, in the order the refusal of an unknown one lists them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "revision",
         "state",
         "history",
@@ -173,6 +176,7 @@ impl Op {
         "tasks",
         "recover",
         "checkpoint",
+        "clients",
         "purge",
         "batch",
     ];
@@ -189,6 +193,7 @@ impl Op {
             Op::Tasks { .. } => "tasks",
             Op::Recover { .. } => "recover",
             Op::Checkpoint => "checkpoint",
+            Op::Clients => "clients",
             Op::Purge { .. } => "purge",
             Op::Batch { .. } => "batch",
         }
@@ -280,6 +285,7 @@ impl OpRequest {
             },
             "recover" => Op::Recover { dry_run: dry_run(object.get("dry_run")).map_err(&refuse)? },
             "checkpoint" => Op::Checkpoint,
+            "clients" => Op::Clients,
             "purge" => Op::Purge { dry_run: dry_run(object.get("dry_run")).map_err(&refuse)? },
             _ => {
                 let task = match object.shift_remove(KEY_TASK) {
@@ -504,6 +510,15 @@ pub struct CheckpointReply {
     pub path: String,
     /// The last seq it covers.
     pub covered_seq: u64,
+}
+
+/// The reply to `clients`, after the `id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientsReply {
+    /// The connections the server serves now, the asking one included.
+    pub clients: u64,
+    /// The most it serves at once (`ServeOptions::clients_max`).
+    pub clients_max: u64,
 }
 
 /// Why a reply object could not be read as its operation's typed reply.

@@ -113,6 +113,12 @@ pub fn with_id(id: Option<Value>) -> Map<String, Value> {
     reply
 }
 
+/// The key of a written reply's durability.
+pub const KEY_DURABILITY: &str = "durability";
+
+/// A written reply's durability for an append of the replicated tier.
+pub const REPLICATED: &str = "replicated";
+
 /// The written reply: `id`, `seq`, `task`, `revision`, `durability`.
 #[must_use]
 pub fn written(
@@ -126,7 +132,7 @@ pub fn written(
     reply.insert("seq".to_owned(), json!(seq));
     reply.insert("task".to_owned(), json!(task));
     reply.insert("revision".to_owned(), json!(revision));
-    reply.insert("durability".to_owned(), json!(durability.as_str()));
+    reply.insert(KEY_DURABILITY.to_owned(), json!(durability.as_str()));
     reply
 }
 

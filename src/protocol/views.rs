@@ -100,7 +100,41 @@ pub fn task_state_value(task: &TaskState) -> serde_json::Result<Value> {
     Ok(value)
 }
 
+/// A task of the operator's list: the line of `factlog tasks --json`
+/// (`format-spec/schema/tasks-line.json`): `task`, `phase`, `revision`, `last_seq`,
+/// `last_time` (RFC 3339, `null` when not known) and `attention`, each item as
+/// [`crate::harness::operator::Attention::to_json`] gives it.
+#[must_use]
+pub fn task_summary_value(summary: &crate::harness::operator::TaskSummary) -> Value {
+    serde_json::json!({
+        "task": summary.task,
+        "phase": summary.phase,
+        "revision": summary.revision,
+        "last_seq": summary.last_seq,
+        "last_time": rfc3339_or_null(summary.last_time_us),
+        "attention": summary.attention.iter().map(|a| a.to_json()).collect::<Vec<_>>(),
+    })
+}
+
+/// RFC 3339 text for a timestamp, `null` for 0 (not known).
+fn rfc3339_or_null(timestamp_us: u64) -> Value {
+    if timestamp_us == 0 { Value::Null } else { Value::from(time::format_rfc3339(timestamp_us)) }
+}
+
 fn annotate_task(task: &mut Value) {
+    if let Value::Object(fields) = task
+        && let Some(us) = fields.get("last_time_us").and_then(Value::as_u64)
+    {
+        let mut annotated = Map::new();
+        for (key, field) in std::mem::take(fields) {
+            let is_time = key == "last_time_us";
+            annotated.insert(key, field);
+            if is_time {
+                annotated.insert("last_time".to_owned(), rfc3339_or_null(us));
+            }
+        }
+        *fields = annotated;
+    }
     if let Some(Value::Object(approvals)) = task.pointer_mut("/control/approvals") {
         for approval in approvals.values_mut() {
             if let Value::Object(fields) = approval {

@@ -18,13 +18,14 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, ErrorKind};
+use crate::harness::operator;
 use crate::limits::{
     SERVER_EVENTS_PER_REPLY_MAX, SERVER_FOLLOW_TIMEOUT_MS_MAX, SERVER_HELLO_BYTES_MAX,
     SERVER_LINE_BYTES_MAX, SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES,
     SERVER_TASKS_PER_CLIENT_MAX,
 };
 use crate::protocol::op::{
-    self, CheckpointReply, EventsPage, HistoryPage, Op, OpRequest, RecoverReply,
+    self, CheckpointReply, ClientsReply, HistoryPage, Op, OpRequest, RecoverReply,
     RequestedDurability, RevisionReply, StateReply, TasksPage, reply_object,
 };
 use crate::protocol::reply::{self, error_object, with_id};
@@ -33,7 +34,7 @@ use crate::protocol::session::{
     CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_HELLO, KEY_OP, KEY_VERSION,
     SERVER_PROTOCOL_VERSION,
 };
-use crate::protocol::{self, Reply, Request, delta_line, views};
+use crate::protocol::{self, Reply, Request, delta_line, pages, views};
 use crate::{AppendOptions, Store, Task};
 
 use super::lines::{Line, LineReader, PROCESS_BUDGET, Parse, RequestBudget};
@@ -80,6 +81,18 @@ pub trait Holds {
     /// The connection sent a request (a line that is not blank): its idle time starts again.
     /// Default: nothing.
     fn request_done(&self) {}
+
+    /// How many connections the server serves now (this one included) and at most; `None`
+    /// outside a server. Default: `None`.
+    fn clients(&self) -> Option<(usize, usize)> {
+        None
+    }
+
+    /// How many open connections of the server touched `task`, this one included if it did;
+    /// `None` when not counted (a connection outside a server). Default: `None`.
+    fn holders(&self, _task: &str) -> Option<usize> {
+        None
+    }
 
     /// Whether the server is stopping: a request that waits (`follow`) ends its wait. The
     /// server wakes such waits ([`crate::Log`]'s waiters) after this turns true. Default:
@@ -257,7 +270,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         let fresh;
         let task = match cached {
             Some(task) => task,
-            None => match self.store.task(&line.task) {
+            None => match self.store.client_task(&line.task) {
                 Ok(task) => {
                     fresh = task;
                     &fresh
@@ -294,11 +307,43 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             Ok(request) => request,
             Err(refusal) => return refusal.into_reply(),
         };
+        if request.body.operator().is_some()
+            && let Some(refused) = self.refuse_unheld_authority(&request)
+        {
+            return refused;
+        }
         if let Some(refused) = self.touch(&request.task, request.id.clone()) {
             return refused;
         }
         let scan = protocol::line_may_hold_credential(self.lines.line());
         protocol::execute(self.store, request, scan)
+    }
+
+    /// A person's answer that is authority of the task's holder
+    /// ([`operator::holder_authority`]: a confirmation, a cancel, a `once` or `run` grant)
+    /// counts only in the holder epoch it is given in: when no other connection holds the task
+    /// and the sharing process does not either, this connection would be its only holder and
+    /// the answer would expire when it disconnects. It is refused instead, and nothing is
+    /// written (`format-spec/events.md`, "Operator answers").
+    fn refuse_unheld_authority(&self, request: &Request) -> Option<Reply> {
+        let state = self.store.task_state(&request.task)?;
+        let what = operator::holder_authority(&request.body, &state)?;
+        let holders = self.holds.holders(&request.task)?;
+        let others = holders.saturating_sub(usize::from(self.touched.contains(&request.task)));
+        if others > 0 || self.store.held_locally(&request.task) {
+            return None;
+        }
+        let error = Error::from(ErrorKind::InvalidEvent {
+            event_type: request.body.type_name(),
+            reason: format!(
+                "no harness holds task {:?}: {what} is authority of the task's holder, and \
+                 this connection would be its only holder, so the answer would expire when it \
+                 disconnects (format-spec/harness-recovery.md, \"Holders\"); answer while \
+                 the harness that holds the task is connected to this store or holds it itself",
+                request.task
+            ),
+        });
+        Some(Reply::from_error(&error, request.id.clone()))
     }
 
     /// Records that this connection touches `task`; a refusal once it touched too many.
@@ -324,16 +369,18 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             }
             Op::History { task, from } => self.history(id, task, from),
             Op::Events { from_seq, task, limit } => {
-                match self.events(from_seq, task.as_deref(), limit) {
+                match pages::events_page(self.store, from_seq, task.as_deref(), limit) {
                     Ok(page) => answer(id, &page),
                     Err(error) => Reply::from_error(&error, id),
                 }
             }
             Op::Follow { from_seq, task, limit, timeout_ms } => {
                 let (store, holds) = (self.store, self.holds);
-                let timeout_ms = timeout_ms.unwrap_or(SERVER_FOLLOW_TIMEOUT_MS_MAX);
-                let page = super::follow::follow(store, holds, from_seq, timeout_ms, |from| {
-                    self.events(from, task.as_deref(), limit)
+                let timeout = timeout_ms.unwrap_or(SERVER_FOLLOW_TIMEOUT_MS_MAX);
+                let timeout = std::time::Duration::from_millis(timeout);
+                let stopping = || holds.stopping();
+                let page = pages::follow(store, from_seq, timeout, &stopping, |from| {
+                    pages::events_page(store, from, task.as_deref(), limit)
                 });
                 match page {
                     Ok(page) => answer(id, &page),
@@ -350,57 +397,19 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 }
                 Err(error) => Reply::from_error(&error, id),
             },
+            Op::Clients => {
+                let (clients, clients_max) = self.holds.clients().unwrap_or((1, 1));
+                answer(
+                    id,
+                    &ClientsReply { clients: clients as u64, clients_max: clients_max as u64 },
+                )
+            }
             Op::Purge { dry_run } => self.purge(id, dry_run),
             Op::Batch { task, events, expected_revision, durability } => {
                 let options = RequestedDurability::options(durability, expected_revision);
                 self.batch(id, &task, events, options)
             }
         }
-    }
-
-    /// [`Op::Events`]: one page of events from `from_seq` (the
-    /// first the store holds if absent), of one task or all, as `dump --json` prints them,
-    /// and the seq to ask from next.
-    fn events(
-        &mut self,
-        from: Option<u64>,
-        task: Option<&str>,
-        limit: Option<u64>,
-    ) -> Result<EventsPage, Error> {
-        let from = from.map(|seq| seq.max(1));
-        let limit = limit.map_or(SERVER_EVENTS_PER_REPLY_MAX, |limit| {
-            usize::try_from(limit).unwrap_or(usize::MAX).min(SERVER_EVENTS_PER_REPLY_MAX)
-        });
-        let last = self.store.log().last_seq().map_or(0, |seq| seq.0);
-        let first = self.store.log().first_seq()?.0;
-        // Records a purge removed are refused, never skipped: the reader asked for them.
-        let mut next = match from {
-            None => first,
-            Some(from) if from < first => {
-                return Err(ErrorKind::Reclaimed { requested: from, first_available: first }.into());
-            }
-            Some(from) => from,
-        };
-        let mut events = Vec::new();
-        let mut bytes = 0;
-        if next <= last {
-            for event in self.store.events(crate::Seq(next))? {
-                let event = event?;
-                next = event.seq.0 + 1;
-                if task.is_some_and(|task| event.task.as_str() != task) {
-                    continue;
-                }
-                let object = views::event_object(&event, false);
-                bytes += serde_json::to_string(&object).map_or(0, |text| text.len());
-                events.push(object);
-                if events.len() >= limit || bytes >= SERVER_REPLY_PAGE_BYTES || next > last {
-                    break;
-                }
-            }
-        }
-        // `last_seq`: where the log ended when this page was read: a reader that wants what
-        // existed when it began (as `Store::events` gives) stops there.
-        Ok(EventsPage { events, next_seq: next, last_seq: last })
     }
 
     /// [`Op::Tasks`]: one page of the ids of the tasks that have events, sorted,
@@ -491,7 +500,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if let Some(refused) = self.touch(task, id.clone()) {
             return refused;
         }
-        let reply = match self.store.task(task) {
+        let reply = match self.store.client_task(task) {
             Ok(handle) => protocol::execute_batch(&handle, requests, options),
             Err(error) => return Reply::from_error(&error, id),
         };

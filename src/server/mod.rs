@@ -27,7 +27,6 @@
 //!   one-time authority expires.
 
 pub mod conn;
-mod follow;
 mod heap;
 pub mod lines;
 
@@ -530,6 +529,14 @@ impl Read for &Deadline<'_> {
 impl Holds for ClientHolds<'_> {
     fn touch(&self, task: &str) {
         *self.0.holders.lock().entry(task.to_owned()).or_insert(0) += 1;
+    }
+
+    fn clients(&self) -> Option<(usize, usize)> {
+        Some((self.0.streams.lock().len(), self.0.options.clients_max))
+    }
+
+    fn holders(&self, task: &str) -> Option<usize> {
+        Some(self.0.holders.lock().get(task).copied().unwrap_or(0))
     }
 
     fn stopping(&self) -> bool {

@@ -13,7 +13,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use factlog::fs::sim::{CrashModel, SimFs};
 use factlog::{Durability, Log, Options, Seq};
@@ -34,15 +33,18 @@ pub enum Step {
     Reopen,
 }
 
-/// The segment capacity of the workloads of this test binary: 8 KiB (preallocated whole) unless
-/// a test sets another, as the growth sweep does to make segments grow in steps.
-pub static SEGMENT_BYTES: AtomicU64 = AtomicU64::new(8192);
+thread_local! {
+    /// The segment capacity of the workloads run on this thread: 8 KiB (preallocated whole)
+    /// unless a test sets another, as the growth sweep does to make segments grow in steps.
+    /// Per thread, not per process: the tests of one executable run side by side.
+    pub static SEGMENT_BYTES: std::cell::Cell<u64> = const { std::cell::Cell::new(8192) };
+}
 
 /// Options of every workload: small segments so that a few hundred records roll several
 /// times, no background threads so that the sequence of I/O operations is deterministic.
 pub fn options(fs: &SimFs) -> Options {
     Options::new()
-        .segment_bytes(SEGMENT_BYTES.load(Ordering::Relaxed))
+        .segment_bytes(SEGMENT_BYTES.get())
         .buffer_bytes(4096)
         .background_threads(false)
         .fs(Arc::new(fs.clone()))

@@ -51,6 +51,39 @@ pub fn expected(name: &str, file: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// A folded state's JSON without the fields state schema 2 added (`last_time_us`,
+/// `unknown_seq`, `requested_seq`, `paused_seq`, `answers`: `format-spec/snapshot.md`), to
+/// compare with what the release that wrote a fixture folded.
+pub fn state_as_v1(mut state: Value) -> Value {
+    if let Some(Value::Object(tasks)) = state.get_mut("tasks") {
+        for task in tasks.values_mut() {
+            let Value::Object(task) = task else { continue };
+            task.remove("last_time_us");
+            if let Some(Value::Object(calls)) =
+                task.get_mut("session").and_then(|s| s.get_mut("calls"))
+            {
+                for call in calls.values_mut() {
+                    if let Value::Object(call) = call {
+                        call.remove("unknown_seq");
+                    }
+                }
+            }
+            if let Some(Value::Object(control)) = task.get_mut("control") {
+                control.remove("paused_seq");
+                control.remove("answers");
+                if let Some(Value::Object(approvals)) = control.get_mut("approvals") {
+                    for approval in approvals.values_mut() {
+                        if let Value::Object(approval) = approval {
+                            approval.remove("requested_seq");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    state
+}
+
 /// `expected/events.jsonl` of fixture `name`.
 pub fn expected_events(name: &str) -> Vec<Value> {
     let text = fs::read_to_string(fixture(name).join("expected/events.jsonl")).unwrap();

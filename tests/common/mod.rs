@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod damage;
 pub mod emulators;
+pub mod faulty_fs;
 pub mod fixtures;
 pub mod harness;
 pub mod readme;
@@ -41,6 +42,16 @@ pub static FACTLOG: std::sync::LazyLock<PathBuf> = std::sync::LazyLock::new(|| {
     );
     binary
 });
+
+/// The name libtest gives the test `name` of the module `module` (its `module_path!()`), to
+/// run it alone with `--exact` in a child process: the module path without the crate's name
+/// (`integration::server_sigkill` and `child_entry` give `server_sigkill::child_entry`).
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}
 
 /// Bytes of a segment header (`format-spec/segment.md`).
 pub const SEGMENT_HEADER_BYTES: u64 = 64;

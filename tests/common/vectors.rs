@@ -168,8 +168,8 @@ impl Files<'_> {
         if !bin.exists() {
             assert!(
                 writing(self.write_variable),
-                "{} does not exist: run `{}=1 cargo test --test {}` once to write it, then \
-                 commit it",
+                "{} does not exist: run `{}=1 cargo test --test integration {}::` once to write \
+                 it, then commit it",
                 bin.display(),
                 self.write_variable,
                 self.test

@@ -11,8 +11,11 @@
 //! decides how many that is, and it varies from run to run, so no other run's count would do.
 //!
 //! With `--sessions LIST` the command runs the many-session form instead (`sessions.rs`, its
-//! report in `sessions_report.rs`): other policies, the same workload and runners.
+//! report in `sessions_report.rs`): other policies, the same workload and runners. With
+//! `--clients LIST` it runs the many-process form ([`clients`]): client processes of a served
+//! store against threads, stores of their own and (in a build with SQLite) a shared SQLite.
 
+pub mod clients;
 mod policies;
 mod report;
 mod sessions;
@@ -30,7 +33,7 @@ use report::{PolicyReport, Workload};
 /// Arguments of `factlog bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Turns per session. Default: 50; 10 with --sessions.
+    /// Turns per session. Default: 50; 10 with --sessions or --clients.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     turns: Option<u32>,
     /// Steps per turn.
@@ -79,6 +82,35 @@ pub struct BenchArgs {
     /// draws, per N, one line across the policies: events/s and the synced p99.
     #[arg(long, value_name = "LIST", value_parser = sessions::parse_counts)]
     sessions: Option<sessions::SessionCounts>,
+    /// The many-process form instead: for each N of LIST (comma-separated, e.g. 1,8,32; each
+    /// 1 to the most clients a served store serves at once), N sessions at once under the
+    /// policies served, threads, own-stores (and sqlite in a build with the feature
+    /// bench-sqlite).
+    ///
+    /// served is N client processes (this command re-executed) of one store this process
+    /// serves, each running its session through factlog::client::Client: deltas and the
+    /// Buffered events pipelined, every other event awaited, a step closed by one batch of
+    /// tool/result + step/end; threads is the same sessions on N threads of this process
+    /// sharing one Store; own-stores is N processes each writing its session into a Store of
+    /// its own; sqlite is one SQLite database in WAL mode (synchronous=FULL) shared by N
+    /// processes, BEGIN IMMEDIATE and a COMMIT at each critical event. Clients connect (or
+    /// open their store) before the clock starts and are released together. After each
+    /// measurement every acknowledged event must be found in the store: a run that lost one
+    /// fails. Every N and policy is measured once a run, rotated from run to run; --tasks and
+    /// --every-turns do not apply.
+    ///
+    /// Reports per N and policy: wall time and aggregate events/s (median, min-max over
+    /// runs), fdatasyncs per critical event, p50/p99/max latency of the synced appends (every
+    /// session and run pooled), processor time and context switches per event; per N the
+    /// ratios of wall times served / threads, served / own-stores and sqlite / served (median
+    /// of per-run ratios). --json prints one object (format-spec/schema/bench-clients.json).
+    #[arg(long, value_name = "LIST", value_parser = clients::parse_counts,
+          conflicts_with_all = ["sessions", "tasks", "svg"])]
+    clients: Option<clients::ClientCounts>,
+    /// Runs as one client process of --clients, its role in the environment (how the
+    /// command starts its clients).
+    #[arg(long, hide = true)]
+    client_process: bool,
     /// Interleaved runs of every policy.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     runs: u32,
@@ -270,9 +302,24 @@ fn failed(message: String) -> Failure {
     Failure::failed(message)
 }
 
+impl BenchArgs {
+    /// Whether these arguments make this process a client of `--clients` (run it with
+    /// [`clients::client_process`], without a progress line: its output is its parent's).
+    pub fn is_client_process(&self) -> bool {
+        self.client_process
+    }
+}
+
 /// Runs `factlog bench`: measures every policy (telling `observer` how far it is), prints the
 /// report on standard output, then writes the chart.
 pub fn run(args: &BenchArgs, observer: &dyn Observer) -> Result<(), Failure> {
+    if args.client_process {
+        return clients::client_process();
+    }
+    if let Some(counts) = &args.clients {
+        let turns = args.turns.unwrap_or(clients::TURNS_DEFAULT);
+        return clients::run(args, counts, shape(args, turns), observer);
+    }
     if let Some(counts) = &args.sessions {
         let turns = args.turns.unwrap_or(sessions::TURNS_DEFAULT);
         return sessions::run(args, counts, shape(args, turns), observer);

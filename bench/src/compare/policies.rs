@@ -177,8 +177,9 @@ fn default_synced(body: &Body) -> bool {
     body.event_type().is_some_and(|t| t.default_durability() == Durability::Synced)
 }
 
-/// One session per task through the typed API of one store.
-fn perform(task: &Task, session: Session, mode: StoreMode) -> Result<Vec<u64>, Failed> {
+/// One session on `task` through the typed API, appending as `mode` says: the latency of each
+/// synced append, in nanoseconds.
+pub(super) fn perform(task: &Task, session: Session, mode: StoreMode) -> Result<Vec<u64>, Failed> {
     let mut latencies = Vec::new();
     let synced = AppendOptions { durability: Some(Durability::Synced), ..Default::default() };
     for action in session.actions {
@@ -218,7 +219,9 @@ fn perform(task: &Task, session: Session, mode: StoreMode) -> Result<Vec<u64>, F
     Ok(latencies)
 }
 
-fn open_store(dir: &Path) -> Result<(Store, Arc<FsCounters>), Failed> {
+/// A fresh store in `dir` on a counting file system (default options otherwise), its first
+/// preallocation on disk; the counters of every file operation it makes.
+pub(super) fn open_store(dir: &Path) -> Result<(Store, Arc<FsCounters>), Failed> {
     let (fs, counters) = CountingFs::new();
     let options = StoreOptions::new().log(Options::new().fs(fs));
     let store = Store::open(dir, options)

@@ -59,6 +59,15 @@ impl Store {
     /// call of the earlier holder is inherited (`format-spec/harness-recovery.md`,
     /// "Holders"). Later handles find the task held and write nothing.
     pub fn task(&self, id: &str) -> Result<Task> {
+        let task = self.client_task(id)?;
+        task.cell.local.store(true, Ordering::Release);
+        Ok(task)
+    }
+
+    /// [`Store::task`] for a served client: the task is held by the client's connection, and
+    /// handed over when the last connection that touched it ends ([`Store::release_task`]),
+    /// unless this process's own code holds it too.
+    pub(crate) fn client_task(&self, id: &str) -> Result<Task> {
         check_task_id(id)?;
         let existing = self.inner.cells.read().get(id).map(Arc::clone);
         let cell = match existing {
@@ -120,6 +129,7 @@ impl Task {
             // Every writer of these counters holds the log's lock: a load and a store suffice.
             cell.revision.store(revision, Ordering::Release);
             cell.last_seq.store(seq.0, Ordering::Release);
+            cell.last_time_us.store(now, Ordering::Release);
             bump(&cell.deltas, 1);
             bump(&cell.delta_bytes, text.len() as u64);
             bump(&inner.appended_bytes, len as u64);

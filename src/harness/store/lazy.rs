@@ -78,6 +78,7 @@ impl Tail {
                 EventType::Contract
                 | EventType::ApprovalGrant
                 | EventType::ToolOutcomeUnknown
+                | EventType::ToolNotRun
                 | EventType::Restored,
             ) => self.rule_out(),
             Some(EventType::ToolCall) if envelope.schema == codec::SCHEMA_VERSION => {
@@ -126,6 +127,7 @@ pub(crate) struct FoldBudget {
 struct Counted {
     revision: u64,
     last_seq: u64,
+    last_time_us: u64,
     deltas: u64,
     delta_bytes: u64,
     pending: Option<(Pending, Tail)>,
@@ -170,6 +172,7 @@ pub(crate) fn scan(state: &mut State, reader: &mut Reader, through: u64) -> Resu
         let task = &mut counted[current].1;
         task.revision = task.revision.max(envelope.revision);
         task.last_seq = task.last_seq.max(seq.0);
+        task.last_time_us = task.last_time_us.max(envelope.timestamp_us);
         if let Some(text) = codec::delta_text(seq, &envelope)? {
             task.deltas += 1;
             task.delta_bytes += text.len() as u64;
@@ -198,6 +201,7 @@ pub(crate) fn scan(state: &mut State, reader: &mut Reader, through: u64) -> Resu
         let task = state.tasks.entry(id).or_default();
         task.revision = task.revision.max(counted.revision);
         task.last_seq = task.last_seq.max(counted.last_seq);
+        task.last_time_us = task.last_time_us.max(counted.last_time_us);
         task.execution.deltas += counted.deltas;
         task.execution.delta_bytes += counted.delta_bytes;
     }

@@ -58,12 +58,18 @@ pub(crate) struct TaskCell {
     pub(crate) state: Mutex<TaskState>,
     pub(crate) revision: AtomicU64,
     pub(crate) last_seq: AtomicU64,
+    /// The append time of the task's last delta; the state holds that of its other events.
+    pub(crate) last_time_us: AtomicU64,
     pub(crate) deltas: AtomicU64,
     pub(crate) delta_bytes: AtomicU64,
     /// Whether this store handle holds the task: it has repaired what an earlier holder left
     /// (`format-spec/harness-recovery.md`, "Holders"), or the task had no event at open. Set
     /// only under `takeover`; read without it on every checked append.
     pub(crate) held: AtomicBool,
+    /// This process's own code made a [`crate::Task`] of the task ([`Store::task`]), not only
+    /// a served client ([`Store::client_task`]): the process holds it for its lifetime, so the
+    /// server never hands it over when its clients leave ([`Store::release_task`]).
+    pub(crate) local: AtomicBool,
     /// Serialises taking the task over from an earlier holder. Taken before `state`.
     pub(crate) takeover: Mutex<()>,
     /// The task's events that `state` does not hold yet (`harness/store/lazy.rs`); `None` once
@@ -77,9 +83,11 @@ impl TaskCell {
     pub(crate) fn new(id: TaskId, state: TaskState) -> TaskCell {
         TaskCell {
             held: AtomicBool::new(state.revision == 0),
+            local: AtomicBool::new(false),
             takeover: Mutex::new(()),
             revision: AtomicU64::new(state.revision),
             last_seq: AtomicU64::new(state.last_seq),
+            last_time_us: AtomicU64::new(state.last_time_us),
             deltas: AtomicU64::new(state.execution.deltas),
             delta_bytes: AtomicU64::new(state.execution.delta_bytes),
             state: Mutex::new(state),
@@ -93,6 +101,7 @@ impl TaskCell {
         let mut state = locked.clone();
         state.revision = self.revision.load(Ordering::Acquire);
         state.last_seq = self.last_seq.load(Ordering::Acquire);
+        state.last_time_us = state.last_time_us.max(self.last_time_us.load(Ordering::Acquire));
         state.execution.deltas = self.deltas.load(Ordering::Acquire);
         state.execution.delta_bytes = self.delta_bytes.load(Ordering::Acquire);
         state

@@ -42,6 +42,20 @@ pub struct OpenReport {
     pub tasks: usize,
 }
 
+impl OpenReport {
+    /// The report as the bindings give it (`open_report` in Python, `openReport` in Node):
+    /// the log's report ([`RecoveryReport::to_json`]) with `snapshot_seq` (the snapshot the
+    /// state was loaded from, or null), `replayed_events` and `tasks`.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = self.log.to_json();
+        value["snapshot_seq"] = self.snapshot.as_ref().map(|meta| meta.covered_seq.0).into();
+        value["replayed_events"] = self.replayed_events.into();
+        value["tasks"] = self.tasks.into();
+        value
+    }
+}
+
 /// The name of the socket file inside the store directory, where a served store listens
 /// (`format-spec/server.md`).
 pub const SOCKET_FILE: &str = "factlog.sock";

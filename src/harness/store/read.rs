@@ -56,6 +56,12 @@ impl Store {
         (revision > 0).then(|| (revision, cell.last_seq.load(Ordering::Acquire)))
     }
 
+    /// Whether this process's own code holds task `id` ([`Store::task`]), not only served
+    /// clients: the server never hands it over when they leave.
+    pub(crate) fn held_locally(&self, id: &str) -> bool {
+        self.inner.cells.read().get(id).is_some_and(|cell| cell.local.load(Ordering::Acquire))
+    }
+
     /// The folded state of task `id`, if it has events.
     ///
     /// A task not folded since open is folded first (`harness/store/lazy.rs`). Should one of its
@@ -104,6 +110,26 @@ impl Store {
     pub fn events(&self, from: Seq) -> Result<impl Iterator<Item = Result<Event>>> {
         let reader = self.inner.log.read_from(from)?;
         Ok(reader.map(|r| r.and_then(|record| codec::decode(record.seq, &record.payload))))
+    }
+
+    /// Blocks until an event with seq `seq` or later has been appended through this handle,
+    /// until `deadline` passes, or until `stop()` is true (checked before the first sleep and
+    /// at every wake-up: call [`Store::wake_waiters`] after making it true). Returns whether
+    /// `seq` was reached. Holds no lock of the store while it waits and does not poll: an
+    /// append wakes it at once. A read-only store returns at once. The wait of every door
+    /// that follows a store ([`crate::protocol::pages::follow`]).
+    pub fn wait_appended(
+        &self,
+        seq: Seq,
+        deadline: std::time::Instant,
+        stop: &dyn Fn() -> bool,
+    ) -> bool {
+        self.inner.log.wait_appended(seq, deadline, stop)
+    }
+
+    /// Wakes every [`Store::wait_appended`] caller to check its `stop` again.
+    pub fn wake_waiters(&self) {
+        self.inner.log.wake_waiters();
     }
 
     /// The model-visible history of task `task`, projected from its events. Reads the log

@@ -25,8 +25,9 @@ impl Store {
     /// without a result get `tool/outcome_unknown`, `once`/`run` approvals and pending
     /// cancels expire, the open turn and step are closed. A served store calls it when the
     /// last client that touched the task leaves, so that a client's authority and open calls
-    /// do not outlive it (`format-spec/server.md`, "Holders"). A task without events, or a
-    /// read-only store, is left alone.
+    /// do not outlive it (`format-spec/server.md`, "Holders"). A task without events, one
+    /// this process's own code holds ([`Store::task`]: the sharing harness), or a read-only
+    /// store, is left alone.
     ///
     /// # Errors
     ///
@@ -35,7 +36,7 @@ impl Store {
         let Some(cell) = self.inner.cells.read().get(id).map(Arc::clone) else {
             return Ok(());
         };
-        if self.inner.log.is_read_only() {
+        if self.inner.log.is_read_only() || cell.local.load(Ordering::Acquire) {
             return Ok(());
         }
         {
