@@ -9,11 +9,14 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use factlog::fs::sim::{CrashModel, SimFs};
 use factlog::fs::{Fs, RealFs};
 use factlog::limits::prealloc_free_bytes_min;
 use factlog::{Durability, Log, Options, Seq};
+
+use crate::common::faulty_fs::FaultyFs;
 
 const SEGMENT_BYTES: u64 = 256 * 1024;
 const THREADS: usize = 4;
@@ -113,4 +116,56 @@ fn background_growth_never_overwrites_records_on_the_simulated_file_system() {
     recovered.close().unwrap();
     let log = Log::open(dir, options().fs(Arc::new(fs))).unwrap();
     assert_eq!(check(&log), THREADS * PER_THREAD);
+}
+
+/// A writer that catches up with a growth step waits for the step's next chunk of zeros,
+/// never for the step's `fdatasync` (`format-spec/segment.md`, "Capacity and growth", step 3):
+/// with every sync of the growth stalled, appends go on into the zeros the step has written,
+/// the step is counted only once its sync is released, and every record reads back.
+#[test]
+fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let space = RealFs.space(tmp.path()).unwrap();
+    if space.available_bytes <= prealloc_free_bytes_min(SEGMENT_BYTES, space.total_bytes) * 2 {
+        println!("less free space than the preallocator's margin: no growth steps to stall");
+        return;
+    }
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    // Every sync of the segment (`*.seg`) stalls from the end of the open on: the growth's,
+    // on a handle of its own, and the writer's (its `Flushed` appends need none).
+    *faults.hold_suffix.lock() = ".seg".to_owned();
+    let log = Arc::new(Log::open(tmp.path(), options().fs(Arc::new(fs))).unwrap());
+    faults.hold_syncs.store(true, Ordering::SeqCst);
+    // The first step of a 256 KiB segment is 16 KiB, and so is the step the writer asks for
+    // halfway through it: 36 records of 600 bytes (about 22 KiB of frames) go past the first
+    // step and stay within the second.
+    let records: Vec<Vec<u8>> = (0..36u8).map(|i| vec![i | 1; 600]).collect();
+    let (done, appended) = std::sync::mpsc::channel();
+    let appender = {
+        let (log, records) = (Arc::clone(&log), records.clone());
+        std::thread::spawn(move || {
+            for record in &records {
+                log.append(record, Durability::Flushed).unwrap();
+            }
+            done.send(()).unwrap();
+        })
+    };
+    // A liveness bound, not a timing claim: a writer that waited for the stalled sync would
+    // never get there.
+    let finished = appended.recv_timeout(std::time::Duration::from_secs(120));
+    assert!(finished.is_ok(), "the appends waited for the growth step's stalled fdatasync");
+    appender.join().unwrap();
+    while faults.held.load(Ordering::SeqCst) == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(log.prealloc_stats().growth_steps, 0, "the step is done only after its sync");
+    faults.hold_syncs.store(false, Ordering::SeqCst);
+    let log = Arc::into_inner(log).expect("the appender is gone");
+    log.close().unwrap();
+    let log = Log::open(tmp.path(), options()).unwrap();
+    let read: Vec<Vec<u8>> =
+        log.read_from(Seq(1)).unwrap().map(|r| r.unwrap().payload.to_vec()).collect();
+    assert_eq!(read, records);
+    log.close().unwrap();
 }

@@ -5,8 +5,10 @@
 //! - **The next segment file**, `prealloc.tmp`: its first growth step of real zeros, synced,
 //!   so that a roll writes no zeros on the append path.
 //! - **Growth of the active segment**: the file is extended in steps of real zeros, each
-//!   synced, ahead of the writer, so that an append's `fdatasync` has only data to flush. A
-//!   step is requested once the writer is within half a step of the file's end; it doubles
+//!   synced, ahead of the writer, so that an append's `fdatasync` has only data to flush. The
+//!   zeros are handed to the writer a chunk at a time as they are written, so a writer that
+//!   catches up waits for a chunk's `write`, not for the step's `fdatasync`. A step is
+//!   requested once the writer is within half a step of the file's end; it doubles
 //!   while the writer keeps catching up (it gets halfway through what is left before the step
 //!   is done, or has to wait for it) up to the largest step, starts small again after a pause
 //!   of [`GROWTH_IDLE_MS`], and no step goes past the segment's capacity.
@@ -19,17 +21,20 @@
 //! (another program took it meanwhile) removes its partial `prealloc.tmp` before it reports
 //! [`crate::ErrorKind::DiskFull`], so a failed attempt never leaves the disk full; a growth
 //! step that fails stops the growth of that segment and leaves the writer to meet the error
-//! with its own data.
+//! with its own data: the growth writes and syncs through a handle of its own, so a failed
+//! `fdatasync` of the growth is reported again by the writer's next one.
 //!
 //! Invariants:
 //! - at most one preallocation file exists, at [`PREALLOC_FILE_NAME`]; it is handed out only
 //!   when it has its first step of synced zeros or, when space was short, is empty, and only
 //!   requested again after the previous one has been renamed into a segment. A file left by an
 //!   earlier run is reused only if it has exactly that length and holds nothing but zeros;
-//! - the growth never writes below the active file's `end` and the writer never writes
-//!   beyond it while a growth step is in flight, so zeros never land on records; a writer that
-//!   reaches `end` first waits for the step in flight (counted in
-//!   [`PreallocStats::writer_waits`]) or, with no step in flight, grows the file itself;
+//! - the growth never writes below the active file's `end` (the zeros handed to the writer so
+//!   far) and the writer never writes beyond it while a growth step is in flight, so zeros
+//!   never land on records; a writer that reaches `end` first (counted in
+//!   [`PreallocStats::writer_waits`]) waits for the next chunk of the step in flight or, with
+//!   no step in flight, extends the file with its own write and asks the thread for a step
+//!   from there (without a background thread: grows the file itself, zeros and sync);
 //! - a segment is sealed only after its last growth step finished ([`Preallocator::retire`]),
 //!   so the `fdatasync` that seals it covers every zero written into it.
 
@@ -67,6 +72,9 @@ pub struct PreallocStats {
 /// The active segment as the growth sees it.
 #[derive(Debug)]
 struct Active {
+    /// The growth's own handle on the segment, not the writer's: an `fdatasync` of the growth
+    /// that fails reports its error on this handle, and the writer's next `fdatasync` still
+    /// reports it on the writer's (Linux reports a write-back error once per open file).
     file: Arc<dyn FsFile>,
     path: Arc<Path>,
     /// The file length below which only the writer writes: the growth appends zeros from here.
@@ -211,10 +219,19 @@ impl Preallocator {
         self.shared.changed.notify_all();
     }
 
-    /// Makes `file`, `len` bytes long now, the active segment to grow, up to `capacity`.
-    pub fn activate(&self, file: Arc<dyn FsFile>, path: Arc<Path>, len: u64, capacity: u64) {
+    /// Makes the segment at `path`, `len` bytes long now, the active segment to grow, up to
+    /// `capacity`. The growth opens a handle of its own on it; if it cannot, the writer
+    /// extends the file with its appends.
+    pub fn activate(&self, path: Arc<Path>, len: u64, capacity: u64) {
+        let file = self.shared.fs.open(&path, OpenMode::ReadWrite);
         let mut state = self.shared.state.lock();
         assert!(state.active.is_none(), "one active segment at a time");
+        let Ok(file) = file else {
+            // No growth for this segment (no file descriptor to spare, say): its appends
+            // extend it, and the next segment tries again.
+            self.shared.trigger.store(u64::MAX, Ordering::Release);
+            return;
+        };
         let half_step = growth_step_bytes_first(self.shared.segment_bytes) / 2;
         let trigger = if self.shared.background && len < capacity {
             len.saturating_sub(half_step)
@@ -222,7 +239,7 @@ impl Preallocator {
             len
         };
         state.active = Some(Active {
-            file,
+            file: Arc::from(file),
             path,
             end: len,
             capacity,
@@ -314,6 +331,16 @@ impl Shared {
             }
             if growing {
                 self.changed.wait(&mut state);
+            } else if self.background {
+                // The thread is busy (preparing the next segment's file, say): the writer's
+                // own write extends the file rather than writing and syncing zeros on the
+                // append path, and the thread grows the file from there once it is free.
+                let active = state.active.as_mut().expect("checked above");
+                active.end = write_end;
+                active.wanted = true;
+                self.trigger.store(write_end, Ordering::Release);
+                self.changed.notify_all();
+                return;
             } else {
                 state = self.grow(state, write_end);
             }
@@ -341,8 +368,10 @@ impl Shared {
     }
 
     /// Appends one step of zeros to the active segment (at least up to `at_least`) and syncs
-    /// it, with the state lock released while it writes. Space short or a failed step stops
-    /// the growth of this segment.
+    /// it, with the state lock released while it writes. Each chunk of zeros is handed to the
+    /// writer as soon as it is written ([`Active::end`]), so a writer that catches up waits
+    /// for one chunk's `write`, never for the step's `fdatasync`. Space short or a failed step
+    /// stops the growth of this segment.
     fn grow<'a>(
         &'a self,
         mut state: MutexGuard<'a, State>,
@@ -366,14 +395,28 @@ impl Shared {
         let file = Arc::clone(&active.file);
         let path = Arc::clone(&active.path);
         drop(state);
-        let outcome = segments::write_zeros(&*file, &path, from, target - from)
-            .and_then(|()| file.sync_data().map_err(|e| Error::io("fdatasync", &path, e)));
+        let mut written = from;
+        let mut outcome = Ok(());
+        while written < target {
+            let chunk = (target - written).min(ZERO_CHUNK_BYTES as u64);
+            if let Err(e) = segments::write_zeros(&*file, &path, written, chunk) {
+                outcome = Err(e);
+                break;
+            }
+            written += chunk;
+            let mut state = self.state.lock();
+            if let Some(active) = state.active.as_mut() {
+                active.end = written;
+            }
+            self.changed.notify_all();
+        }
+        let outcome =
+            outcome.and_then(|()| file.sync_data().map_err(|e| Error::io("fdatasync", &path, e)));
         let mut state = self.state.lock();
         // A segment is retired only once its step in flight is done.
         let Some(active) = state.active.as_mut() else { return state };
         active.growing = false;
         if outcome.is_ok() {
-            active.end = target;
             let trigger = if self.background && target < active.capacity {
                 target - step / 2
             } else {
@@ -385,8 +428,11 @@ impl Shared {
             state.stats.growth_bytes += target - from;
         } else {
             // Zeros may have been appended past `end`: the writer's records overwrite them.
+            // The writer may already have written records over the zeros below `end`: a
+            // failed `fdatasync` here is reported again by the writer's own next one, on its
+            // own handle, and poisons it there.
             active.stopped = true;
-            self.trigger.store(from, Ordering::Release);
+            self.trigger.store(active.end, Ordering::Release);
         }
         self.changed.notify_all();
         state

@@ -153,12 +153,7 @@ impl Writer {
         let last = start.next_seq - 1;
         let file: Arc<dyn FsFile> = Arc::from(start.active_file);
         let path: Arc<Path> = Arc::from(active.path.as_path());
-        start.prealloc.activate(
-            Arc::clone(&file),
-            Arc::clone(&path),
-            start.active_file_bytes,
-            start.active_capacity,
-        );
+        start.prealloc.activate(Arc::clone(&path), start.active_file_bytes, start.active_capacity);
         Writer {
             dir: start.dir,
             fs: start.fs,
@@ -732,8 +727,7 @@ impl Writer {
             io.path = Arc::from(meta.path.as_path());
             io.offset = SEGMENT_HEADER_BYTES as u64;
             let file_bytes = prealloc_bytes.max(SEGMENT_HEADER_BYTES as u64);
-            let (file, path) = (Arc::clone(&io.file), Arc::clone(&io.path));
-            self.prealloc.activate(file, path, file_bytes, self.segment_bytes);
+            self.prealloc.activate(Arc::clone(&io.path), file_bytes, self.segment_bytes);
         }
         state.active = meta.header;
         state.salt_crc = meta.header.salt_crc();

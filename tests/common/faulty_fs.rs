@@ -1,6 +1,6 @@
 //! A file system for tests that forwards to the real one and injects failures on command:
-//! `fdatasync` failing with EIO, writes failing with ENOSPC, and writes damaged on their way to
-//! disk (one bit flipped), the last two optionally only for files whose name contains a given
+//! `fdatasync` failing with EIO or stalled until released, writes failing with ENOSPC, and
+//! writes damaged on their way to disk (one bit flipped), the last two optionally only for files whose name contains a given
 //! text. It exercises the engine's I/O seam; the full simulated
 //! file system with crash images is a separate piece.
 
@@ -29,6 +29,13 @@ pub struct Faults {
     pub write_filter: Mutex<String>,
     /// `sync_data` calls that reached the real file system.
     pub syncs: AtomicU64,
+    /// While set, `sync_data` of files whose name ends with `hold_suffix` waits (a stalled
+    /// disk) until it is cleared.
+    pub hold_syncs: AtomicBool,
+    /// The name ending whose syncs `hold_syncs` stalls.
+    pub hold_suffix: Mutex<String>,
+    /// `sync_data` calls waiting on `hold_syncs` now.
+    pub held: AtomicU64,
     /// The name of the thread of every rename, with the name the file got.
     pub renames: Mutex<Vec<(String, Option<String>)>>,
 }
@@ -122,6 +129,17 @@ impl FsFile for FaultyFile {
         self.inner.write_all_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
+        let held = || {
+            self.faults.hold_syncs.load(Ordering::SeqCst)
+                && self.name.ends_with(self.faults.hold_suffix.lock().as_str())
+        };
+        if held() {
+            self.faults.held.fetch_add(1, Ordering::SeqCst);
+            while held() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            self.faults.held.fetch_sub(1, Ordering::SeqCst);
+        }
         if self.faults.fail_sync.load(Ordering::SeqCst) {
             return Err(io::Error::from_raw_os_error(5));
         }
