@@ -659,3 +659,36 @@ fn a_delta_does_not_allocate_per_event() {
     assert!(allocations > 0, "the counting allocator must see allocations");
     assert_eq!(task.state().execution.deltas, 1_000 + DELTAS);
 }
+
+/// The allocations of a typed append other than a delta are few and counted: `docs/
+/// performance.md` ("The typed append path") names each one (the one-event batch, the encoded
+/// bodies' list, the body's JSON, the record and the list of records, the event's task id for
+/// the fold; a tool call or result adds its call id and the calls' map entry in the state).
+/// Deterministic counts, not timing.
+#[test]
+fn a_typed_append_allocates_only_what_the_performance_notes_name() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let store = Store::open(dir.path(), common::harness::options()).expect("open");
+    let task = store.task("session-1").expect("task");
+    for round in 0..3 {
+        // Bodies are built before the count: building them is the caller's.
+        let bodies = [turn_start(), user("a message"), step_start()];
+        for body in bodies {
+            let name = body.type_name();
+            let allocations = allocations_during(|| {
+                task.append(body).expect("append");
+            });
+            assert!(allocations <= 6, "round {round}: {name} made {allocations} allocations");
+        }
+        let id = format!("c{round}");
+        for body in [call(&id, "search", Effect::ReadOnly, None), result(&id, None)] {
+            let name = body.type_name();
+            let allocations = allocations_during(|| {
+                task.append(body).expect("append");
+            });
+            assert!(allocations <= 9, "round {round}: {name} made {allocations} allocations");
+        }
+        task.append(common::harness::step_end()).expect("step/end");
+        task.append(common::harness::turn_end()).expect("turn/end");
+    }
+}
