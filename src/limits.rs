@@ -259,7 +259,7 @@ pub const GAPS_MAX: usize = 65_536;
 
 /// Most clients a served store (`format-spec/server.md`) serves at once, one thread each: a
 /// client beyond this is answered `SERVER_BUSY` and disconnected.
-pub const SERVER_CLIENTS_MAX: usize = 64;
+pub const SERVER_CLIENTS_MAX: usize = 128;
 
 /// Bytes of `assistant/delta` request lines a client of a served store buffers before it
 /// sends them and reads their replies (`Client::delta`): its memory for pipelined fragments
@@ -298,7 +298,7 @@ pub const SERVER_REQUEST_BYTES_PER_CLIENT: usize = 4 * SERVER_LINE_BUFFER_BYTES;
 /// Bytes that all connections of a served store together may spend on requests beyond their
 /// own [`SERVER_REQUEST_BYTES_PER_CLIENT`], while those requests are read, parsed and run.
 /// A request that would take more than is left is refused `LIMIT_EXCEEDED` (the connection
-/// goes on; sent again once others are answered, it runs), so 64 clients sending 16 MiB lines
+/// goes on; sent again once others are answered, it runs), so 128 clients sending 16 MiB lines
 /// cannot take more than this and their own allowances. Room for four requests of the
 /// longest line ([`SERVER_LINE_BYTES_MAX`], about 64 MiB each) at once.
 pub const SERVER_REQUEST_BYTES_SHARED: usize = 256 * 1024 * 1024;

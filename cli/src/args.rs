@@ -998,7 +998,7 @@ pub(crate) struct ServeArgs {
     /// Also accept clients whose primary group is this group id (the socket is then 0660).
     #[arg(long)]
     pub(crate) allow_group: Option<u32>,
-    /// Most clients served at once (1 to 64); the next is refused with SERVER_BUSY.
+    /// Most clients served at once (1 to 128); the next is refused with SERVER_BUSY.
     #[arg(long, default_value_t = factlog::limits::SERVER_CLIENTS_MAX,
           value_parser = clients_max_arg)]
     pub(crate) clients_max: usize,
