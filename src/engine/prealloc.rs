@@ -77,7 +77,8 @@ struct Active {
     /// reports it on the writer's (Linux reports a write-back error once per open file).
     file: Arc<dyn FsFile>,
     path: Arc<Path>,
-    /// The file length below which only the writer writes: the growth appends zeros from here.
+    /// The offset below which only the writer writes (the zeros handed to it so far; the file
+    /// may be longer by a chunk being written): the growth appends zeros from here.
     end: u64,
     /// The segment's capacity: no step goes beyond it.
     capacity: u64,
@@ -87,6 +88,9 @@ struct Active {
     wanted: bool,
     /// Space was short or a step failed: the writer extends the file itself from now on.
     stopped: bool,
+    /// A step failed: zeros it wrote may not be durable, so the seal of this segment must
+    /// sync it whatever the writer has synced already.
+    failed: bool,
 }
 
 #[derive(Debug)]
@@ -246,19 +250,31 @@ impl Preallocator {
             growing: false,
             wanted: false,
             stopped: false,
+            failed: false,
         });
         self.shared.trigger.store(trigger, Ordering::Release);
     }
 
     /// Stops growing the active segment, waiting for a step in flight to finish, before the
-    /// writer seals it: the seal's `fdatasync` then covers every zero written into it.
-    pub fn retire(&self) {
+    /// writer seals it: the seal's `fdatasync` then covers every zero written into it. Returns
+    /// whether a step on it failed: its zeros may be unsynced (and the growth's handle took
+    /// the error), so the seal must `fdatasync` the segment on the writer's handle even if
+    /// every record in it is durable already.
+    #[must_use]
+    pub fn retire(&self) -> bool {
         let mut state = self.shared.state.lock();
         while state.active.as_ref().is_some_and(|a| a.growing) {
             self.shared.changed.wait(&mut state);
         }
-        state.active = None;
+        let failed = state.active.take().is_some_and(|a| a.failed);
         self.shared.trigger.store(u64::MAX, Ordering::Release);
+        failed
+    }
+
+    /// Whether a growth step on the active segment failed (see [`Preallocator::retire`]): a
+    /// clean close then syncs the segment on the writer's handle before it vouches for it.
+    pub fn step_failed(&self) -> bool {
+        self.shared.state.lock().active.as_ref().is_some_and(|a| a.failed)
     }
 
     /// Called by the writer, under its `io` lock, before it writes the active segment up to
@@ -430,8 +446,9 @@ impl Shared {
             // Zeros may have been appended past `end`: the writer's records overwrite them.
             // The writer may already have written records over the zeros below `end`: a
             // failed `fdatasync` here is reported again by the writer's own next one, on its
-            // own handle, and poisons it there.
+            // own handle, and poisons it there: the seal syncs it for that ([`Preallocator::retire`]).
             active.stopped = true;
+            active.failed = true;
             self.trigger.store(active.end, Ordering::Release);
         }
         self.changed.notify_all();

@@ -622,6 +622,15 @@ impl Writer {
     /// wrote (after a crash the mark found may lag the records the open found and synced). A
     /// log without a `MARK` that was not written to stays without one.
     pub(crate) fn close_mark(&self) -> Result<()> {
+        if self.prealloc.step_failed() {
+            // A failed growth step may have left unsynced zeros after the last frame, and its
+            // error only on the growth's handle: this sync covers them, or reports the error.
+            let io = self.io.lock();
+            self.check_poison()?;
+            if let Err(e) = io.file.sync_data() {
+                return Err(self.poison(Error::io("fdatasync", &io.path, e)));
+            }
+        }
         let has_file = self.mark.lock().has_file();
         if !has_file && self.open_pending.load(Ordering::Acquire) {
             return Ok(());
@@ -671,7 +680,7 @@ impl Writer {
             let mut io = self.io.lock();
             self.check_poison()?;
             // No zeros may land in the segment after the `fdatasync` that seals it.
-            self.prealloc.retire();
+            let growth_failed = self.prealloc.retire();
             self.synced_fresh.store(0, Ordering::Release);
             self.swap_into(state, &mut io);
             self.write_spare(&mut io, through)?;
@@ -679,7 +688,9 @@ impl Writer {
                 // A torn tail must be cut before the segment is sealed with it.
                 self.finish_open(&io)?;
             }
-            if self.durable_seq.load(Ordering::Acquire) < through {
+            // A failed growth step may have left unsynced zeros after the last frame, and its
+            // error only on the growth's handle: the writer's sync seals them and reports it.
+            if growth_failed || self.durable_seq.load(Ordering::Acquire) < through {
                 if let Err(e) = io.file.sync_data() {
                     return Err(self.poison(Error::io("fdatasync", &io.path, e)));
                 }
