@@ -169,3 +169,50 @@ fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
     assert_eq!(read, records);
     log.close().unwrap();
 }
+
+/// A growth step whose `fdatasync` fails leaves its zeros unsynced and its error on the
+/// growth's own handle; a clean close must then sync the segment on the writer's handle even
+/// though every record is durable already (`format-spec/segment.md`, "Capacity and growth",
+/// step 2), so the close vouches only for synced bytes, or reports the error.
+#[test]
+fn a_failed_growth_sync_is_synced_again_by_the_clean_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let space = RealFs.space(tmp.path()).unwrap();
+    if space.available_bytes <= prealloc_free_bytes_min(SEGMENT_BYTES, space.total_bytes) * 2 {
+        println!("less free space than the preallocator's margin: no growth steps to fail");
+        return;
+    }
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let log = Log::open(tmp.path(), options().fs(Arc::new(fs))).unwrap();
+    let record = |i: u32| vec![(i % 250) as u8 | 1; 600];
+    let mut i = 0;
+    // Past the first roll, the writer's handle on the active segment is the one it opened as
+    // `prealloc.tmp`; only the growth's handle has the segment's own name (`*.seg`).
+    while log.info().unwrap().segments.len() < 2 {
+        log.append(&record(i), Durability::Flushed).unwrap();
+        i += 1;
+    }
+    *faults.fail_sync_suffix.lock() = ".seg".to_owned();
+    faults.fail_sync.store(true, Ordering::SeqCst);
+    // The first growth step of the new segment is asked for halfway through its first 16 KiB.
+    for _ in 0..100 {
+        log.append(&record(i), Durability::Synced).unwrap();
+        i += 1;
+    }
+    while faults.failed_syncs.load(Ordering::SeqCst) == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    log.append(&record(i), Durability::Synced).unwrap();
+    i += 1;
+    faults.synced_names.lock().clear();
+    log.close().unwrap();
+    let synced = faults.synced_names.lock().clone();
+    assert!(
+        synced.iter().any(|name| name == "prealloc.tmp"),
+        "the close did not sync the segment on the writer's handle: {synced:?}"
+    );
+    let log = Log::open(tmp.path(), options()).unwrap();
+    assert_eq!(log.read_from(Seq(1)).unwrap().count(), i as usize);
+    log.close().unwrap();
+}

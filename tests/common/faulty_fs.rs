@@ -16,8 +16,14 @@ use parking_lot::Mutex;
 /// The failures to inject; shared between the test and the file system.
 #[derive(Debug, Default)]
 pub struct Faults {
-    /// Fail every `sync_data` while set.
+    /// Fail every `sync_data` while set, of files whose name ends with `fail_sync_suffix`.
     pub fail_sync: AtomicBool,
+    /// Empty: every file.
+    pub fail_sync_suffix: Mutex<String>,
+    /// `sync_data` calls failed by `fail_sync` so far.
+    pub failed_syncs: AtomicU64,
+    /// The names of the files of the `sync_data` calls that reached the real file system.
+    pub synced_names: Mutex<Vec<String>>,
     /// Fail every write with ENOSPC while set, to files whose name contains `write_filter`.
     pub disk_full: AtomicBool,
     /// Flip one bit in the middle of every write while set, to files whose name contains
@@ -140,10 +146,14 @@ impl FsFile for FaultyFile {
             }
             self.faults.held.fetch_sub(1, Ordering::SeqCst);
         }
-        if self.faults.fail_sync.load(Ordering::SeqCst) {
+        if self.faults.fail_sync.load(Ordering::SeqCst)
+            && self.name.ends_with(self.faults.fail_sync_suffix.lock().as_str())
+        {
+            self.faults.failed_syncs.fetch_add(1, Ordering::SeqCst);
             return Err(io::Error::from_raw_os_error(5));
         }
         self.faults.syncs.fetch_add(1, Ordering::SeqCst);
+        self.faults.synced_names.lock().push(self.name.clone());
         self.inner.sync_data()
     }
     fn len(&self) -> io::Result<u64> {
