@@ -118,19 +118,26 @@ fn background_growth_never_overwrites_records_on_the_simulated_file_system() {
     assert_eq!(check(&log), THREADS * PER_THREAD);
 }
 
+/// A fresh directory on the real file system and a fault-injecting file system over it, or
+/// `None` (said on standard output) when the file system has less free space than the
+/// preallocator's margin: it then takes no growth steps, and there is none to stall or fail.
+fn faulty_dir_with_room() -> Option<(tempfile::TempDir, FaultyFs)> {
+    let tmp = tempfile::tempdir().unwrap();
+    let space = RealFs.space(tmp.path()).unwrap();
+    if space.available_bytes <= prealloc_free_bytes_min(SEGMENT_BYTES, space.total_bytes) * 2 {
+        println!("less free space than the preallocator's margin: no growth steps to test");
+        return None;
+    }
+    Some((tmp, FaultyFs::new()))
+}
+
 /// A writer that catches up with a growth step waits for the step's next chunk of zeros,
 /// never for the step's `fdatasync` (`format-spec/segment.md`, "Capacity and growth", step 3):
 /// with every sync of the growth stalled, appends go on into the zeros the step has written,
 /// the step is counted only once its sync is released, and every record reads back.
 #[test]
 fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
-    let tmp = tempfile::tempdir().unwrap();
-    let space = RealFs.space(tmp.path()).unwrap();
-    if space.available_bytes <= prealloc_free_bytes_min(SEGMENT_BYTES, space.total_bytes) * 2 {
-        println!("less free space than the preallocator's margin: no growth steps to stall");
-        return;
-    }
-    let fs = FaultyFs::new();
+    let Some((tmp, fs)) = faulty_dir_with_room() else { return };
     let faults = Arc::clone(&fs.faults);
     // Every sync of the segment (`*.seg`) stalls from the end of the open on: the growth's,
     // on a handle of its own, and the writer's (its `Flushed` appends need none).
@@ -176,13 +183,7 @@ fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
 /// step 2), so the close vouches only for synced bytes, or reports the error.
 #[test]
 fn a_failed_growth_sync_is_synced_again_by_the_clean_close() {
-    let tmp = tempfile::tempdir().unwrap();
-    let space = RealFs.space(tmp.path()).unwrap();
-    if space.available_bytes <= prealloc_free_bytes_min(SEGMENT_BYTES, space.total_bytes) * 2 {
-        println!("less free space than the preallocator's margin: no growth steps to fail");
-        return;
-    }
-    let fs = FaultyFs::new();
+    let Some((tmp, fs)) = faulty_dir_with_room() else { return };
     let faults = Arc::clone(&fs.faults);
     let log = Log::open(tmp.path(), options().fs(Arc::new(fs))).unwrap();
     let record = |i: u32| vec![(i % 250) as u8 | 1; 600];
