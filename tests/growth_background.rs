@@ -118,6 +118,19 @@ fn background_growth_never_overwrites_records_on_the_simulated_file_system() {
     assert_eq!(check(&log), THREADS * PER_THREAD);
 }
 
+/// A liveness bound, not a timing claim: what the tests below wait for happens at once unless
+/// the engine is wrong.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits for `condition`, failing the test with `what` after [`PATIENCE`].
+fn wait_until(condition: impl Fn() -> bool, what: &str) {
+    let started = std::time::Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// A fresh directory on the real file system and a fault-injecting file system over it, or
 /// `None` (said on standard output) when the file system has less free space than the
 /// preallocator's margin: it then takes no growth steps, and there is none to stall or fail.
@@ -160,12 +173,10 @@ fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
     };
     // A liveness bound, not a timing claim: a writer that waited for the stalled sync would
     // never get there.
-    let finished = appended.recv_timeout(std::time::Duration::from_secs(120));
+    let finished = appended.recv_timeout(PATIENCE);
     assert!(finished.is_ok(), "the appends waited for the growth step's stalled fdatasync");
     appender.join().unwrap();
-    while faults.held.load(Ordering::SeqCst) == 0 {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_until(|| faults.held.load(Ordering::SeqCst) > 0, "a sync of the segment to stall");
     assert_eq!(log.prealloc_stats().growth_steps, 0, "the step is done only after its sync");
     faults.hold_syncs.store(false, Ordering::SeqCst);
     let log = Arc::into_inner(log).expect("the appender is gone");
@@ -201,9 +212,7 @@ fn a_failed_growth_sync_is_synced_again_by_the_clean_close() {
         log.append(&record(i), Durability::Synced).unwrap();
         i += 1;
     }
-    while faults.failed_syncs.load(Ordering::SeqCst) == 0 {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_until(|| faults.failed_syncs.load(Ordering::SeqCst) > 0, "a growth step's sync to fail");
     log.append(&record(i), Durability::Synced).unwrap();
     i += 1;
     faults.synced_names.lock().clear();
