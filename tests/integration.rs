@@ -38,6 +38,7 @@ mod cli_state_history;
 mod cli_time_filter;
 mod cli_verify;
 mod client_delta;
+mod client_durable_acks;
 mod client_line_limit;
 mod concurrency;
 mod console_http;

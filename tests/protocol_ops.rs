@@ -10,7 +10,7 @@ use crate::common;
 use common::schema::assert_valid;
 use factlog::protocol::op::{
     CheckpointReply, ClientsReply, EventsPage, HistoryPage, RecoverReply, RequestedDurability,
-    RevisionReply, StateReply, TasksPage, read_reply,
+    RevisionReply, StateReply, SyncReply, TasksPage, read_reply,
 };
 use factlog::protocol::{Op, OpRequest};
 use factlog::server::conn::{NoHolds, serve_stream};
@@ -34,10 +34,11 @@ fn variant(op: &Op) -> usize {
         Op::Purge { .. } => 8,
         Op::Batch { .. } => 9,
         Op::Clients => 10,
+        Op::Sync => 11,
     }
 }
 
-const VARIANTS: usize = 11;
+const VARIANTS: usize = 12;
 
 fn object(value: Value) -> Map<String, Value> {
     let Value::Object(object) = value else { panic!("a JSON object: {value}") };
@@ -93,6 +94,7 @@ fn examples() -> Vec<(Op, &'static str, bool)> {
         (Op::Recover { dry_run: false }, r#"{"op":"recover","dry_run":false}"#, true),
         (Op::Checkpoint, r#"{"op":"checkpoint"}"#, true),
         (Op::Clients, r#"{"op":"clients"}"#, true),
+        (Op::Sync, r#"{"op":"sync"}"#, true),
         (Op::Purge { dry_run: true }, r#"{"op":"purge","dry_run":true}"#, true),
         (
             Op::batch(
@@ -204,7 +206,7 @@ fn an_unknown_or_malformed_op_is_refused_by_name() {
         message.starts_with(
             "unknown \"op\" \"frobnicate\" (known: \"revision\", \"state\", \"history\", \
              \"events\", \"follow\", \"tasks\", \"recover\", \"checkpoint\", \"clients\", \
-             \"purge\", \"batch\"; an append has \"type\" instead); nothing was written"
+             \"sync\", \"purge\", \"batch\"; an append has \"type\" instead); nothing was written"
         ),
         "{message}"
     );
@@ -311,6 +313,10 @@ fn check_typed_reply(op: &Op, reply: Map<String, Value>) {
         Op::Recover { .. } => read(read_reply::<RecoverReply>(reply.clone()).map(drop)),
         Op::Checkpoint => read(read_reply::<CheckpointReply>(reply.clone()).map(drop)),
         Op::Clients => read(read_reply::<ClientsReply>(reply.clone()).map(drop)),
+        Op::Sync => {
+            let synced = read_reply::<SyncReply>(reply.clone());
+            assert_eq!(synced.expect("a sync reply").durability, "synced");
+        }
         Op::Purge { .. } => {
             read(read_reply::<factlog::harness::PurgeReport>(reply.clone()).map(drop));
         }
@@ -346,6 +352,7 @@ fn the_server_answers_every_op_with_its_typed_reply() {
         Op::Recover { dry_run: true },
         Op::Checkpoint,
         Op::Clients,
+        Op::Sync,
         Op::Purge { dry_run: true },
     ];
     let mut seen = [false; VARIANTS];

@@ -34,12 +34,10 @@ use std::process::ExitCode;
 use factlog::client::served::Held;
 use factlog::client::{Client, ClientError};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
-use factlog::protocol::reply::KEY_WARNINGS;
+use factlog::protocol;
+use factlog::protocol::acks::{AckMode, Acks, Fatal};
 use factlog::protocol::reply::code_is_damage;
-use factlog::protocol::request::KEY_ID;
-use factlog::protocol::{self, error_reply};
-use factlog::{Durability, Error, ErrorKind, Store, StoreOptions};
-use serde_json::{Map, Value, json};
+use factlog::{Error, ErrorKind, Store, StoreOptions};
 
 use crate::{
     AckArg, EXIT_DAMAGED, EXIT_FAILURE, EmitArgs, Failure, Outcome, library_failure, open_failure,
@@ -148,34 +146,15 @@ fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
     }
 }
 
-/// What became of one input line (`format-spec/protocol.md`, "Replies").
-enum Reply {
-    /// The event was written; the reply and the durability the append waited for.
-    Written { reply: Map<String, Value>, durability: Durability },
-    /// Nothing was written (a refusal or a duplicate), or a buffered event was written with
-    /// warnings that must reach the harness: the reply stands alone and the stream goes on.
-    NotWritten { reply: Map<String, Value> },
-    /// The store can take no more events: the reply, then the command ends with `exit_code`.
-    Fatal { reply: Map<String, Value>, message: String, exit_code: u8 },
-    /// A blank line: no reply.
-    Skip,
-}
-
-/// Replies still owed under `--ack durable-only` (`format-spec/protocol.md`, "Acknowledging
-/// only durable events"): the lines answered by no reply yet, all of them written buffered
-/// events.
-struct Acks {
-    durable_only: bool,
-    pending: u64,
-}
-
-/// Reads every line of standard input and replies to each.
+/// Reads every line of standard input and replies to each, under the library's
+/// acknowledgement rules (`factlog::protocol::acks`).
 fn emit_lines(store: &Store, ack: AckArg) -> Result<(), Failure> {
     let stdin = io::stdin();
     let mut input = BufReader::with_capacity(INPUT_BUFFER_BYTES, stdin.lock());
     let stdout = io::stdout();
     let mut output = BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, stdout.lock());
-    let mut acks = Acks { durable_only: ack == AckArg::DurableOnly, pending: 0 };
+    let mode = if ack == AckArg::DurableOnly { AckMode::DurableOnly } else { AckMode::Every };
+    let mut acks = Acks::new(mode);
     let mut line = Vec::new();
     loop {
         // The next read blocks unless a whole line is buffered: whoever waits for the
@@ -186,7 +165,7 @@ fn emit_lines(store: &Store, ack: AckArg) -> Result<(), Failure> {
         line.clear();
         let reply = match read_line(&mut input, &mut line).map_err(read_failed)? {
             Line::End => break,
-            Line::TooLong(bytes) => refused(
+            Line::TooLong(bytes) => protocol::Reply::from_error(
                 &Error::from(ErrorKind::LimitExceeded {
                     what: "emit input line bytes",
                     value: bytes,
@@ -194,92 +173,27 @@ fn emit_lines(store: &Store, ack: AckArg) -> Result<(), Failure> {
                 }),
                 None,
             ),
-            Line::Complete => handle_line(store, &line),
+            Line::Complete if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Line::Complete => protocol::handle_line(store, &line),
         };
-        if let Some((message, exit_code)) = acks.reply(store, reply, &mut output)? {
+        let fatal = acks.answer(store, reply, &mut output).map_err(write_failed)?;
+        if let Some(fatal) = fatal {
             output.flush().map_err(write_failed)?;
-            return Err(Failure::new(exit_code, format_args!("append: {message}")));
+            return Err(fatal_failure("append", &fatal));
         }
     }
-    if acks.durable_only {
-        // The final reply promises that every line it covers is synced.
-        if let Err(error) = store.flush(Durability::Synced) {
-            let mut reply = error_reply(&error, None);
-            let message = error.to_string();
-            reply.insert("covers".to_owned(), json!(acks.pending));
-            write_reply(&mut output, &reply)?;
-            output.flush().map_err(write_failed)?;
-            return Err(Failure::new(EXIT_FAILURE, format_args!("sync: {message}")));
-        }
-        let mut end = Map::new();
-        end.insert("end".to_owned(), json!(true));
-        end.insert("covers".to_owned(), json!(acks.pending));
-        end.insert("durability".to_owned(), json!(Durability::Synced.as_str()));
-        write_reply(&mut output, &end)?;
+    // Under durable-only the final reply promises that every line it covers is synced.
+    if let Some(fatal) = acks.end(store, &mut output).map_err(write_failed)? {
+        output.flush().map_err(write_failed)?;
+        return Err(fatal_failure("sync", &fatal));
     }
     output.flush().map_err(write_failed)
 }
 
-impl Acks {
-    /// Writes the reply (or, under `--ack durable-only`, skips it or covers the skipped
-    /// lines with it); returns the message of a fatal failure.
-    fn reply(
-        &mut self,
-        store: &Store,
-        reply: Reply,
-        output: &mut impl Write,
-    ) -> Result<Option<(String, u8)>, Failure> {
-        let (mut reply, fatal) = match reply {
-            Reply::Skip => return Ok(None),
-            Reply::Written { reply, durability } => {
-                if self.durable_only && durability == Durability::Buffered {
-                    self.pending += 1;
-                    return Ok(None);
-                }
-                // Durability is prefix-ordered: the buffered events written before this one
-                // are now as durable as it is.
-                (reply, None)
-            }
-            Reply::Fatal { reply, message, exit_code } => (reply, Some((message, exit_code))),
-            Reply::NotWritten { reply } => {
-                if self.durable_only && self.pending > 0 {
-                    // A refusal or a duplicate writes nothing, so it cannot carry the skipped
-                    // lines: they are synced and acknowledged by a reply of their own first.
-                    match store.flush(Durability::Synced) {
-                        Ok(()) => {
-                            let mut covering = Map::new();
-                            covering.insert("covers".to_owned(), json!(self.pending));
-                            covering.insert(
-                                "durability".to_owned(),
-                                json!(Durability::Synced.as_str()),
-                            );
-                            write_reply(output, &covering)?;
-                            self.pending = 0;
-                            (reply, None)
-                        }
-                        // A failed sync ends the stream, whatever its kind.
-                        Err(error) => (
-                            error_reply(&error, reply.get(KEY_ID).cloned()),
-                            Some((error.to_string(), EXIT_FAILURE)),
-                        ),
-                    }
-                } else {
-                    (reply, None)
-                }
-            }
-        };
-        if self.durable_only {
-            reply.insert("covers".to_owned(), json!(self.pending + 1));
-            self.pending = 0;
-        }
-        write_reply(output, &reply)?;
-        Ok(fatal)
-    }
-}
-
-fn write_reply(output: &mut impl Write, reply: &Map<String, Value>) -> Result<(), Failure> {
-    serde_json::to_writer(&mut *output, reply).map_err(io::Error::from).map_err(write_failed)?;
-    output.write_all(b"\n").map_err(write_failed)
+/// The failure that ends the command after a reply that ends the stream.
+fn fatal_failure(what: &str, fatal: &Fatal) -> Failure {
+    let exit_code = if fatal.damaged { EXIT_DAMAGED } else { EXIT_FAILURE };
+    Failure::new(exit_code, format_args!("{what}: {}", fatal.message))
 }
 
 /// A closed standard output ends the stream quietly: nobody reads the replies any more.
@@ -334,38 +248,4 @@ fn skip_line(input: &mut impl BufRead) -> io::Result<u64> {
         input.consume(len);
         skipped += len as u64;
     }
-}
-
-/// The reply to one non-blank line, through the library's protocol module.
-fn handle_line(store: &Store, line: &[u8]) -> Reply {
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Reply::Skip;
-    }
-    from_protocol(protocol::handle_line(store, line))
-}
-
-/// What the library's reply means for the stream: a written buffered event with warnings
-/// stands alone, since a warning is never skipped (`format-spec/protocol.md`, "Warnings").
-fn from_protocol(reply: protocol::Reply) -> Reply {
-    match reply {
-        protocol::Reply::Written { reply, durability }
-            if durability == Durability::Buffered && reply.contains_key(KEY_WARNINGS) =>
-        {
-            Reply::NotWritten { reply }
-        }
-        protocol::Reply::Written { reply, durability } => Reply::Written { reply, durability },
-        protocol::Reply::Duplicate { reply } | protocol::Reply::Refused { reply } => {
-            Reply::NotWritten { reply }
-        }
-        protocol::Reply::Fatal { reply, message, damaged } => Reply::Fatal {
-            reply,
-            message,
-            exit_code: if damaged { EXIT_DAMAGED } else { EXIT_FAILURE },
-        },
-    }
-}
-
-/// The reply to a refused or failed append; a failure of the store ends the stream.
-fn refused(error: &Error, id: Option<Value>) -> Reply {
-    from_protocol(protocol::Reply::from_error(error, id))
 }

@@ -52,6 +52,7 @@ use crate::harness::recovery::RecoveryReport;
 use crate::harness::socket_path;
 use crate::harness::{Body, CallId, TaskState};
 use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
+use crate::protocol::acks::{AckMode, KEY_COVERS};
 use crate::protocol::delta_line;
 use crate::protocol::op::{
     self, CheckpointReply, ClientsReply, HistoryPage, Op, RecoverReply, RequestedDurability,
@@ -60,7 +61,7 @@ use crate::protocol::op::{
 use crate::protocol::reply::error_object;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::protocol::session::SERVER_PROTOCOL_VERSION;
-use crate::protocol::session::{KEY_HELLO, KEY_VERSION};
+use crate::protocol::session::{KEY_ACKS, KEY_HELLO, KEY_VERSION};
 use crate::{AppendOptions, Appended, Durability, Seq};
 
 /// What went wrong talking to a served store.
@@ -227,6 +228,8 @@ pub struct Client {
     read_timeout: Option<std::time::Duration>,
     /// Set when a read timed out: the replies are out of step, every later call fails.
     abandoned: bool,
+    /// The acknowledgements the server granted this connection at its hello.
+    acks: AckMode,
 }
 
 impl Client {
@@ -263,9 +266,39 @@ impl Client {
         Client::connect_socket_timeout(socket_path(dir.as_ref()), timeout)
     }
 
+    /// [`Client::connect`] asking the server for the acknowledgements `acks`
+    /// (`format-spec/server.md`, "Acknowledgements"). Under [`AckMode::DurableOnly`] the
+    /// fragments and pipelined appends get no reply when they are written: a full buffer of
+    /// them is sent without waiting, [`Client::flush`] makes them durable (the `sync`
+    /// operation), and the next request's reply vouches for them. A server that does not
+    /// know the option answers every line, and [`Client::acks`] then says
+    /// [`AckMode::Every`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect`].
+    pub fn connect_acks(dir: impl AsRef<Path>, acks: AckMode) -> Result<Client, ClientError> {
+        Client::connect_socket_with(socket_path(dir.as_ref()), None, acks)
+    }
+
+    /// The acknowledgements of this connection: what the server granted of what
+    /// [`Client::connect_acks`] asked ([`AckMode::Every`] otherwise).
+    #[must_use]
+    pub fn acks(&self) -> AckMode {
+        self.acks
+    }
+
     fn connect_socket_timeout(
         path: impl Into<PathBuf>,
         timeout: Option<std::time::Duration>,
+    ) -> Result<Client, ClientError> {
+        Client::connect_socket_with(path, timeout, AckMode::Every)
+    }
+
+    fn connect_socket_with(
+        path: impl Into<PathBuf>,
+        timeout: Option<std::time::Duration>,
+        acks: AckMode,
     ) -> Result<Client, ClientError> {
         let path = path.into();
         let stream = UnixStream::connect(&path)
@@ -288,9 +321,13 @@ impl Client {
             delta_error: None,
             read_timeout: timeout,
             abandoned: false,
+            acks: AckMode::Every,
         };
         let hello = json!({ KEY_HELLO: "factlog", KEY_VERSION: SERVER_PROTOCOL_VERSION });
-        let Value::Object(hello) = hello else { unreachable!("a JSON object") };
+        let Value::Object(mut hello) = hello else { unreachable!("a JSON object") };
+        if acks != AckMode::Every {
+            hello.insert(KEY_ACKS.to_owned(), json!(acks.as_str()));
+        }
         // A server that refuses the connection (busy, another user) answers and closes at
         // once: the hello may fail to send while the refusal is waiting to be read.
         let sent = client.send(&hello);
@@ -306,6 +343,9 @@ impl Client {
             });
         }
         client.server_pid = reply.get("pid").and_then(Value::as_u64).unwrap_or(0);
+        // Only what the server said back holds: an older server ignores the key.
+        let granted = reply.get(KEY_ACKS).and_then(Value::as_str).and_then(AckMode::from_name);
+        client.acks = granted.unwrap_or(AckMode::Every);
         Ok(client)
     }
 
@@ -359,7 +399,7 @@ impl Client {
             }
         }
         self.send(&object)?;
-        let reply = match self.receive() {
+        let reply = match self.receive_own() {
             Ok(reply) => reply,
             // A refusal that ended the stream came first: it says why the connection closed.
             Err(error) => return Err(self.delta_error.take().unwrap_or(error)),
@@ -415,7 +455,7 @@ impl Client {
         delta_line::write_line(&mut self.deltas, task, text);
         self.pending += 1;
         if self.deltas.len() >= CLIENT_DELTA_BUFFER_BYTES {
-            self.flush()?;
+            self.buffer_full()?;
         }
         Ok(())
     }
@@ -467,13 +507,15 @@ impl Client {
         self.deltas.extend_from_slice(&line);
         self.pending += 1;
         if self.deltas.len() >= CLIENT_DELTA_BUFFER_BYTES {
-            self.flush()?;
+            self.buffer_full()?;
         }
         Ok(())
     }
 
     /// Sends the buffered deltas and reads their replies: afterwards every delta appended so
-    /// far is in the serving process's log with `Buffered` durability.
+    /// far is in the serving process's log with `Buffered` durability; under durable-only
+    /// acknowledgements ([`Client::connect_acks`]) with `Synced` durability (a `sync`
+    /// request answers them).
     ///
     /// # Errors
     ///
@@ -483,8 +525,93 @@ impl Client {
         if self.pending == 0 {
             return Ok(());
         }
+        if self.acks == AckMode::DurableOnly {
+            // Nothing answers a buffered line: a sync does, and makes them durable.
+            let sync = Op::Sync.to_object();
+            return match self.request(sync) {
+                Ok(_) => Ok(()),
+                // The fragment's own refusal, not the sync's (which ran).
+                Err(ClientError::PipelinedRefused { code, message, reply, .. }) => {
+                    Err(ClientError::Refused { code, message, reply: *reply })
+                }
+                Err(error) => Err(error),
+            };
+        }
         self.write_deltas()?;
         self.read_delta_replies()
+    }
+
+    /// The buffer of fragments is full: sent and answered ([`Client::flush`]), or under
+    /// durable-only acknowledgements sent without waiting, the replies already there read.
+    fn buffer_full(&mut self) -> Result<(), ClientError> {
+        if self.acks == AckMode::Every {
+            return self.flush();
+        }
+        self.write_deltas()?;
+        self.drain_replies()
+    }
+
+    /// Under durable-only acknowledgements, between requests: reads the replies that have
+    /// arrived (covering replies, refused fragments) without waiting for more, so that the
+    /// server never waits for room to write them. A refusal is kept for the next request.
+    fn drain_replies(&mut self) -> Result<(), ClientError> {
+        loop {
+            if self.reader.buffer().is_empty() && !readable_now(self.reader.get_ref()) {
+                return Ok(());
+            }
+            let reply = match self.read_counted() {
+                Ok(reply) => reply,
+                Err(error) => {
+                    self.pending = 0;
+                    return Err(self.delta_error.take().unwrap_or(error));
+                }
+            };
+            if reply.contains_key("error") && self.delta_error.is_none() {
+                self.delta_error = Some(refused(reply));
+            }
+        }
+    }
+
+    /// Under durable-only acknowledgements: the reply to the last line sent, read after
+    /// the replies before it (covering replies, and refused fragments, the first kept for
+    /// the caller); `covers` is taken out of it. Under every acknowledgement: the next reply.
+    fn receive_own(&mut self) -> Result<Map<String, Value>, ClientError> {
+        if self.acks == AckMode::Every {
+            return self.receive();
+        }
+        loop {
+            let reply = self.read_counted()?;
+            if self.pending == 0 {
+                return Ok(reply);
+            }
+            if reply.contains_key("error") && self.delta_error.is_none() {
+                self.delta_error = Some(refused(reply));
+            }
+        }
+    }
+
+    /// One reply under durable-only acknowledgements, its `covers` taken out and counted
+    /// off the lines sent.
+    fn read_counted(&mut self) -> Result<Map<String, Value>, ClientError> {
+        let mut reply = self.receive()?;
+        let covers = reply.shift_remove(KEY_COVERS).and_then(|covers| covers.as_u64());
+        match covers {
+            Some(covers) if covers >= 1 && covers <= self.pending => {
+                self.pending -= covers;
+                Ok(reply)
+            }
+            _ => {
+                // The replies are out of step with the requests: nothing later can be trusted.
+                self.abandoned = true;
+                Err(ClientError::Protocol {
+                    what: format!(
+                        "a reply whose \"covers\" is not a count of the {} lines sent \
+                         unanswered",
+                        self.pending
+                    ),
+                })
+            }
+        }
     }
 
     /// Writes the buffered delta lines (and whatever else was put after them) in one write.
@@ -720,6 +847,13 @@ impl Client {
         input: impl Read + Send + 'static,
         output: &mut impl Write,
     ) -> Result<Relayed, ClientError> {
+        if self.acks != AckMode::Every {
+            return Err(ClientError::Protocol {
+                what: "a relay copies one reply per line: connect without durable-only \
+                       acknowledgements to relay"
+                    .to_owned(),
+            });
+        }
         self.flush()?;
         let path = self.path.clone();
         let mut reader =
@@ -816,6 +950,12 @@ impl Client {
             .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
         line.push(b'\n');
         check_line_length(line.len())?;
+        if self.acks == AckMode::DurableOnly {
+            // The request is one more line unanswered; the replies are read by the caller.
+            self.deltas.extend_from_slice(&line);
+            self.pending += 1;
+            return self.write_deltas();
+        }
         if self.pending == 0 {
             return send_all(&self.writer, &line).map_err(|error| self.gone(&error));
         }
@@ -905,6 +1045,17 @@ fn after_request(error: ClientError, reply: Map<String, Value>) -> ClientError {
             request_reply: Box::new(reply),
         },
         other => other,
+    }
+}
+
+/// Whether a reply waits in the socket now: a byte peeked without waiting (a closed
+/// connection counts, so that its end is read and reported).
+fn readable_now(stream: &UnixStream) -> bool {
+    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    let mut byte = [0_u8; 1];
+    match rustix::net::recv(stream, &mut byte[..], flags) {
+        Ok(_) => true,
+        Err(errno) => errno != rustix::io::Errno::AGAIN && errno != rustix::io::Errno::INTR,
     }
 }
 

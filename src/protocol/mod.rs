@@ -16,8 +16,11 @@
 //! - [`handle_line`] and [`execute`] run a request against a store: take the task over (the
 //!   holder rules of `format-spec/harness-recovery.md`, "Holders"), append, and answer.
 //!
-//! Stream rules that belong to one door only (blank lines, line length, `--ack
-//! durable-only`) stay with that door. Nothing here prints a body value: no message quotes
+//! - [`acks`] holds the rules of acknowledging only what became durable (`emit --ack
+//!   durable-only`, a socket connection's `"acks":"durable-only"`), for every door.
+//!
+//! Stream rules that belong to one door only (blank lines, line length) stay with that
+//! door. Nothing here prints a body value: no message quotes
 //! the input, which may hold a secret.
 //!
 //! ```
@@ -40,6 +43,7 @@
 //! # }
 //! ```
 
+pub mod acks;
 pub mod delta_line;
 pub mod op;
 pub mod pages;

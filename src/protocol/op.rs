@@ -94,6 +94,11 @@ pub enum Op {
     /// `{"op":"clients"}`: how many clients the server serves now (the asking one included)
     /// and at most; the reply is a [`ClientsReply`].
     Clients,
+    /// `{"op":"sync"}`: everything the store holds made durable (`Store::flush` with
+    /// [`Durability::Synced`]) in the serving process; the reply is a written reply of its own,
+    /// `{"durability":"synced"}`, which under a connection's `"acks":"durable-only"` covers
+    /// the lines its buffered replies skipped.
+    Sync,
     /// `{"op":"purge","dry_run"}`: `Store::purge` in the serving process (with `dry_run`,
     /// `Store::plan_purge`); the reply is the [`crate::harness::PurgeReport`]'s keys.
     Purge {
@@ -167,7 +172,7 @@ impl RequestedDurability {
 
 impl Op {
     /// The name of every operation, in the order the refusal of an unknown one lists them.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "revision",
         "state",
         "history",
@@ -177,6 +182,7 @@ impl Op {
         "recover",
         "checkpoint",
         "clients",
+        "sync",
         "purge",
         "batch",
     ];
@@ -194,6 +200,7 @@ impl Op {
             Op::Recover { .. } => "recover",
             Op::Checkpoint => "checkpoint",
             Op::Clients => "clients",
+            Op::Sync => "sync",
             Op::Purge { .. } => "purge",
             Op::Batch { .. } => "batch",
         }
@@ -286,6 +293,7 @@ impl OpRequest {
             "recover" => Op::Recover { dry_run: dry_run(object.get("dry_run")).map_err(&refuse)? },
             "checkpoint" => Op::Checkpoint,
             "clients" => Op::Clients,
+            "sync" => Op::Sync,
             "purge" => Op::Purge { dry_run: dry_run(object.get("dry_run")).map_err(&refuse)? },
             _ => {
                 let task = match object.shift_remove(KEY_TASK) {
@@ -519,6 +527,13 @@ pub struct ClientsReply {
     pub clients: u64,
     /// The most it serves at once (`ServeOptions::clients_max`).
     pub clients_max: u64,
+}
+
+/// The reply to `sync`, after the `id`: what it made durable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncReply {
+    /// Always `"synced"`.
+    pub durability: String,
 }
 
 /// Why a reply object could not be read as its operation's typed reply.

@@ -16,6 +16,10 @@ pub const KEY_HELLO: &str = "hello";
 /// The key of the hello line holding the server protocol version.
 pub const KEY_VERSION: &str = "version";
 
+/// The key of the hello line asking for a connection's acknowledgements (`"every"`, the
+/// default, or `"durable-only"`: [`super::acks::AckMode`]); the server's hello says it back.
+pub const KEY_ACKS: &str = "acks";
+
 /// The error code of a first line that is not a hello.
 pub const CODE_HELLO_REQUIRED: &str = "HELLO_REQUIRED";
 /// The error code of a hello asking for a server protocol version this server does not speak.

@@ -24,6 +24,7 @@ use crate::limits::{
     SERVER_LINE_BYTES_MAX, SERVER_REPLY_BUFFER_BYTES, SERVER_REPLY_PAGE_BYTES,
     SERVER_TASKS_PER_CLIENT_MAX,
 };
+use crate::protocol::acks::{AckMode, Acks, Fatal};
 use crate::protocol::op::{
     self, CheckpointReply, ClientsReply, HistoryPage, Op, OpRequest, RecoverReply,
     RequestedDurability, RevisionReply, StateReply, TasksPage, reply_object,
@@ -31,7 +32,7 @@ use crate::protocol::op::{
 use crate::protocol::reply::{self, error_object, with_id};
 use crate::protocol::request::{self, KEY_TYPE, Refusal};
 use crate::protocol::session::{
-    CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_HELLO, KEY_OP, KEY_VERSION,
+    CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_ACKS, KEY_HELLO, KEY_OP, KEY_VERSION,
     SERVER_PROTOCOL_VERSION,
 };
 use crate::protocol::{self, Reply, Request, delta_line, pages, views};
@@ -136,6 +137,7 @@ pub fn serve_stream<R: Read, W: Write>(
         lines: LineReader::new(input, holds.budget()),
         output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
         last_task: None,
+        acks: Acks::new(AckMode::Every),
     };
     let end = connection.run(pid);
     (end, connection.touched)
@@ -149,6 +151,9 @@ struct Connection<'a, R: Read, W: Write> {
     output: BufWriter<W>,
     /// The task of the last bare delta, so that a stream of fragments looks it up once.
     last_task: Option<Task>,
+    /// Which replies this connection gets (its hello's `acks`), and the lines no reply
+    /// answered yet.
+    acks: Acks,
 }
 
 impl<R: Read, W: Write> Connection<'_, R, W> {
@@ -179,7 +184,10 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 Line::Partial(bytes) => return self.finish(End::PartialLineDiscarded { bytes }),
                 Line::TooLong(bytes) => {
                     let reply = line_too_long(bytes, SERVER_LINE_BYTES_MAX);
-                    return self.write_and_end(reply.object(), End::LineTooLong);
+                    return match self.acks.answer(self.store, reply, &mut self.output) {
+                        Ok(_) => self.finish(End::LineTooLong),
+                        Err(error) => End::WriteFailed(error),
+                    };
                 }
                 Line::Refused(shortfall) => shortfall.reply(),
                 Line::Complete if self.lines.line().iter().all(u8::is_ascii_whitespace) => {
@@ -197,21 +205,40 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                         Delta::Refused(reply) => reply,
                         Delta::General => match self.lines.charge(Parse::Tree) {
                             Err(shortfall) => shortfall.reply(),
-                            Ok(()) => self.handle(),
+                            Ok(()) => match self.handle() {
+                                Answer::Append(reply) => reply,
+                                Answer::Read(reply) => {
+                                    let answered = self.acks.answer_read(
+                                        self.store,
+                                        reply.into_object(),
+                                        &mut self.output,
+                                    );
+                                    match self.answered(answered) {
+                                        Some(end) => return end,
+                                        None => continue,
+                                    }
+                                }
+                            },
                         },
                     },
                 },
             };
-            if let Reply::Fatal { reply, message, .. } = &reply {
-                return self.write_and_end(reply, End::Fatal { message: message.clone() });
+            let answered = self.acks.answer(self.store, reply, &mut self.output);
+            if let Some(end) = self.answered(answered) {
+                return end;
             }
-            let written = write_line(&mut self.output, reply.object());
-            // The line's tree and copies are gone with the request: its memory goes back.
-            drop(reply);
-            self.lines.settle();
-            if let Err(error) = written {
-                return End::WriteFailed(error);
-            }
+        }
+    }
+
+    /// After a reply was answered under the connection's acknowledgements: the end of the
+    /// connection when writing failed or the reply ended the stream. The line's tree and
+    /// copies are gone with the request: its memory goes back.
+    fn answered(&mut self, answered: io::Result<Option<Fatal>>) -> Option<End> {
+        self.lines.settle();
+        match answered {
+            Ok(None) => None,
+            Ok(Some(Fatal { message, .. })) => Some(self.finish(End::Fatal { message })),
+            Err(error) => Some(End::WriteFailed(error)),
         }
     }
 
@@ -237,7 +264,8 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             }
             Line::Complete => {}
         }
-        let reply = hello_reply(self.lines.line(), pid);
+        let (reply, mode) = hello_reply(self.lines.line(), pid);
+        self.acks = Acks::new(mode);
         let refused = reply.contains_key(reply::KEY_ERROR);
         if refused {
             return Some(self.write_and_end(&reply, End::HelloRefused));
@@ -280,8 +308,13 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         };
         match task.delta_revision(&line.text) {
             Ok((seq, revision)) => {
-                let written =
-                    delta_line::write_reply(&mut self.output, line.id, seq.0, &line.task, revision);
+                // A fragment's written reply carries no warnings: under durable-only acks it
+                // is skipped, and a later durable reply covers it.
+                let written = if self.acks.skips_buffered() {
+                    Ok(())
+                } else {
+                    delta_line::write_reply(&mut self.output, line.id, seq.0, &line.task, revision)
+                };
                 if cached.is_none() {
                     self.last_task = Some(task.clone());
                 }
@@ -292,31 +325,39 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     }
 
     /// The reply to one non-blank request line.
-    fn handle(&mut self) -> Reply {
+    fn handle(&mut self) -> Answer {
         let object = match request::parse_object(self.lines.line()) {
             Ok(object) => object,
-            Err(refusal) => return refusal.into_reply(),
+            Err(refusal) => return Answer::Append(refusal.into_reply()),
         };
         if !object.contains_key(KEY_TYPE) && object.contains_key(KEY_OP) {
             return match OpRequest::from_object(object) {
-                Ok(OpRequest { id, op }) => self.operation(id, op),
-                Err(refusal) => refusal.into_reply(),
+                Ok(OpRequest { id, op }) => {
+                    // A batch and a sync answer with what they made durable; every other
+                    // operation's written reply is a read's.
+                    let appends = matches!(op, Op::Batch { .. } | Op::Sync);
+                    match self.operation(id, op) {
+                        reply @ Reply::Written { .. } if !appends => Answer::Read(reply),
+                        reply => Answer::Append(reply),
+                    }
+                }
+                Err(refusal) => Answer::Append(refusal.into_reply()),
             };
         }
         let request = match Request::from_object(object) {
             Ok(request) => request,
-            Err(refusal) => return refusal.into_reply(),
+            Err(refusal) => return Answer::Append(refusal.into_reply()),
         };
         if request.body.operator().is_some()
             && let Some(refused) = self.refuse_unheld_authority(&request)
         {
-            return refused;
+            return Answer::Append(refused);
         }
         if let Some(refused) = self.touch(&request.task, request.id.clone()) {
-            return refused;
+            return Answer::Append(refused);
         }
         let scan = protocol::line_may_hold_credential(self.lines.line());
-        protocol::execute(self.store, request, scan)
+        Answer::Append(protocol::execute(self.store, request, scan))
     }
 
     /// A person's answer that is authority of the task's holder
@@ -404,6 +445,15 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                     &ClientsReply { clients: clients as u64, clients_max: clients_max as u64 },
                 )
             }
+            Op::Sync => match self.store.flush(crate::Durability::Synced) {
+                Ok(()) => {
+                    let mut reply = with_id(id);
+                    let synced = crate::Durability::Synced;
+                    reply.insert(reply::KEY_DURABILITY.to_owned(), json!(synced.as_str()));
+                    Reply::Written { reply, durability: synced }
+                }
+                Err(error) => Reply::from_error(&error, id),
+            },
             Op::Purge { dry_run } => self.purge(id, dry_run),
             Op::Batch { task, events, expected_revision, durability } => {
                 let options = RequestedDurability::options(durability, expected_revision);
@@ -527,12 +577,13 @@ fn timed_out(error: &io::Error) -> bool {
     matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
 
-/// The reply to a hello line: the server's hello, or an error that ends the connection.
-fn hello_reply(line: &[u8], pid: u32) -> Map<String, Value> {
+/// The reply to a hello line: the server's hello, or an error that ends the connection;
+/// and the acknowledgements the hello asked for (`acks`, `format-spec/server.md`, "Hello").
+fn hello_reply(line: &[u8], pid: u32) -> (Map<String, Value>, AckMode) {
     let object = request::parse_object(line).ok();
     let hello = object.as_ref().and_then(|o| o.get(KEY_HELLO)).and_then(Value::as_str);
     if hello != Some("factlog") {
-        return error_object(
+        let reply = error_object(
             None,
             CODE_HELLO_REQUIRED,
             &format!(
@@ -541,6 +592,7 @@ fn hello_reply(line: &[u8], pid: u32) -> Map<String, Value> {
                  (format-spec/server.md)"
             ),
         );
+        return (reply, AckMode::Every);
     }
     let version = object.as_ref().and_then(|o| o.get(KEY_VERSION)).and_then(Value::as_u64);
     if version != Some(u64::from(SERVER_PROTOCOL_VERSION)) {
@@ -554,14 +606,39 @@ fn hello_reply(line: &[u8], pid: u32) -> Map<String, Value> {
             ),
         );
         reply.insert("supported".to_owned(), json!([SERVER_PROTOCOL_VERSION]));
-        return reply;
+        return (reply, AckMode::Every);
     }
+    let asked = object.as_ref().and_then(|o| o.get(KEY_ACKS));
+    let mode = match asked {
+        None => AckMode::Every,
+        Some(Value::String(name)) if AckMode::from_name(name).is_some() => {
+            AckMode::from_name(name).unwrap_or_default()
+        }
+        Some(other) => {
+            let mut reply = error_object(
+                None,
+                CODE_UNSUPPORTED_VERSION,
+                &format!(
+                    "this server's acknowledgements are \"every\" and \"durable-only\"; the \
+                     hello asked for {}: use a client of a matching release",
+                    serde_json::to_string(other).unwrap_or_default()
+                ),
+            );
+            reply.insert("supported".to_owned(), json!([SERVER_PROTOCOL_VERSION]));
+            return (reply, AckMode::Every);
+        }
+    };
     let mut reply = Map::new();
     reply.insert(KEY_HELLO.to_owned(), json!("factlog"));
     reply.insert(KEY_VERSION.to_owned(), json!(SERVER_PROTOCOL_VERSION));
     reply.insert("protocol".to_owned(), json!(protocol::PROTOCOL_VERSION));
     reply.insert("pid".to_owned(), json!(pid));
-    reply
+    if asked.is_some() {
+        // Said back, so that a client knows the server took it (an older server would
+        // answer every line, and say nothing).
+        reply.insert(KEY_ACKS.to_owned(), json!(mode.as_str()));
+    }
+    (reply, mode)
 }
 
 /// The reply to a request that is not an append (a read, `recover`): its typed reply after
@@ -633,6 +710,15 @@ fn touch(
     touched.insert(task.to_owned());
     holds.touch(task);
     None
+}
+
+/// The reply to a request line of the general path, by what the request was.
+enum Answer {
+    /// An append (or a batch, a sync, a refusal): its written reply says what it made
+    /// durable.
+    Append(Reply),
+    /// A read or a report: its reply says nothing of durability.
+    Read(Reply),
 }
 
 /// What the fast path made of a line.

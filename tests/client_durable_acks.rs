@@ -1,0 +1,232 @@
+//! A served store's connection with durable-only acknowledgements (`format-spec/server.md`,
+//! "Acknowledgements"): the written replies of buffered events are skipped, every reply says
+//! which lines it covers, a reply that cannot vouch for the skipped lines comes after a
+//! covering reply of a sync; the client streams fragments without waiting, its requests and
+//! its flush vouch for them, a refused fragment still comes back, and a server that does not
+//! say the option back is spoken to line by line.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader, Write};
+
+use common::schema::assert_valid;
+use common::server::store_dir;
+use factlog::client::{Client, ClientError};
+use factlog::harness::Body;
+use factlog::harness::event::{StepStart, TurnStart, UserMessage};
+use factlog::limits::CLIENT_DELTA_BUFFER_BYTES;
+use factlog::protocol::acks::AckMode;
+use factlog::server::ServeOptions;
+use factlog::server::conn::{NoHolds, serve_stream};
+use factlog::{AppendOptions, Durability, Seq, Store, StoreOptions};
+use serde_json::{Map, Value, json};
+
+fn replies(output: &[u8]) -> Vec<Map<String, Value>> {
+    output
+        .split(|&byte| byte == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| match serde_json::from_slice(line).expect("a JSON reply") {
+            Value::Object(object) => object,
+            other => panic!("not an object: {other}"),
+        })
+        .collect()
+}
+
+fn texts(store: &Store, task: &str) -> Vec<String> {
+    store
+        .events(Seq(1))
+        .expect("events")
+        .map(|event| event.expect("event"))
+        .filter(|event| event.task.as_str() == task)
+        .filter_map(|event| match event.body {
+            Body::AssistantDelta(delta) => Some(delta.text),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The lines and replies of `format-spec/server.md`'s example, exactly, each reply checked
+/// against its schema.
+#[test]
+fn buffered_replies_are_skipped_and_every_reply_says_what_it_covers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+    let input = [
+        r#"{"hello":"factlog","version":1,"acks":"durable-only"}"#,
+        r#"{"task":"t","type":"assistant/delta","text":"a"}"#,
+        r#"{"id":5,"task":"t","type":"assistant/delta","text":"b"}"#,
+        r#"{"task":"t","type":"turn/start"}"#,
+        "",
+        r#"{"id":1,"task":"t","type":"user/message","text":"m"}"#,
+        r#"{"task":"t","type":"assistant/delta","text":"c"}"#,
+        r#"{"task":"t","type":"no/such"}"#,
+        r#"{"task":"t","type":"assistant/delta","text":"d"}"#,
+        r#"{"id":2,"op":"revision","task":"t"}"#,
+        r#"{"task":"t","type":"assistant/delta","text":"e"}"#,
+        r#"{"id":3,"op":"sync"}"#,
+        r#"{"task":"t","type":"assistant/delta","text":"f"}"#,
+    ]
+    .join("\n")
+        + "\n";
+    let mut output = Vec::new();
+    let _ = serve_stream(&store, &NoHolds, 7, input.as_bytes(), &mut output);
+    let replies = replies(&output);
+    let expected = [
+        json!({"hello":"factlog","version":1,"protocol":1,"pid":7,"acks":"durable-only"}),
+        json!({"id":1,"seq":4,"task":"t","revision":4,"durability":"flushed","covers":4}),
+        json!({"covers":1,"durability":"synced"}),
+        json!({"error":"INVALID_EVENT","covers":1}),
+        json!({"covers":1,"durability":"synced"}),
+        json!({"id":2,"task":"t","revision":6,"covers":1}),
+        json!({"id":3,"durability":"synced","covers":2}),
+    ];
+    assert_eq!(replies.len(), expected.len(), "{replies:?}");
+    for (reply, expected) in replies.iter().zip(&expected) {
+        for (key, value) in expected.as_object().expect("an object") {
+            assert_eq!(reply.get(key), Some(value), "{key} of {reply:?}");
+        }
+        // Key order on the wire: `id` first, `covers` last (after a covering reply's own).
+        if reply.contains_key("id") {
+            assert_eq!(reply.keys().next().map(String::as_str), Some("id"), "{reply:?}");
+        }
+        if reply.len() > 2 && reply.contains_key("covers") {
+            assert_eq!(reply.keys().last().map(String::as_str), Some("covers"), "{reply:?}");
+        }
+    }
+    assert_valid("server-line.json", &Value::Object(replies[0].clone()));
+    for reply in &replies[1..5] {
+        assert_valid("emit-reply.json", &Value::Object(reply.clone()));
+    }
+    // A read's and a sync's replies are server-line.json's, with `covers` at the end.
+    for reply in &replies[5..] {
+        let mut reply = reply.clone();
+        assert!(reply.shift_remove("covers").is_some());
+        assert_valid("server-line.json", &Value::Object(reply));
+    }
+    assert_eq!(texts(&store, "t"), ["a", "b", "c", "d", "e", "f"]);
+    store.close().expect("close");
+}
+
+/// A hello that asks for acknowledgements the server does not have is refused, and the
+/// connection ends there.
+#[test]
+fn an_unknown_acknowledgement_is_refused_at_the_hello() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+    for asked in [json!("sometimes"), json!(true)] {
+        let hello = json!({"hello": "factlog", "version": 1, "acks": asked});
+        let input = format!("{hello}\n{{\"task\":\"t\",\"type\":\"turn/start\"}}\n");
+        let mut output = Vec::new();
+        let _ = serve_stream(&store, &NoHolds, 1, input.as_bytes(), &mut output);
+        let replies = replies(&output);
+        assert_eq!(replies.len(), 1, "{replies:?}");
+        assert_eq!(replies[0]["error"], "UNSUPPORTED_VERSION");
+        let message = replies[0]["message"].as_str().expect("message");
+        assert!(message.contains("\"durable-only\""), "{message}");
+        assert_valid("server-line.json", &Value::Object(replies[0].clone()));
+    }
+    // Asked for explicitly, `every` is said back and every line is answered.
+    let input = "{\"hello\":\"factlog\",\"version\":1,\"acks\":\"every\"}\n\
+                 {\"task\":\"t\",\"type\":\"turn/start\"}\n";
+    let mut output = Vec::new();
+    let _ = serve_stream(&store, &NoHolds, 1, input.as_bytes(), &mut output);
+    let replies = replies(&output);
+    assert_eq!(replies[0]["acks"], "every");
+    assert_eq!(replies[1]["durability"], "buffered");
+    assert!(!replies[1].contains_key("covers"));
+    assert_eq!(store.task_state("t").expect("t").revision, 1);
+    store.close().expect("close");
+}
+
+/// Many buffers of fragments, requests between them, a refused pipelined append: everything
+/// arrives in order, the refusal comes back from the next request (which still ran), and
+/// `flush` makes every fragment durable.
+#[test]
+fn a_durable_only_client_streams_without_waiting_and_its_requests_vouch_for_the_fragments() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
+    assert_eq!(client.acks(), AckMode::DurableOnly);
+    let count = 4 * CLIENT_DELTA_BUFFER_BYTES / 20;
+    let mut expected = Vec::new();
+    let message = Body::UserMessage(UserMessage { text: "m".into(), extra: Default::default() });
+    for i in 0..count {
+        let text = format!("fragment {i} \"é\"\n");
+        client.delta("t1", &text).expect("delta");
+        expected.push(text);
+        if i % 1000 == 999 {
+            assert_eq!(client.revision("t1").expect("revision"), i as u64 + 1);
+            let synced =
+                AppendOptions { durability: Some(Durability::Synced), ..Default::default() };
+            let appended = client.append("t2", &message, synced).expect("append");
+            assert!(matches!(appended, factlog::Appended::Written { .. }), "{appended:?}");
+        }
+    }
+    client.append_pipelined("t1", &Body::TurnStart(TurnStart::default())).expect("turn");
+    client.append_pipelined("t1", &Body::StepStart(StepStart::default())).expect("step");
+    // A second step while one is open: refused when the store runs it.
+    client.append_pipelined("t1", &Body::StepStart(StepStart::default())).expect("buffered");
+    client.delta("t1", "after the refusal").expect("delta");
+    let error = client.append("t2", &message, AppendOptions::default()).expect_err("refusal");
+    assert_eq!(error.code(), Some("INVALID_EVENT"), "{error}");
+    let ClientError::PipelinedRefused { request_reply, .. } = &error else {
+        panic!("not PipelinedRefused: {error:?}");
+    };
+    assert_eq!(request_reply["durability"], "flushed", "the request still ran: {error}");
+    assert!(!request_reply.contains_key("covers"), "the count is the client's");
+    expected.push("after the refusal".to_owned());
+    client.delta("t1", "last").expect("delta");
+    expected.push("last".to_owned());
+    client.flush().expect("flush");
+    assert_eq!(texts(&store, "t1"), expected);
+    let revision = store.task_state("t1").expect("t1").revision;
+    assert_eq!(revision, count as u64 + 4, "the fragments, a turn, a step and two more");
+    assert_eq!(client.revision("t1").expect("revision"), revision, "still in step");
+    drop(client);
+    drop(server);
+    store.close().expect("close");
+}
+
+/// A server that answers the hello without saying `acks` back (one of an earlier release)
+/// answers every line: the client speaks to it line by line.
+#[test]
+fn a_server_that_does_not_say_the_option_back_is_answered_line_by_line() {
+    let (_temp, dir) = store_dir();
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("factlog.sock")).expect("bind");
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut writer = stream;
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("hello");
+        assert!(line.contains("\"acks\":\"durable-only\""), "{line}");
+        writer
+            .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1}\n")
+            .unwrap();
+        let mut lines = 0;
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).expect("read") == 0 {
+                return lines;
+            }
+            lines += 1;
+            let request: Value = serde_json::from_str(&line).expect("json");
+            let reply = match request.get("id") {
+                Some(id) => format!("{{\"id\":{id},\"task\":\"t\",\"revision\":{lines}}}\n"),
+                None => format!(
+                    "{{\"seq\":{lines},\"task\":\"t\",\"revision\":{lines},\"durability\":\"buffered\"}}\n"
+                ),
+            };
+            writer.write_all(reply.as_bytes()).expect("reply");
+        }
+    });
+    let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
+    assert_eq!(client.acks(), AckMode::Every, "not granted");
+    client.delta("t", "a").expect("delta");
+    client.delta("t", "b").expect("delta");
+    client.flush().expect("flush reads the two replies");
+    assert_eq!(client.revision("t").expect("revision"), 3);
+    drop(client);
+    assert_eq!(server.join().expect("the fake server"), 3);
+}
