@@ -90,7 +90,7 @@ fn buffered_replies_are_skipped_and_every_reply_says_what_it_covers() {
             assert_eq!(reply.keys().next().map(String::as_str), Some("id"), "{reply:?}");
         }
         if reply.len() > 2 && reply.contains_key("covers") {
-            assert_eq!(reply.keys().last().map(String::as_str), Some("covers"), "{reply:?}");
+            assert_eq!(reply.keys().next_back().map(String::as_str), Some("covers"), "{reply:?}");
         }
     }
     assert_valid("server-line.json", &Value::Object(replies[0].clone()));

@@ -115,8 +115,9 @@ fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
         return Err(Failure::new(
             EXIT_FAILURE,
             format_args!(
-                "{} is served by another process: --ack durable-only and \
-                 --refuse-unmarked-secrets are not available over its socket (give \
+                "{} is served by another process: emit does not relay --ack durable-only \
+                 or --refuse-unmarked-secrets to it (a client of the library asks for \
+                 durable-only acknowledgements itself, Client::connect_acks; give \
                  --refuse-unmarked-secrets to `factlog serve`)",
                 args.dir.display()
             ),

@@ -495,6 +495,11 @@ struct Deadline<'a> {
     at: Cell<Instant>,
     /// The read timeout the socket has now.
     timeout: Cell<Duration>,
+    /// A request came since the last read: the idle bound restarts at the next read (one
+    /// look at the clock a read, not one a request line).
+    active: Cell<bool>,
+    /// The idle bound.
+    idle: Duration,
 }
 
 impl Deadline<'_> {
@@ -512,7 +517,13 @@ fn deadline_after(from: Instant, bound: Duration) -> Instant {
 
 impl Read for &Deadline<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.at.get().saturating_duration_since(Instant::now());
+        let now = Instant::now();
+        if self.active.take() {
+            // The lines read from the last buffer held a request: the idle time starts
+            // again from now, when this connection asks for more.
+            self.at.set(deadline_after(now, self.idle));
+        }
+        let left = self.at.get().saturating_duration_since(now);
         if left.is_zero() {
             return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
         }
@@ -549,7 +560,7 @@ impl Holds for ClientHolds<'_> {
     }
 
     fn request_done(&self) {
-        self.1.restart(self.0.options.idle_timeout);
+        self.1.active.set(true);
     }
 
     fn budget(&self) -> &RequestBudget {
@@ -564,6 +575,8 @@ fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, acc
         stream,
         at: Cell::new(deadline_after(accepted, hello_timeout)),
         timeout: Cell::new(hello_timeout),
+        active: Cell::new(false),
+        idle: shared.options.idle_timeout,
     };
     let holds = ClientHolds(shared, &deadline);
     let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, &deadline, stream);

@@ -19,6 +19,7 @@ use std::time::Instant;
 use factlog::client::Client;
 use factlog::engine::counting_fs::FsCounters;
 use factlog::harness::Body;
+use factlog::protocol::acks::AckMode;
 use factlog::{AppendOptions, Durability, Store, Task};
 
 use super::super::policies::{self, StoreMode};
@@ -149,8 +150,10 @@ fn run(role: &Role) -> Result<(), String> {
     let session = workload::session(role.shape, role.index as u64 + 1);
     let door = match role.policy {
         Policy::Served => {
-            let client =
-                Client::connect(&role.path).map_err(|error| format!("connect: {error}"))?;
+            // Acknowledgements of what became durable only: the fragments and pipelined
+            // appends get no reply of their own (format-spec/server.md, "Acknowledgements").
+            let client = Client::connect_acks(&role.path, AckMode::DurableOnly)
+                .map_err(|error| format!("connect: {error}"))?;
             Door::Served(Box::new(client))
         }
         Policy::OwnStores => {
