@@ -320,8 +320,8 @@ pub(crate) enum Command {
     /// {"end":true,"covers":N,"durability":"synced"}.
     ///
     /// A store held by a process that shares it (factlog serve, Store::serve) is written
-    /// through its socket DIR/factlog.sock, with the same replies (not with --ack
-    /// durable-only); held by one that does not share it, the error names its pid.
+    /// through its socket DIR/factlog.sock, with the same replies (--ack durable-only
+    /// included); held by one that does not share it, the error names its pid.
     ///
     /// Each emit process is a holder: the first line for a task that an earlier process wrote
     /// (crashed, killed, or ended at the end of its input) takes the task over, as `recover`

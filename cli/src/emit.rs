@@ -111,24 +111,33 @@ fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
             ),
         ));
     }
-    if args.ack == AckArg::DurableOnly || args.refuse_unmarked_secrets {
+    if args.refuse_unmarked_secrets {
         return Err(Failure::new(
             EXIT_FAILURE,
             format_args!(
-                "{} is served by another process: emit does not relay --ack durable-only \
-                 or --refuse-unmarked-secrets to it (a client of the library asks for \
-                 durable-only acknowledgements itself, Client::connect_acks; give \
-                 --refuse-unmarked-secrets to `factlog serve`)",
+                "{} is served by another process: --refuse-unmarked-secrets is that \
+                 process's to set (give it to `factlog serve`)",
                 args.dir.display()
             ),
         ));
     }
-    let client = Client::connect(&args.dir).map_err(|error| {
+    let acks = if args.ack == AckArg::DurableOnly { AckMode::DurableOnly } else { AckMode::Every };
+    let client = Client::connect_acks(&args.dir, acks).map_err(|error| {
         Failure::new(
             EXIT_FAILURE,
             format_args!("cannot open {}: {locked}; {error}", args.dir.display()),
         )
     })?;
+    if client.acks() != acks {
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format_args!(
+                "{} is served by a process that does not acknowledge durable-only (an earlier \
+                 release): run emit without --ack durable-only, or serve with this release",
+                args.dir.display()
+            ),
+        ));
+    }
     let stdout = io::stdout();
     let mut output = BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, stdout.lock());
     let relayed = match client.relay(io::stdin(), &mut output) {

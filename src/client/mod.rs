@@ -41,7 +41,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -838,6 +838,12 @@ impl Client {
     /// stops reading replies, and the server disconnects it after its write timeout
     /// ([`ClientError::Disconnected`]).
     ///
+    /// Under durable-only acknowledgements ([`Client::connect_acks`]) the replies are those of
+    /// `factlog emit --ack durable-only` too: the server skips the replies of buffered events
+    /// and says what each reply `covers`; at the end of `input` a `sync` is sent, and its reply
+    /// is written as emit's final `{"end":true,"covers":N,"durability":"synced"}` (a failed
+    /// sync as its error reply, covering the lines left, which ends the stream).
+    ///
     /// # Errors
     ///
     /// [`ClientError::Disconnected`] when the server went away before the end of the
@@ -847,14 +853,8 @@ impl Client {
         input: impl Read + Send + 'static,
         output: &mut impl Write,
     ) -> Result<Relayed, ClientError> {
-        if self.acks != AckMode::Every {
-            return Err(ClientError::Protocol {
-                what: "a relay copies one reply per line: connect without durable-only \
-                       acknowledgements to relay"
-                    .to_owned(),
-            });
-        }
         self.flush()?;
+        let durable_only = self.acks == AckMode::DurableOnly;
         let path = self.path.clone();
         let mut reader =
             BufReader::new(self.reader.get_ref().try_clone().map_err(|e| self.gone(&e))?);
@@ -865,11 +865,17 @@ impl Client {
         // every non-blank line the sender counted.
         let input_done = Arc::new(AtomicBool::new(false));
         let done = Arc::clone(&input_done);
+        // Under durable-only acknowledgements: the lines sent with the final `sync`, known
+        // once the input ended (`u64::MAX` until then), and the lines the replies covered.
+        let lines_sent = Arc::new(AtomicU64::new(u64::MAX));
+        let sent = durable_only.then(|| Arc::clone(&lines_sent));
         let sender = std::thread::Builder::new()
             .name("factlog-relay".to_owned())
-            .spawn(move || send_lines(input, &mut writer, &done))
+            .spawn(move || send_lines(input, &mut writer, &done, sent.as_deref()))
             .map_err(|source| ClientError::Connect { path: path.clone(), source })?;
         let mut relayed = Relayed { replies: 0, ending: None };
+        let mut covered = 0_u64;
+        let mut ended = false;
         let mut line = Vec::new();
         loop {
             if !reader.buffer().contains(&b'\n') {
@@ -891,6 +897,10 @@ impl Client {
                     path,
                     detail: "the connection closed in the middle of a reply".to_owned(),
                 });
+            }
+            if durable_only {
+                let end = durable_reply(&mut line, &mut covered, &lines_sent)?;
+                ended |= end;
             }
             output.write_all(&line).map_err(|e| ClientError::Protocol { what: e.to_string() })?;
             relayed.replies += 1;
@@ -927,7 +937,16 @@ impl Client {
                 });
             }
         };
-        if relayed.replies < lines {
+        if durable_only && !ended {
+            return Err(ClientError::Disconnected {
+                path,
+                detail: format!(
+                    "the connection closed after replies covering {covered} of {lines} request \
+                     lines, before the final reply"
+                ),
+            });
+        }
+        if !durable_only && relayed.replies < lines {
             return Err(ClientError::Disconnected {
                 path,
                 detail: format!(
@@ -1111,6 +1130,43 @@ fn refused(reply: Map<String, Value>) -> ClientError {
     }
 }
 
+/// One reply of a relay under durable-only acknowledgements: its `covers` counted; the reply
+/// of the final `sync` (the one whose `covers` reach every line sent) rewritten in `line` as
+/// `emit --ack durable-only`'s final reply, or its error reply covering the lines before it.
+/// Whether it was that final reply.
+fn durable_reply(
+    line: &mut Vec<u8>,
+    covered: &mut u64,
+    sent: &AtomicU64,
+) -> Result<bool, ClientError> {
+    let unreadable = || ClientError::Protocol {
+        what: "a reply without a \"covers\" count under durable-only acknowledgements".to_owned(),
+    };
+    let Ok(Value::Object(mut reply)) = serde_json::from_slice::<Value>(line) else {
+        return Err(unreadable());
+    };
+    let covers = reply.get(KEY_COVERS).and_then(Value::as_u64).ok_or_else(unreadable)?;
+    *covered += covers;
+    if *covered != sent.load(Ordering::SeqCst) {
+        return Ok(false);
+    }
+    // The sync's own line is not one of the input's.
+    let lines = covers.saturating_sub(1);
+    if reply.contains_key("error") {
+        reply.insert(KEY_COVERS.to_owned(), json!(lines));
+    } else {
+        reply = Map::new();
+        reply.insert("end".to_owned(), json!(true));
+        reply.insert(KEY_COVERS.to_owned(), json!(lines));
+        reply.insert(KEY_DURABILITY.to_owned(), json!(Durability::Synced.as_str()));
+    }
+    line.clear();
+    serde_json::to_writer(&mut *line, &reply)
+        .map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+    line.push(b'\n');
+    Ok(true)
+}
+
 /// What [`Client::relay`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relayed {
@@ -1123,7 +1179,14 @@ pub struct Relayed {
 /// Copies `input` to the server, a newline added after a last line without one; sets `done`
 /// once all of it is written, then shuts the socket's sending side so that the server sees
 /// the end of input. Returns the number of non-blank lines sent (each gets one reply).
-fn send_lines(input: impl Read, writer: &mut UnixStream, done: &AtomicBool) -> io::Result<u64> {
+/// With `sync_after` (durable-only acknowledgements), a `sync` request follows the last line,
+/// the count of lines with it stored there first.
+fn send_lines(
+    input: impl Read,
+    writer: &mut UnixStream,
+    done: &AtomicBool,
+    sync_after: Option<&AtomicU64>,
+) -> io::Result<u64> {
     let mut input = BufReader::new(input);
     let mut lines = 0;
     let mut blank = true;
@@ -1149,6 +1212,13 @@ fn send_lines(input: impl Read, writer: &mut UnixStream, done: &AtomicBool) -> i
     if last != b'\n' {
         send_all(writer, b"\n")?;
         lines += u64::from(!blank);
+    }
+    if let Some(sent) = sync_after {
+        // Stored before the line goes: its reply is read only after the server read it.
+        sent.store(lines + 1, Ordering::SeqCst);
+        let mut sync = serde_json::to_vec(&Op::Sync.to_object()).map_err(io::Error::from)?;
+        sync.push(b'\n');
+        send_all(writer, &sync)?;
     }
     done.store(true, Ordering::Release);
     writer.shutdown(std::net::Shutdown::Write)?;
