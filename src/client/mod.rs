@@ -373,6 +373,8 @@ impl Client {
     }
 
     /// Sends one request object (an `id` is added when it has none) and returns its reply.
+    /// Under durable-only acknowledgements an append or batch whose durability would be
+    /// `buffered` is sent asking for `flushed`, so that it gets a reply.
     ///
     /// # Errors
     ///
@@ -397,6 +399,9 @@ impl Client {
                 let message = "\"id\" must be a string or a number; nothing was sent";
                 return Err(refused(error_object(None, "INVALID_EVENT", message)));
             }
+        }
+        if self.acks == AckMode::DurableOnly {
+            ask_for_a_reply(&mut object);
         }
         self.send(&object)?;
         let reply = match self.receive_own() {
@@ -520,22 +525,30 @@ impl Client {
     /// # Errors
     ///
     /// The first error reply among the fragments ([`ClientError::Refused`]; the fragments
-    /// before it were appended), or [`ClientError::Disconnected`].
+    /// before it were appended), or [`ClientError::Disconnected`]. Under durable-only
+    /// acknowledgements a refusal already read while fragments were sent is returned at once,
+    /// the fragments still buffered kept for the next call.
     pub fn flush(&mut self) -> Result<(), ClientError> {
-        if self.pending == 0 {
-            return Ok(());
-        }
         if self.acks == AckMode::DurableOnly {
+            // A refusal already read while fragments were sent is the first one.
+            let kept = self.delta_error.take();
+            if self.pending == 0 {
+                return kept.map_or(Ok(()), Err);
+            }
             // Nothing answers a buffered line: a sync does, and makes them durable.
-            let sync = Op::Sync.to_object();
-            return match self.request(sync) {
-                Ok(_) => Ok(()),
+            let synced = self.request(Op::Sync.to_object());
+            return match (kept, synced) {
+                (Some(first), _) => Err(first),
+                (None, Ok(_)) => Ok(()),
                 // The fragment's own refusal, not the sync's (which ran).
-                Err(ClientError::PipelinedRefused { code, message, reply, .. }) => {
+                (None, Err(ClientError::PipelinedRefused { code, message, reply, .. })) => {
                     Err(ClientError::Refused { code, message, reply: *reply })
                 }
-                Err(error) => Err(error),
+                (None, Err(error)) => Err(error),
             };
+        }
+        if self.pending == 0 {
+            return Ok(());
         }
         self.write_deltas()?;
         self.read_delta_replies()
@@ -549,6 +562,68 @@ impl Client {
         }
         self.write_deltas()?;
         self.drain_replies()
+    }
+
+    /// Under durable-only acknowledgements: writes `self.deltas` whole without ever waiting
+    /// for room in the socket while replies wait to be read: when the socket is full, the
+    /// replies that arrived are read (a refusal kept for the next call), so that a server
+    /// blocked writing them to this client always gets room, and the two never wait for
+    /// each other.
+    fn send_draining(&mut self) -> Result<(), ClientError> {
+        let bytes = std::mem::take(&mut self.deltas);
+        let mut rest = &bytes[..];
+        let flags = rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::DONTWAIT;
+        let mut result = Ok(());
+        while !rest.is_empty() {
+            match rustix::net::send(&self.writer, rest, flags) {
+                Ok(0) => {
+                    result = Err(self.gone(&io::ErrorKind::WriteZero.into()));
+                    break;
+                }
+                Ok(sent) => rest = &rest[sent..],
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => {
+                    if let Err(error) = self.wait_to_send() {
+                        result = Err(error);
+                        break;
+                    }
+                }
+                Err(errno) => {
+                    result = Err(self.gone(&errno.into()));
+                    break;
+                }
+            }
+        }
+        // The buffer's memory is kept for the next lines.
+        self.deltas = bytes;
+        self.deltas.clear();
+        result
+    }
+
+    /// The socket is full: waits until it has room or a reply arrived, and reads the replies
+    /// that did.
+    fn wait_to_send(&mut self) -> Result<(), ClientError> {
+        use rustix::event::{PollFd, PollFlags, poll};
+        if self.reader.buffer().is_empty() {
+            let reader = self.reader.get_ref();
+            let mut fds = [PollFd::new(reader, PollFlags::IN | PollFlags::OUT)];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(errno) => return Err(self.gone(&errno.into())),
+            }
+            let ready = fds[0].revents();
+            if !ready.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR) {
+                return Ok(());
+            }
+        }
+        let reply = match self.read_counted() {
+            Ok(reply) => reply,
+            Err(error) => return Err(self.delta_error.take().unwrap_or(error)),
+        };
+        if reply.contains_key("error") && self.delta_error.is_none() {
+            self.delta_error = Some(refused(reply));
+        }
+        Ok(())
     }
 
     /// Under durable-only acknowledgements, between requests: reads the replies that have
@@ -617,6 +692,9 @@ impl Client {
     /// Writes the buffered delta lines (and whatever else was put after them) in one write.
     fn write_deltas(&mut self) -> Result<(), ClientError> {
         self.check_abandoned()?;
+        if self.acks == AckMode::DurableOnly {
+            return self.send_draining().inspect_err(|_| self.pending = 0);
+        }
         let sent = send_all(&self.writer, &self.deltas);
         self.deltas.clear();
         sent.map_err(|error| {
@@ -655,7 +733,9 @@ impl Client {
     }
 
     /// Appends one event to `task`, as [`crate::Task::append_with`] does in the serving
-    /// process.
+    /// process. Under durable-only acknowledgements ([`Client::connect_acks`]) an event that
+    /// would meet only `buffered` durability is appended `flushed`, since only a durable
+    /// reply comes (use [`Client::append_pipelined`] to send it without waiting).
     ///
     /// # Errors
     ///
@@ -671,7 +751,9 @@ impl Client {
         appended(&self.request(object)?)
     }
 
-    /// Appends `bodies` to `task` as one atomic batch, as [`crate::Task::append_batch_with`].
+    /// Appends `bodies` to `task` as one atomic batch, as [`crate::Task::append_batch_with`]
+    /// (under durable-only acknowledgements, a batch that would meet only `buffered` durability
+    /// is appended `flushed`, as [`Client::append`] says).
     ///
     /// # Errors
     ///
@@ -1064,6 +1146,37 @@ fn after_request(error: ClientError, reply: Map<String, Value>) -> ClientError {
             request_reply: Box::new(reply),
         },
         other => other,
+    }
+}
+
+/// Under durable-only acknowledgements a written reply that met only `buffered` durability is
+/// not sent: a request that waits for its reply (an append, a batch) whose durability would be
+/// `buffered` (asked for, or the default of every event it holds) asks for `flushed` instead,
+/// so that its reply comes and vouches for it (`format-spec/server.md`, "Acknowledgements").
+fn ask_for_a_reply(object: &mut Map<String, Value>) {
+    let buffered_by_default = |event: &Map<String, Value>| {
+        event
+            .get(KEY_TYPE)
+            .and_then(Value::as_str)
+            .and_then(crate::harness::EventType::from_name)
+            .is_some_and(|t| t.default_durability() == Durability::Buffered)
+    };
+    let buffered = match object.get(KEY_DURABILITY) {
+        Some(Value::String(asked)) => asked == Durability::Buffered.as_str(),
+        Some(_) => false,
+        None if object.contains_key(KEY_TYPE) => buffered_by_default(object),
+        None => match object.get("events") {
+            Some(Value::Array(events))
+                if object.get(crate::protocol::session::KEY_OP) == Some(&json!("batch")) =>
+            {
+                !events.is_empty()
+                    && events.iter().all(|event| event.as_object().is_some_and(buffered_by_default))
+            }
+            _ => false,
+        },
+    };
+    if buffered {
+        object.insert(KEY_DURABILITY.to_owned(), json!(Durability::Flushed.as_str()));
     }
 }
 

@@ -615,7 +615,7 @@ fn hello_reply(line: &[u8], pid: u32) -> (Map<String, Value>, AckMode) {
             AckMode::from_name(name).unwrap_or_default()
         }
         Some(other) => {
-            let mut reply = error_object(
+            let reply = error_object(
                 None,
                 CODE_UNSUPPORTED_VERSION,
                 &format!(
@@ -624,7 +624,6 @@ fn hello_reply(line: &[u8], pid: u32) -> (Map<String, Value>, AckMode) {
                     serde_json::to_string(other).unwrap_or_default()
                 ),
             );
-            reply.insert("supported".to_owned(), json!([SERVER_PROTOCOL_VERSION]));
             return (reply, AckMode::Every);
         }
     };
