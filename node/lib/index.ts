@@ -382,8 +382,8 @@ export class Store implements AsyncDisposable {
     }
   }
 
-  /** Makes every event appended so far meet `durability` (default `"synced"`).
-   * `Unsupported` through a served store (each append there waits for its own). */
+  /** Makes every event appended so far meet `durability` (default `"synced"`). Through a
+   * served store: the socket's `sync` request (the deltas still buffered go first), synced. */
   async flush(durability: Exclude<Durability, "replicated"> = "synced"): Promise<void> {
     await call(() => this.#native.flush(durability));
   }

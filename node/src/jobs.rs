@@ -83,11 +83,6 @@ pub fn invalid_options(message: &str) -> Map<String, Value> {
     error_object(None, "INVALID_OPTIONS", message)
 }
 
-/// The error reply of a call a served store's socket cannot make (`UNSUPPORTED`).
-pub fn unsupported(message: &str) -> Map<String, Value> {
-    error_object(None, "UNSUPPORTED", message)
-}
-
 /// The error reply of a failure that is nobody's input (`ERROR`).
 pub fn failed(message: &str) -> Map<String, Value> {
     error_object(None, "ERROR", message)

@@ -465,11 +465,8 @@ impl NativeStore {
             let durability = self::durability(durability.as_deref())?.unwrap_or(Durability::Synced);
             match shared.access()? {
                 Access::Local(store) => store.flush(durability).map_err(|e| jobs::from_error(&e)),
-                Access::Remote(_) => Err(jobs::unsupported(
-                    "flush: the served store's socket has no flush request; each append waits \
-                     for its own durability, so append with durability \"synced\" to wait for \
-                     the disk",
-                )),
+                // The socket's `sync` request: synced, which meets every durability.
+                Access::Remote(remote) => remote.call(None, factlog::client::Client::sync),
             }
         })
     }

@@ -28,7 +28,7 @@ class Store:
     it is closed. When another process holds the store and shares it, ``Store(path)``
     connects to it instead: a *client* handle (``served_by`` is the serving pid) with the same
     API, whose calls go through the socket (the GIL released while they wait) and raise the
-    same exceptions. A client cannot ``flush`` or list ``task_ids`` (``Unsupported``); a
+    same exceptions (``flush`` is the socket's ``sync`` request, synced); a
     server that goes away raises ``Disconnected`` at the next call, and the handle stays
     disconnected (open a new one once the store is served again). When another process holds
     the store and does not share it, ``Locked`` names it (its pid where the system tells) and
@@ -135,8 +135,9 @@ class Store:
         while it runs are not in it). Through a served store the events come in pages of up
         to 1000 (one request each), bounded the same way."""
     def flush(self, durability: str = "synced") -> None:
-        """Makes every event appended so far meet ``durability``. ``Unsupported`` through a
-        served store (each append there waits for its own durability)."""
+        """Makes every event appended so far meet ``durability``. Through a served store:
+        the socket's ``sync`` request (the fragments still buffered go first), synced, which
+        meets every durability."""
     def close(self) -> None:
         """Stops sharing first when shared (the requests in progress are answered, the
         clients disconnected), then syncs and closes the store; a client handle sends the

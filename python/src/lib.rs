@@ -438,11 +438,10 @@ impl Store {
             Access::Local(store) => py
                 .detach(|| store.flush(durability))
                 .map_err(|error| errors::from_error(py, &error)),
-            Access::Remote(_) => Err(remote::unsupported(
-                py,
-                "flush: the served store's socket has no flush request; each append waits for \
-                 its own durability, so append with durability=\"synced\" to wait for the disk",
-            )),
+            // The socket's `sync` request: synced, which meets every durability.
+            Access::Remote(remote) => remote
+                .call(py, factlog::client::Client::sync)
+                .map_err(|failed| remote::to_py_err(py, failed, None, false)),
         }
     }
 

@@ -14,7 +14,6 @@ use std::path::Path;
 
 use factlog::client::{Client, ClientError};
 use factlog::harness::TaskState;
-use factlog::protocol::reply::error_object;
 use factlog::protocol::request::KEY_ID;
 use factlog::protocol::views;
 use parking_lot::Mutex;
@@ -122,9 +121,4 @@ pub fn to_py_err(py: Python<'_>, failed: Failed, task: Option<&str>, own_id: boo
         Failed::Client(error) => error,
     };
     errors::from_reply(py, &error.into_reply(task, own_id))
-}
-
-/// The `Unsupported` exception of a call the socket has no request for.
-pub fn unsupported(py: Python<'_>, what: &str) -> PyErr {
-    errors::from_reply(py, &error_object(None, "UNSUPPORTED", what))
 }

@@ -871,6 +871,30 @@ impl Client {
         Ok((PathBuf::from(reply.path), reply.covered_seq))
     }
 
+    /// Makes everything the served store holds durable (`Synced`) in the serving process:
+    /// this client's buffered fragments are sent first, and the events of every client and of
+    /// the serving process appended before the `sync` request ran are synced
+    /// (`format-spec/server.md`, the `sync` request).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::request`]; a fragment refused before it as [`Client::flush`] returns it.
+    pub fn sync(&mut self) -> Result<(), ClientError> {
+        if self.acks == AckMode::DurableOnly {
+            // Its flush is this sync (the sync answers the buffered lines).
+            if self.pending > 0 || self.delta_error.is_some() {
+                return self.flush();
+            }
+        }
+        match self.request(Op::Sync.to_object()) {
+            Ok(_) => Ok(()),
+            Err(ClientError::PipelinedRefused { code, message, reply, .. }) => {
+                Err(ClientError::Refused { code, message, reply: *reply })
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// How many clients the serving process serves now (this one included) and at most.
     ///
     /// # Errors
