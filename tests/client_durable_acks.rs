@@ -257,6 +257,11 @@ fn an_awaited_buffered_append_is_asked_flushed_and_answered() {
     // Through the task handle too.
     client.task("t").delta("y").expect("delta");
     assert_eq!(client.revision("t").expect("revision"), 7);
+    // A raw request whose `durability` is null (the event's default, as the server reads it).
+    let raw = json!({"task": "u", "type": "turn/start", "durability": null});
+    let Value::Object(raw) = raw else { unreachable!() };
+    let reply = client.request(raw).expect("a reply");
+    assert_eq!(reply["durability"], "flushed", "{reply:?}");
     drop(client);
     drop(server);
     store.close().expect("close");

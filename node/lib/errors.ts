@@ -237,7 +237,8 @@ export class BadReply extends FactlogError {
   static override readonly code = "BAD_REPLY";
 }
 
-/** A call a served store's socket cannot make (`flush` through a client). */
+/** A call a served store's socket cannot make; none in this release (`flush` through a client
+ * is the socket's `sync` request). */
 export class Unsupported extends FactlogError {
   static override readonly code = "UNSUPPORTED";
 }

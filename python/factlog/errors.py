@@ -382,7 +382,8 @@ class BadReply(FactlogError):
 
 class Unsupported(FactlogError):
     """A call that a client of a served store cannot make (the socket has no request for
-    it), such as ``flush``; nothing was done."""
+    it); nothing was done. No call of this release raises it: ``flush`` of a client is the
+    socket's ``sync`` request."""
 
     code = "UNSUPPORTED"
     ends_stream = False

@@ -16,8 +16,8 @@
 //! A `Store` is one of two backends: the embedded store (optionally shared with other
 //! processes, `share=True`: `factlog::Store::serve`), or a client of a store another process
 //! shares (`remote.rs`), chosen at open by the library's rule (`factlog::served`). Every
-//! method of `Store`, `Task` and `Events` dispatches on it; a call the socket cannot make
-//! raises `Unsupported`, never something else silently.
+//! method of `Store`, `Task` and `Events` dispatches on it (`flush` of a client is the socket's
+//! `sync` request).
 
 mod convert;
 mod errors;

@@ -7,8 +7,7 @@
 //! embedded binding does: a reply dict or an error of the same class with the same fields.
 //! Client-side failures have classes of their own (`factlog/errors.py`): `Disconnected` (the
 //! server went away; the request in flight may or may not have been written), `NotServed`
-//! (nothing answers at the socket), `BadReply`, and `Unsupported` for the calls the socket has
-//! no request for.
+//! (nothing answers at the socket) and `BadReply`.
 
 use std::path::Path;
 

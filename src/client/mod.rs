@@ -403,7 +403,10 @@ impl Client {
         if self.acks == AckMode::DurableOnly {
             ask_for_a_reply(&mut object);
         }
-        self.send(&object)?;
+        if let Err(error) = self.send(&object) {
+            // A refusal read while sending that ended the stream says why it failed.
+            return Err(self.delta_error.take().unwrap_or(error));
+        }
         let reply = match self.receive_own() {
             Ok(reply) => reply,
             // A refusal that ended the stream came first: it says why the connection closed.
@@ -526,8 +529,8 @@ impl Client {
     ///
     /// The first error reply among the fragments ([`ClientError::Refused`]; the fragments
     /// before it were appended), or [`ClientError::Disconnected`]. Under durable-only
-    /// acknowledgements a refusal already read while fragments were sent is returned at once,
-    /// the fragments still buffered kept for the next call.
+    /// acknowledgements the first refusal is also one read earlier, while fragments were
+    /// sent; the fragments buffered after it are still sent and synced first.
     pub fn flush(&mut self) -> Result<(), ClientError> {
         if self.acks == AckMode::DurableOnly {
             // A refusal already read while fragments were sent is the first one.
@@ -577,7 +580,8 @@ impl Client {
         while !rest.is_empty() {
             match rustix::net::send(&self.writer, rest, flags) {
                 Ok(0) => {
-                    result = Err(self.gone(&io::ErrorKind::WriteZero.into()));
+                    let gone = self.gone(&io::ErrorKind::WriteZero.into());
+                    result = Err(self.delta_error.take().unwrap_or(gone));
                     break;
                 }
                 Ok(sent) => rest = &rest[sent..],
@@ -589,7 +593,9 @@ impl Client {
                     }
                 }
                 Err(errno) => {
-                    result = Err(self.gone(&errno.into()));
+                    // A refusal read meanwhile that ended the stream says why it is gone.
+                    let gone = self.gone(&errno.into());
+                    result = Err(self.delta_error.take().unwrap_or(gone));
                     break;
                 }
             }
@@ -880,12 +886,7 @@ impl Client {
     ///
     /// As [`Client::request`]; a fragment refused before it as [`Client::flush`] returns it.
     pub fn sync(&mut self) -> Result<(), ClientError> {
-        if self.acks == AckMode::DurableOnly {
-            // Its flush is this sync (the sync answers the buffered lines).
-            if self.pending > 0 || self.delta_error.is_some() {
-                return self.flush();
-            }
-        }
+        // Always sent: a refusal read earlier comes back with the sync's reply.
         match self.request(Op::Sync.to_object()) {
             Ok(_) => Ok(()),
             Err(ClientError::PipelinedRefused { code, message, reply, .. }) => {
@@ -1185,7 +1186,8 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
             .and_then(crate::harness::EventType::from_name)
             .is_some_and(|t| t.default_durability() == Durability::Buffered)
     };
-    let buffered = match object.get(KEY_DURABILITY) {
+    // `null` is read as no durability (the event's default), as the server reads it.
+    let buffered = match object.get(KEY_DURABILITY).filter(|asked| !asked.is_null()) {
         Some(Value::String(asked)) => asked == Durability::Buffered.as_str(),
         Some(_) => false,
         None if object.contains_key(KEY_TYPE) => buffered_by_default(object),
