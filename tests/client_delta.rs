@@ -7,26 +7,13 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::server::store_dir;
+use common::server::{delta_texts, store_dir};
 use factlog::client::Client;
 use factlog::harness::Body;
 use factlog::harness::event::UserMessage;
 use factlog::limits::{CLIENT_DELTA_BUFFER_BYTES, DELTA_TEXT_BYTES_MAX};
 use factlog::server::ServeOptions;
-use factlog::{AppendOptions, Durability, Seq, Store, StoreOptions};
-
-fn texts(store: &Store, task: &str) -> Vec<String> {
-    store
-        .events(Seq(1))
-        .expect("events")
-        .map(|event| event.expect("event"))
-        .filter(|event| event.task.as_str() == task)
-        .filter_map(|event| match event.body {
-            Body::AssistantDelta(delta) => Some(delta.text),
-            _ => None,
-        })
-        .collect()
-}
+use factlog::{AppendOptions, Durability, Store, StoreOptions};
 
 #[test]
 fn pipelined_fragments_arrive_in_order_around_waiting_requests() {
@@ -54,7 +41,7 @@ fn pipelined_fragments_arrive_in_order_around_waiting_requests() {
     }
     client.flush().expect("flush");
     assert_eq!(store.task_revision("t1").map(|(revision, _)| revision), Some(count as u64));
-    assert_eq!(texts(&store, "t1"), expected);
+    assert_eq!(delta_texts(&store, "t1"), expected);
     drop(client);
     drop(server);
     store.close().expect("close");
@@ -76,7 +63,7 @@ fn a_fragment_the_store_would_refuse_is_refused_without_sending() {
     assert_eq!(error.code(), Some("LIMIT_EXCEEDED"), "{error}");
     client.delta("t1", "after").expect("delta");
     client.flush().expect("flush");
-    assert_eq!(texts(&store, "t1"), ["before", "after"]);
+    assert_eq!(delta_texts(&store, "t1"), ["before", "after"]);
     drop(client);
     drop(server);
     store.close().expect("close");
@@ -95,11 +82,11 @@ fn a_dropped_client_sends_its_buffered_fragments() {
     // The server handles the fragments before it sees the connection end; wait for that
     // (a liveness bound, not a measurement).
     let deadline = Instant::now() + Duration::from_secs(30);
-    while texts(&store, "t1").len() < 3 {
+    while delta_texts(&store, "t1").len() < 3 {
         assert!(Instant::now() < deadline, "the buffered fragments never arrived");
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(texts(&store, "t1"), ["f0", "f1", "f2"]);
+    assert_eq!(delta_texts(&store, "t1"), ["f0", "f1", "f2"]);
     drop(server);
     store.close().expect("close");
 }

@@ -10,16 +10,25 @@ use crate::common;
 use std::io::{BufRead, BufReader, Write};
 
 use common::schema::assert_valid;
-use common::server::store_dir;
+use common::server::{delta_texts, store_dir};
 use factlog::client::{Client, ClientError};
 use factlog::harness::Body;
 use factlog::harness::event::{StepStart, TurnStart, UserMessage};
 use factlog::limits::CLIENT_DELTA_BUFFER_BYTES;
 use factlog::protocol::acks::AckMode;
-use factlog::server::ServeOptions;
 use factlog::server::conn::{NoHolds, serve_stream};
+use factlog::server::{ServeOptions, Server};
 use factlog::{AppendOptions, Durability, Seq, Store, StoreOptions};
 use serde_json::{Map, Value, json};
+
+/// A served store and a client of it with durable-only acknowledgements.
+fn durable_client() -> (tempfile::TempDir, Store, Server, Client) {
+    let (temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
+    (temp, store, server, client)
+}
 
 fn replies(output: &[u8]) -> Vec<Map<String, Value>> {
     output
@@ -28,19 +37,6 @@ fn replies(output: &[u8]) -> Vec<Map<String, Value>> {
         .map(|line| match serde_json::from_slice(line).expect("a JSON reply") {
             Value::Object(object) => object,
             other => panic!("not an object: {other}"),
-        })
-        .collect()
-}
-
-fn texts(store: &Store, task: &str) -> Vec<String> {
-    store
-        .events(Seq(1))
-        .expect("events")
-        .map(|event| event.expect("event"))
-        .filter(|event| event.task.as_str() == task)
-        .filter_map(|event| match event.body {
-            Body::AssistantDelta(delta) => Some(delta.text),
-            _ => None,
         })
         .collect()
 }
@@ -101,7 +97,7 @@ fn buffered_replies_are_skipped_and_every_reply_says_what_it_covers() {
     for reply in &replies[5..] {
         assert_valid("server-line.json", &Value::Object(reply.clone()));
     }
-    assert_eq!(texts(&store, "t"), ["a", "b", "c", "d", "e", "f"]);
+    assert_eq!(delta_texts(&store, "t"), ["a", "b", "c", "d", "e", "f"]);
     store.close().expect("close");
 }
 
@@ -141,10 +137,7 @@ fn an_unknown_acknowledgement_is_refused_at_the_hello() {
 /// `flush` makes every fragment durable.
 #[test]
 fn a_durable_only_client_streams_without_waiting_and_its_requests_vouch_for_the_fragments() {
-    let (_temp, dir) = store_dir();
-    let store = Store::open(&dir, StoreOptions::new()).expect("open");
-    let server = store.serve(ServeOptions::new()).expect("serve");
-    let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
+    let (_temp, store, server, mut client) = durable_client();
     assert_eq!(client.acks(), AckMode::DurableOnly);
     let count = 4 * CLIENT_DELTA_BUFFER_BYTES / 20;
     let mut expected = Vec::new();
@@ -177,7 +170,7 @@ fn a_durable_only_client_streams_without_waiting_and_its_requests_vouch_for_the_
     client.delta("t1", "last").expect("delta");
     expected.push("last".to_owned());
     client.flush().expect("flush");
-    assert_eq!(texts(&store, "t1"), expected);
+    assert_eq!(delta_texts(&store, "t1"), expected);
     let revision = store.task_state("t1").expect("t1").revision;
     assert_eq!(revision, count as u64 + 4, "the fragments, a turn, a step and two more");
     assert_eq!(client.revision("t1").expect("revision"), revision, "still in step");
@@ -234,10 +227,7 @@ fn a_server_that_does_not_say_the_option_back_is_answered_line_by_line() {
 /// never sent.
 #[test]
 fn an_awaited_buffered_append_is_asked_flushed_and_answered() {
-    let (_temp, dir) = store_dir();
-    let store = Store::open(&dir, StoreOptions::new()).expect("open");
-    let server = store.serve(ServeOptions::new()).expect("serve");
-    let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
+    let (_temp, store, server, mut client) = durable_client();
     // A hang would end here with an error instead.
     client.set_read_timeout(Some(std::time::Duration::from_secs(60))).expect("timeout");
     let turn = Body::TurnStart(TurnStart::default());
@@ -273,10 +263,7 @@ fn an_awaited_buffered_append_is_asked_flushed_and_answered() {
 /// returns, every line was run, and the connection goes on in step.
 #[test]
 fn refusals_while_streaming_are_read_as_the_client_sends_and_returned_by_flush() {
-    let (_temp, dir) = store_dir();
-    let store = Store::open(&dir, StoreOptions::new()).expect("open");
-    let server = store.serve(ServeOptions::new()).expect("serve");
-    let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
+    let (_temp, store, server, mut client) = durable_client();
     client.append_pipelined("t", &Body::TurnStart(TurnStart::default())).expect("turn");
     client.append_pipelined("t", &Body::StepStart(StepStart::default())).expect("step");
     // Each one a step while a step is open: refused by the store when it runs it.
@@ -289,7 +276,7 @@ fn refusals_while_streaming_are_read_as_the_client_sends_and_returned_by_flush()
     // Everything was sent and run; the later refusals were read and dropped.
     client.flush().expect("the delta is synced");
     assert_eq!(client.revision("t").expect("in step"), 3);
-    assert_eq!(texts(&store, "t"), ["after"]);
+    assert_eq!(delta_texts(&store, "t"), ["after"]);
     drop(client);
     drop(server);
     store.close().expect("close");

@@ -161,3 +161,17 @@ pub fn store_dir() -> (tempfile::TempDir, PathBuf) {
     std::fs::create_dir(&dir).expect("store dir");
     (temp, dir)
 }
+
+/// The texts of `task`'s `assistant/delta` events in `store`, in log order.
+pub fn delta_texts(store: &factlog::Store, task: &str) -> Vec<String> {
+    store
+        .events(factlog::Seq(1))
+        .expect("events")
+        .map(|event| event.expect("event"))
+        .filter(|event| event.task.as_str() == task)
+        .filter_map(|event| match event.body {
+            factlog::harness::Body::AssistantDelta(delta) => Some(delta.text),
+            _ => None,
+        })
+        .collect()
+}
