@@ -14,7 +14,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 /// The policies every build measures; `sqlite` comes after them in a build with SQLite.
-const POLICIES: [&str; 3] = ["served", "threads", "own-stores"];
+const POLICIES: [&str; 4] = ["served", "served-every", "threads", "own-stores"];
 
 const COUNTS: [u64; 2] = [1, 3];
 
@@ -61,6 +61,7 @@ fn table_has_a_row_per_count_and_policy_and_the_ratios() {
         }
     }
     assert!(text.contains("served / threads") && text.contains("served / own-stores"), "{text}");
+    assert!(text.contains("served-every / served"), "{text}");
     assert!(text.contains("events/s") && text.contains("fsync/crit"), "{text}");
 }
 
@@ -110,7 +111,7 @@ fn json_counts_follow_from_the_workload_and_every_acknowledged_event_is_stored()
         assert_eq!(result["synced_appends_per_run"], (n * CRITICAL_PER_SESSION) as f64);
         assert!(result["cpu_us_per_event"].as_f64().is_some_and(|v| v > 0.0), "{result}");
         let server_cpu = result["server_cpu_us_per_event"].as_f64();
-        assert_eq!(server_cpu.is_some(), policy == "served", "{result}");
+        assert_eq!(server_cpu.is_some(), policy.starts_with("served"), "{result}");
         if policy == "sqlite" {
             assert!(result["fdatasyncs_per_critical_event"].is_null(), "{result}");
             continue;
@@ -126,7 +127,7 @@ fn json_counts_follow_from_the_workload_and_every_acknowledged_event_is_stored()
     assert_eq!(comparisons.len(), COUNTS.len());
     for (comparison, n) in comparisons.iter().zip(COUNTS) {
         assert_eq!(comparison["clients"], n, "{comparison}");
-        for ratio in ["served_to_threads", "served_to_own_stores"] {
+        for ratio in ["served_to_threads", "served_to_own_stores", "served_every_to_served"] {
             let median = comparison[ratio]["median"].as_f64();
             assert!(median.is_some_and(|v| v > 0.0), "{ratio}: {comparison}");
         }

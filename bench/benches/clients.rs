@@ -2,11 +2,12 @@
 //! workload.md`, "Many sessions"): the machinery of `factlog bench --clients`
 //! (`factlog_bench::compare::clients`, where the policies are described) run from a bench, whose
 //! build has SQLite: for each N, N sessions of the agent-session workload under the policies
-//! `served` (N client processes, this executable again, of one served store), `threads` (N
+//! `served` (N client processes, this executable again, of one served store, durable-only
+//! acknowledgements), `served-every` (the same, every line answered), `threads` (N
 //! threads of one process on one store), `own-stores` (N processes with a store each) and
 //! `sqlite` (N processes sharing one SQLite database in WAL mode), interleaved, on the real disk
 //! (`target/tmp`). Printed: the command's table, with the ratios served / threads, served /
-//! own-stores and sqlite / served at each N.
+//! own-stores, sqlite / served and served-every / served at each N.
 //!
 //! Run with `cargo bench --bench clients` (N = 1, 8, 32; 10 turns a session; 3 runs).
 //! Environment: `FACTLOG_CLIENTS` (a list such as `1,8`, each at most the server's client

@@ -84,13 +84,15 @@ pub struct BenchArgs {
     sessions: Option<sessions::SessionCounts>,
     /// The many-process form instead: for each N of LIST (comma-separated, e.g. 1,8,32; each
     /// 1 to the most clients a served store serves at once), N sessions at once under the
-    /// policies served, threads, own-stores (and sqlite in a build with the feature
-    /// bench-sqlite).
+    /// policies served, served-every, threads, own-stores (and sqlite in a build with the
+    /// feature bench-sqlite).
     ///
     /// served is N client processes (this command re-executed) of one store this process
-    /// serves, each running its session through factlog::client::Client: deltas and the
-    /// Buffered events pipelined, every other event awaited, a step closed by one batch of
-    /// tool/result + step/end; threads is the same sessions on N threads of this process
+    /// serves, each running its session through factlog::client::Client with durable-only
+    /// acknowledgements: deltas and the Buffered events pipelined, every other event awaited,
+    /// a step closed by one batch of tool/result + step/end; served-every is the same with
+    /// every line answered (each full buffer of pipelined lines waits for its replies);
+    /// threads is the same sessions on N threads of this process
     /// sharing one Store; own-stores is N processes each writing its session into a Store of
     /// its own; sqlite is one SQLite database in WAL mode (synchronous=FULL) shared by N
     /// processes, BEGIN IMMEDIATE and a COMMIT at each critical event. Clients connect (or
@@ -102,8 +104,8 @@ pub struct BenchArgs {
     /// Reports per N and policy: wall time and aggregate events/s (median, min-max over
     /// runs), fdatasyncs per critical event, p50/p99/max latency of the synced appends (every
     /// session and run pooled), processor time and context switches per event; per N the
-    /// ratios of wall times served / threads, served / own-stores and sqlite / served (median
-    /// of per-run ratios). --json prints one object (format-spec/schema/bench-clients.json).
+    /// ratios of wall times served / threads, served / own-stores, sqlite / served and
+    /// served-every / served (median of per-run ratios). --json prints one object (format-spec/schema/bench-clients.json).
     #[arg(long, value_name = "LIST", value_parser = clients::parse_counts,
           conflicts_with_all = ["sessions", "tasks", "svg"])]
     clients: Option<clients::ClientCounts>,

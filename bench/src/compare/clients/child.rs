@@ -149,10 +149,13 @@ enum Door {
 fn run(role: &Role) -> Result<(), String> {
     let session = workload::session(role.shape, role.index as u64 + 1);
     let door = match role.policy {
-        Policy::Served => {
-            // Acknowledgements of what became durable only: the fragments and pipelined
-            // appends get no reply of their own (format-spec/server.md, "Acknowledgements").
-            let client = Client::connect_acks(&role.path, AckMode::DurableOnly)
+        Policy::Served | Policy::ServedEvery => {
+            // served: acknowledgements of what became durable only, the fragments and
+            // pipelined appends get no reply of their own (format-spec/server.md,
+            // "Acknowledgements"); served-every: every line answered.
+            let acks =
+                if role.policy == Policy::Served { AckMode::DurableOnly } else { AckMode::Every };
+            let client = Client::connect_acks(&role.path, acks)
                 .map_err(|error| format!("connect: {error}"))?;
             Door::Served(Box::new(client))
         }

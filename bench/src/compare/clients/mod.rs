@@ -119,8 +119,10 @@ pub fn parse_counts(text: &str) -> Result<ClientCounts, String> {
 /// The policies of the many-process form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
-    /// N client processes of one served store.
+    /// N client processes of one served store, with durable-only acknowledgements.
     Served,
+    /// The same, every line answered (the acknowledgements a client has by default).
+    ServedEvery,
     /// N threads of this process on one store.
     Threads,
     /// N processes, each with a store of its own.
@@ -133,17 +135,19 @@ pub enum Policy {
 /// The policies this build measures, in the order they are reported.
 #[cfg(feature = "sqlite")]
 pub const POLICIES: &[Policy] =
-    &[Policy::Served, Policy::Threads, Policy::OwnStores, Policy::Sqlite];
+    &[Policy::Served, Policy::ServedEvery, Policy::Threads, Policy::OwnStores, Policy::Sqlite];
 
 /// The policies this build measures, in the order they are reported (SQLite is not built in).
 #[cfg(not(feature = "sqlite"))]
-pub const POLICIES: &[Policy] = &[Policy::Served, Policy::Threads, Policy::OwnStores];
+pub const POLICIES: &[Policy] =
+    &[Policy::Served, Policy::ServedEvery, Policy::Threads, Policy::OwnStores];
 
 impl Policy {
     /// The policy's name in reports and client roles.
     pub fn name(self) -> &'static str {
         match self {
             Policy::Served => "served",
+            Policy::ServedEvery => "served-every",
             Policy::Threads => "threads",
             Policy::OwnStores => "own-stores",
             #[cfg(feature = "sqlite")]
@@ -160,9 +164,13 @@ impl Policy {
     pub fn note(self) -> &'static str {
         match self {
             Policy::Served => {
-                "N client processes of one served store (Store::serve, Client on DIR/factlog.sock): \
-                 deltas and turn/start, step/start pipelined, the rest each awaited, a step closed \
-                 by one batch of tool/result + step/end"
+                "N client processes of one served store (Store::serve, Client on DIR/factlog.sock, \
+                 durable-only acknowledgements): deltas and turn/start, step/start pipelined, the \
+                 rest each awaited, a step closed by one batch of tool/result + step/end"
+            }
+            Policy::ServedEvery => {
+                "served with every line answered (the default acknowledgements): each full \
+                 buffer of pipelined lines waits for their replies"
             }
             Policy::Threads => {
                 "N threads of one process on one Store, each type's default tier, a step closed \
@@ -322,7 +330,9 @@ fn measure(
         .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
     match policy {
         Policy::Threads => threads(sessions, &dir.join("store")),
-        Policy::Served => served(sessions, shape, &dir.join("store"), launcher),
+        Policy::Served | Policy::ServedEvery => {
+            served(policy, sessions, shape, &dir.join("store"), launcher)
+        }
         Policy::OwnStores => {
             let mut clients = Clients::start(launcher, policy, shape, sessions.len(), |i| {
                 dir.join(format!("client-{i}"))
@@ -420,6 +430,7 @@ fn threads(sessions: &[Session], dir: &Path) -> Result<Measured, String> {
 
 /// The `served` policy: this process serves a store in `dir`; one client process per session.
 fn served(
+    policy: Policy,
     sessions: &[Session],
     shape: Shape,
     dir: &Path,
@@ -430,7 +441,7 @@ fn served(
         .serve(ServeOptions::new().clients_max(sessions.len()))
         .map_err(|error| format!("serve the store: {error}"))?;
     let mut clients =
-        Clients::start(launcher, Policy::Served, shape, sessions.len(), |_| dir.to_path_buf())?;
+        Clients::start(launcher, policy, shape, sessions.len(), |_| dir.to_path_buf())?;
     let before = counters.read();
     let used = Usage::now();
     let (elapsed, mut measured) = clients.release()?;

@@ -127,6 +127,8 @@ pub(crate) struct Comparison {
     pub served_to_own_stores: Option<Spread>,
     /// `sqlite` over `served` (the goal: at least 10); `None` in a build without SQLite.
     pub sqlite_to_served: Option<Spread>,
+    /// `served-every` over `served`: what durable-only acknowledgements save.
+    pub served_every_to_served: Option<Spread>,
 }
 
 /// The wall-time ratios at each N, medians (and spreads) of the per-run ratios.
@@ -151,6 +153,7 @@ pub(crate) fn comparisons(rows: &[Row]) -> Vec<Comparison> {
             served_to_threads: ratio(n, "served", "threads"),
             served_to_own_stores: ratio(n, "served", "own-stores"),
             sqlite_to_served: ratio(n, "sqlite", "served"),
+            served_every_to_served: ratio(n, "served-every", "served"),
         })
         .collect()
 }
@@ -184,7 +187,7 @@ pub fn table(workload: &ClientsWorkload, rows: &[Row]) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>4} {:<10} {:>9} {:>10} {:>21} {:>10} {:>8} {:>8} {:>9} {:>8} {:>9} {:>7}",
+        "{:>4} {:<12} {:>9} {:>10} {:>21} {:>10} {:>8} {:>8} {:>9} {:>8} {:>9} {:>7}",
         "N",
         "policy",
         "wall ms",
@@ -202,7 +205,7 @@ pub fn table(workload: &ClientsWorkload, rows: &[Row]) -> String {
         let f = row.figures(workload);
         let _ = writeln!(
             out,
-            "{:>4} {:<10} {:>9.1} {:>10.0} {:>21} {:>10} {:>8} {:>8} {:>9} {:>8.2} {:>9} {:>7.3}",
+            "{:>4} {:<12} {:>9.1} {:>10.0} {:>21} {:>10} {:>8} {:>8} {:>9} {:>8.2} {:>9} {:>7.3}",
             row.clients,
             row.policy.name(),
             f.wall_ms.median,
@@ -220,17 +223,18 @@ pub fn table(workload: &ClientsWorkload, rows: &[Row]) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:>4} {:<22} {:<22} {:<22}",
-        "N", "served / threads", "served / own-stores", "sqlite / served"
+        "{:>4} {:<22} {:<22} {:<22} {:<22}",
+        "N", "served / threads", "served / own-stores", "sqlite / served", "served-every / served"
     );
     for c in comparisons(rows) {
         let _ = writeln!(
             out,
-            "{:>4} {:<22} {:<22} {:<22}",
+            "{:>4} {:<22} {:<22} {:<22} {:<22}",
             c.clients,
             ratio_text(c.served_to_threads),
             ratio_text(c.served_to_own_stores),
             ratio_text(c.sqlite_to_served),
+            ratio_text(c.served_every_to_served),
         );
     }
     let _ = writeln!(out);
@@ -244,7 +248,7 @@ pub fn table(workload: &ClientsWorkload, rows: &[Row]) -> String {
          (min-max) of the runs."
     );
     for policy in &workload.policies {
-        let _ = writeln!(out, "  {:<10} {}", policy.name(), policy.note());
+        let _ = writeln!(out, "  {:<12} {}", policy.name(), policy.note());
     }
     if !POLICIES.iter().any(|p| p.name() == "sqlite") {
         let _ = writeln!(
@@ -295,6 +299,7 @@ pub fn json(workload: &ClientsWorkload, rows: &[Row]) -> Value {
                 "served_to_threads": spread(c.served_to_threads),
                 "served_to_own_stores": spread(c.served_to_own_stores),
                 "sqlite_to_served": spread(c.sqlite_to_served),
+                "served_every_to_served": spread(c.served_every_to_served),
             })
         })
         .collect();
