@@ -11,7 +11,7 @@ use crate::common;
 
 use common::harness::{append, call, files_under, options, turn_start};
 use factlog::harness::codec::{self, ENCODING_JSON};
-use factlog::harness::event::{Effect, ResultOutcome, ToolResult};
+use factlog::harness::event::{Effect, OperatorMark, ResultOutcome, ToolResult};
 use factlog::harness::upcast::{self, ToolResultV1};
 use factlog::harness::{Body, CallId, EventType, TaskId};
 use factlog::{Durability, ErrorKind, Log, Options, Seq, Store, StoreOptions};
@@ -83,6 +83,24 @@ fn a_string_error_field_becomes_error_and_any_other_value_is_refused() {
     }
 }
 
+/// A field `operator` of schema 1 is where the downcast writes a schema-2 operator mark: an
+/// operator mark becomes the mark; anything else is refused, never kept as an unknown field
+/// under a name schema 2 gives a meaning (found by the `event_decode` fuzz target: kept, it
+/// was re-encoded as a schema-2 `operator` that did not decode).
+#[test]
+fn a_schema_1_operator_field_is_read_as_the_mark_or_refused() {
+    let mark = json!({"name": "ann", "note": "checked the order", "key": "k1"});
+    let result = up(json!({"call_id": "c1", "status": "ok", "operator": mark})).expect("upcasts");
+    let operator = result.operator.expect("the mark");
+    assert_eq!((operator.name.as_str(), operator.key.as_str()), ("ann", "k1"));
+    assert_eq!(operator.note.as_deref(), Some("checked the order"));
+    assert!(result.extra.is_empty(), "{:?}", result.extra);
+    for value in [json!({"kept": true}), json!({"name": "ann"}), json!("ann"), json!(null)] {
+        let reason = refused(json!({"call_id": "c1", "operator": value}));
+        assert!(reason.contains("\"operator\""), "{reason}");
+    }
+}
+
 #[test]
 fn a_schema_1_outcome_field_is_refused() {
     let reason = refused(json!({"call_id": "c1", "outcome": "ok"}));
@@ -122,6 +140,16 @@ fn v2_bodies() -> Vec<ToolResult> {
             ..base.clone()
         },
         ToolResult {
+            operator: Some(OperatorMark {
+                name: "ann".into(),
+                note: Some("by phone".into()),
+                key: "k1".into(),
+                extra: Map::new(),
+            }),
+            error: Some("kept".into()),
+            ..base.clone()
+        },
+        ToolResult {
             outcome: ResultOutcome::Error,
             error: Some("é ✓ \n".into()),
             receipt: Some(json!({"id": "r-1"})),
@@ -151,6 +179,7 @@ fn a_schema_1_body_that_upcasts_downcasts_to_the_same_json() {
         json!({"call_id": "c1", "status": "error", "error": "boom"}),
         json!({"call_id": "c1", "status": "ok", "receipt": {"id": 1}, "output": 3, "x": [1]}),
         json!({"call_id": "c1", "status": "error", "x_before": 1, "error": "e", "x_after": 2}),
+        json!({"call_id": "c1", "status": "ok", "error": "e", "operator": {"name": "a", "key": "k"}}),
     ];
     for body in bodies {
         let down = upcast::tool_result_2_to_1(&up(body.clone()).expect("upcasts")).expect("down");
@@ -167,7 +196,7 @@ fn a_schema_1_body_that_upcasts_downcasts_to_the_same_json() {
 
 #[test]
 fn the_downcast_refuses_unknown_fields_that_schema_1_would_misread() {
-    for name in ["status", "outcome", "error"] {
+    for name in ["status", "outcome", "error", "operator"] {
         let mut body = ToolResult { call_id: "c1".into(), ..Default::default() };
         body.extra.insert(name.to_owned(), json!("x"));
         let refusal = upcast::tool_result_2_to_1(&body).expect_err("refused");

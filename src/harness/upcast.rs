@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::harness::event::{EventType, Extra, ResultOutcome, ToolResult};
+use crate::harness::event::{EventType, Extra, OperatorMark, ResultOutcome, ToolResult};
 use crate::harness::ids::CallId;
 
 /// The body of a `tool/result` event at schema 1: a free-text `status`. Kept so that logs of
@@ -50,7 +50,7 @@ pub struct Refusal {
 }
 
 /// Field names schema 2 of `tool/result` gives a meaning that schema 1 did not have.
-const TOOL_RESULT_2_FIELDS: [&str; 2] = ["outcome", "error"];
+const TOOL_RESULT_2_FIELDS: [&str; 3] = ["outcome", "error", "operator"];
 
 /// `tool/result` schema 1 → 2. The rule:
 /// - `status` absent or `"ok"` gives `outcome: ok`; `"error"` gives `outcome: error`; any
@@ -59,6 +59,8 @@ const TOOL_RESULT_2_FIELDS: [&str; 2] = ["outcome", "error"];
 /// - a field `error` (unknown to schema 1) that is a string becomes `error`; any other value
 ///   (`null` included) is refused;
 /// - a field `outcome` (unknown to schema 1) is refused: schema 2 gives that name a meaning;
+/// - a field `operator` (unknown to schema 1; the downcast writes a schema-2 operator mark
+///   there) that is an operator mark becomes `operator`; any other value is refused;
 /// - `call_id`, `receipt`, `output` and every other field are kept as they are, in order.
 pub fn tool_result_1_to_2(v1: ToolResultV1) -> Result<ToolResult, Refusal> {
     let refuse =
@@ -89,8 +91,24 @@ pub fn tool_result_1_to_2(v1: ToolResultV1) -> Result<ToolResult, Refusal> {
             )));
         }
     };
+    let operator = match extra.shift_remove("operator") {
+        None => None,
+        Some(value) => {
+            let kind = json_kind(&value);
+            match serde_json::from_value::<OperatorMark>(value) {
+                Ok(mark) => Some(mark),
+                Err(_) => {
+                    return Err(refuse(format!(
+                        "its field \"operator\" is {kind} that is not an operator mark (a \
+                         \"name\" and a \"key\", an optional \"note\"), a name schema 2 \
+                         gives that meaning"
+                    )));
+                }
+            }
+        }
+    };
     Ok(ToolResult {
-        operator: None,
+        operator,
         call_id: v1.call_id,
         outcome,
         error,
@@ -103,11 +121,11 @@ pub fn tool_result_1_to_2(v1: ToolResultV1) -> Result<ToolResult, Refusal> {
 /// `tool/result` schema 2 → 1, for a log of segment format 1. The rule:
 /// - `outcome` becomes `status` (`"ok"` or `"error"`, always written);
 /// - `error`, when present, is written as a field `error`, which schema 1 keeps as an unknown
-///   field, after the known ones;
+///   field, after the known ones; then `operator`, when present, the same way;
 /// - `call_id`, `receipt`, `output` and every unknown field are kept as they are.
 ///
-/// A body whose unknown fields include `status`, `outcome` or `error` is refused: written in
-/// schema 1, the upcast would read it as something else.
+/// A body whose unknown fields include `status`, `outcome`, `error` or `operator` is refused:
+/// written in schema 1, the upcast would read it as something else.
 pub fn tool_result_2_to_1(v2: &ToolResult) -> Result<ToolResultV1, Refusal> {
     let refuse =
         |reason: String| Refusal { event_type: EventType::ToolResult, from: 2, to: 1, reason };
@@ -121,6 +139,12 @@ pub fn tool_result_2_to_1(v2: &ToolResult) -> Result<ToolResultV1, Refusal> {
     let mut extra = Extra::new();
     if let Some(text) = &v2.error {
         extra.insert("error".to_owned(), Value::String(text.clone()));
+    }
+    if let Some(mark) = &v2.operator {
+        let mark = serde_json::to_value(mark).map_err(|error| {
+            refuse(format!("its operator mark cannot be written as JSON ({error})"))
+        })?;
+        extra.insert("operator".to_owned(), mark);
     }
     extra.extend(v2.extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     Ok(ToolResultV1 {
