@@ -2,17 +2,21 @@
 //! each with its own connection (`factlog::client::Client`), append synced events until
 //! their call fails; the server is killed meanwhile. Every client gets
 //! `ClientError::Disconnected` (an error at once, not a hang), every event whose reply came
-//! back is in the store after reopen, and a restarted server takes clients again.
+//! back is in the store after reopen, and a restarted server takes clients again. The same
+//! with clients on durable-only acknowledgements streaming fragments between their synced
+//! appends: every fragment a reply covered is in the store after reopen, in order.
 
 use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
+use common::server::delta_texts;
 use common::server::{Served, store_dir};
 use factlog::client::{Client, ClientError};
 use factlog::harness::Body;
 use factlog::harness::event::UserMessage;
+use factlog::protocol::acks::AckMode;
 use factlog::{AppendOptions, Appended, Durability, Seq, Store, StoreOptions};
 
 const CLIENTS: usize = 4;
@@ -86,4 +90,73 @@ fn clients_of_a_killed_server_fail_at_once_and_nothing_acknowledged_is_lost() {
     drop(client);
     let (code, stderr) = served.terminate();
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// Durable-only acknowledgements under SIGKILL: a fragment gets no reply of its own, and the
+/// reply of the synced append after it covers it. Every fragment sent before an acknowledged
+/// append is in the store after the kill, in the order sent; the acknowledged appends too.
+#[test]
+fn fragments_a_durable_reply_covered_survive_a_killed_server() {
+    let (_temp, dir) = store_dir();
+    let served = Served::start(&dir, &[]);
+    let acknowledged = Arc::new(AtomicU64::new(0));
+    let started = Arc::new(Barrier::new(CLIENTS + 1));
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let (dir, acknowledged, started) =
+                (dir.clone(), Arc::clone(&acknowledged), Arc::clone(&started));
+            std::thread::spawn(move || {
+                let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
+                assert_eq!(client.acks(), AckMode::DurableOnly);
+                let task = format!("t{i}");
+                let options = AppendOptions {
+                    durability: Some(Durability::Synced),
+                    ..AppendOptions::default()
+                };
+                let (mut sent, mut covered, mut acked) = (0_u64, 0_u64, Vec::new());
+                started.wait();
+                loop {
+                    for _ in 0..300 {
+                        match client.delta(&task, &format!("f{sent}")) {
+                            Ok(()) => sent += 1,
+                            Err(ClientError::Disconnected { .. }) => return (task, acked, covered),
+                            Err(other) => panic!("unexpected: {other:?}"),
+                        }
+                    }
+                    match client.append(&task, &message(), options) {
+                        Ok(Appended::Written { seq, .. }) => {
+                            acked.push(seq);
+                            covered = sent;
+                            acknowledged.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(ClientError::Disconnected { .. }) => return (task, acked, covered),
+                        other => panic!("unexpected: {other:?}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    started.wait();
+    while acknowledged.load(Ordering::Relaxed) < 10 * CLIENTS as u64 {
+        std::thread::yield_now();
+    }
+    served.kill();
+    let results: Vec<(String, Vec<Seq>, u64)> =
+        threads.into_iter().map(|t| t.join().expect("a client thread")).collect();
+
+    let store = Store::open_read_only(&dir, StoreOptions::new()).expect("reopen");
+    let present: std::collections::HashSet<u64> =
+        store.events(Seq(1)).expect("events").map(|e| e.expect("an event").seq.0).collect();
+    for (task, acked, covered) in &results {
+        assert!(*covered > 0, "{task} had fragments covered");
+        for seq in acked {
+            assert!(present.contains(&seq.0), "{task}: acknowledged seq {} lost", seq.0);
+        }
+        let texts = delta_texts(&store, task);
+        let covered = usize::try_from(*covered).expect("a count");
+        assert!(texts.len() >= covered, "{task}: {} of {covered} covered fragments", texts.len());
+        for (index, text) in texts.iter().take(covered).enumerate() {
+            assert_eq!(text, &format!("f{index}"), "{task}: fragment {index}");
+        }
+    }
 }
