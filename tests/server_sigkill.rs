@@ -8,6 +8,7 @@
 
 use crate::common;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -25,49 +26,59 @@ fn message() -> Body {
     Body::UserMessage(UserMessage { text: "m".to_owned(), extra: Default::default() })
 }
 
-#[test]
-fn clients_of_a_killed_server_fail_at_once_and_nothing_acknowledged_is_lost() {
-    let (_temp, dir) = store_dir();
-    let served = Served::start(&dir, &[]);
+/// Starts `factlog serve DIR` and runs `session` on [`CLIENTS`] threads (thread `i` on task
+/// `t{i}`; each connects, waits at `started` and counts its acknowledged appends in
+/// `acknowledged`), SIGKILLs the server once `kill_after` appends were acknowledged (no
+/// clock), and returns what each session returned.
+fn kill_during<R: Send + 'static>(
+    dir: &Path,
+    kill_after: u64,
+    session: fn(&Path, String, &AtomicU64, &Barrier) -> R,
+) -> Vec<R> {
+    let served = Served::start(dir, &[]);
     let acknowledged = Arc::new(AtomicU64::new(0));
     let started = Arc::new(Barrier::new(CLIENTS + 1));
     let threads: Vec<_> = (0..CLIENTS)
         .map(|i| {
             let (dir, acknowledged, started) =
-                (dir.clone(), Arc::clone(&acknowledged), Arc::clone(&started));
-            std::thread::spawn(move || {
-                let mut client = Client::connect(&dir).expect("connect");
-                let task = format!("t{i}");
-                let options = AppendOptions {
-                    durability: Some(Durability::Synced),
-                    ..AppendOptions::default()
-                };
-                let mut acked = Vec::new();
-                started.wait();
-                loop {
-                    match client.append(&task, &message(), options) {
-                        Ok(Appended::Written { seq, .. }) => {
-                            acked.push(seq);
-                            acknowledged.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(error @ ClientError::Disconnected { .. }) => {
-                            assert!(error.to_string().contains("went away"), "{error}");
-                            return (task, acked);
-                        }
-                        other => panic!("unexpected: {other:?}"),
-                    }
-                }
-            })
+                (dir.to_path_buf(), Arc::clone(&acknowledged), Arc::clone(&started));
+            std::thread::spawn(move || session(&dir, format!("t{i}"), &acknowledged, &started))
         })
         .collect();
     started.wait();
-    // Kill once every client has had replies (no clock: count acknowledged appends).
-    while acknowledged.load(Ordering::Relaxed) < 20 * CLIENTS as u64 {
+    while acknowledged.load(Ordering::Relaxed) < kill_after {
         std::thread::yield_now();
     }
     served.kill();
-    let results: Vec<(String, Vec<Seq>)> =
-        threads.into_iter().map(|t| t.join().expect("a client thread")).collect();
+    threads.into_iter().map(|t| t.join().expect("a client thread")).collect()
+}
+
+fn synced() -> AppendOptions {
+    AppendOptions { durability: Some(Durability::Synced), ..AppendOptions::default() }
+}
+
+#[test]
+fn clients_of_a_killed_server_fail_at_once_and_nothing_acknowledged_is_lost() {
+    let (_temp, dir) = store_dir();
+    // Kill once every client has had replies.
+    let results = kill_during(&dir, 20 * CLIENTS as u64, |dir, task, acknowledged, started| {
+        let mut client = Client::connect(dir).expect("connect");
+        let mut acked = Vec::new();
+        started.wait();
+        loop {
+            match client.append(&task, &message(), synced()) {
+                Ok(Appended::Written { seq, .. }) => {
+                    acked.push(seq);
+                    acknowledged.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error @ ClientError::Disconnected { .. }) => {
+                    assert!(error.to_string().contains("went away"), "{error}");
+                    return (task, acked);
+                }
+                other => panic!("unexpected: {other:?}"),
+            }
+        }
+    });
 
     // Nothing acknowledged was lost.
     {
@@ -98,51 +109,30 @@ fn clients_of_a_killed_server_fail_at_once_and_nothing_acknowledged_is_lost() {
 #[test]
 fn fragments_a_durable_reply_covered_survive_a_killed_server() {
     let (_temp, dir) = store_dir();
-    let served = Served::start(&dir, &[]);
-    let acknowledged = Arc::new(AtomicU64::new(0));
-    let started = Arc::new(Barrier::new(CLIENTS + 1));
-    let threads: Vec<_> = (0..CLIENTS)
-        .map(|i| {
-            let (dir, acknowledged, started) =
-                (dir.clone(), Arc::clone(&acknowledged), Arc::clone(&started));
-            std::thread::spawn(move || {
-                let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
-                assert_eq!(client.acks(), AckMode::DurableOnly);
-                let task = format!("t{i}");
-                let options = AppendOptions {
-                    durability: Some(Durability::Synced),
-                    ..AppendOptions::default()
-                };
-                let (mut sent, mut covered, mut acked) = (0_u64, 0_u64, Vec::new());
-                started.wait();
-                loop {
-                    for _ in 0..300 {
-                        match client.delta(&task, &format!("f{sent}")) {
-                            Ok(()) => sent += 1,
-                            Err(ClientError::Disconnected { .. }) => return (task, acked, covered),
-                            Err(other) => panic!("unexpected: {other:?}"),
-                        }
-                    }
-                    match client.append(&task, &message(), options) {
-                        Ok(Appended::Written { seq, .. }) => {
-                            acked.push(seq);
-                            covered = sent;
-                            acknowledged.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(ClientError::Disconnected { .. }) => return (task, acked, covered),
-                        other => panic!("unexpected: {other:?}"),
-                    }
+    let results = kill_during(&dir, 10 * CLIENTS as u64, |dir, task, acknowledged, started| {
+        let mut client = Client::connect_acks(dir, AckMode::DurableOnly).expect("connect");
+        assert_eq!(client.acks(), AckMode::DurableOnly);
+        let (mut sent, mut covered, mut acked) = (0_u64, 0_u64, Vec::new());
+        started.wait();
+        loop {
+            for _ in 0..300 {
+                match client.delta(&task, &format!("f{sent}")) {
+                    Ok(()) => sent += 1,
+                    Err(ClientError::Disconnected { .. }) => return (task, acked, covered),
+                    Err(other) => panic!("unexpected: {other:?}"),
                 }
-            })
-        })
-        .collect();
-    started.wait();
-    while acknowledged.load(Ordering::Relaxed) < 10 * CLIENTS as u64 {
-        std::thread::yield_now();
-    }
-    served.kill();
-    let results: Vec<(String, Vec<Seq>, u64)> =
-        threads.into_iter().map(|t| t.join().expect("a client thread")).collect();
+            }
+            match client.append(&task, &message(), synced()) {
+                Ok(Appended::Written { seq, .. }) => {
+                    acked.push(seq);
+                    covered = sent;
+                    acknowledged.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(ClientError::Disconnected { .. }) => return (task, acked, covered),
+                other => panic!("unexpected: {other:?}"),
+            }
+        }
+    });
 
     let store = Store::open_read_only(&dir, StoreOptions::new()).expect("reopen");
     let present: std::collections::HashSet<u64> =

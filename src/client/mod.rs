@@ -52,7 +52,7 @@ use crate::harness::recovery::RecoveryReport;
 use crate::harness::socket_path;
 use crate::harness::{Body, CallId, TaskState};
 use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
-use crate::protocol::acks::{AckMode, KEY_COVERS};
+use crate::protocol::acks::{self, AckMode, KEY_COVERS};
 use crate::protocol::delta_line;
 use crate::protocol::op::{
     self, CheckpointReply, ClientsReply, HistoryPage, Op, RecoverReply, RequestedDurability,
@@ -539,16 +539,8 @@ impl Client {
                 return kept.map_or(Ok(()), Err);
             }
             // Nothing answers a buffered line: a sync does, and makes them durable.
-            let synced = self.request(Op::Sync.to_object());
-            return match (kept, synced) {
-                (Some(first), _) => Err(first),
-                (None, Ok(_)) => Ok(()),
-                // The fragment's own refusal, not the sync's (which ran).
-                (None, Err(ClientError::PipelinedRefused { code, message, reply, .. })) => {
-                    Err(ClientError::Refused { code, message, reply: *reply })
-                }
-                (None, Err(error)) => Err(error),
-            };
+            let synced = self.sync();
+            return kept.map_or(synced, Err);
         }
         if self.pending == 0 {
             return Ok(());
@@ -626,9 +618,7 @@ impl Client {
             Ok(reply) => reply,
             Err(error) => return Err(self.delta_error.take().unwrap_or(error)),
         };
-        if reply.contains_key("error") && self.delta_error.is_none() {
-            self.delta_error = Some(refused(reply));
-        }
+        self.keep_refusal(reply);
         Ok(())
     }
 
@@ -647,9 +637,14 @@ impl Client {
                     return Err(self.delta_error.take().unwrap_or(error));
                 }
             };
-            if reply.contains_key("error") && self.delta_error.is_none() {
-                self.delta_error = Some(refused(reply));
-            }
+            self.keep_refusal(reply);
+        }
+    }
+
+    /// Keeps a refusal read before the reply that returns it (the first one only).
+    fn keep_refusal(&mut self, reply: Map<String, Value>) {
+        if reply.contains_key("error") && self.delta_error.is_none() {
+            self.delta_error = Some(refused(reply));
         }
     }
 
@@ -665,9 +660,7 @@ impl Client {
             if self.pending == 0 {
                 return Ok(reply);
             }
-            if reply.contains_key("error") && self.delta_error.is_none() {
-                self.delta_error = Some(refused(reply));
-            }
+            self.keep_refusal(reply);
         }
     }
 
@@ -1005,13 +998,22 @@ impl Client {
                     detail: "the connection closed in the middle of a reply".to_owned(),
                 });
             }
-            if durable_only {
-                let end = durable_reply(&mut line, &mut covered, &lines_sent)?;
-                ended |= end;
+            let parsed = match serde_json::from_slice::<Value>(&line) {
+                Ok(Value::Object(reply)) => Some(reply),
+                _ => None,
+            };
+            if durable_only
+                && let Some(end) = final_reply(parsed.as_ref(), &mut covered, &lines_sent)?
+            {
+                line.clear();
+                serde_json::to_writer(&mut line, &end)
+                    .map_err(|e| ClientError::Protocol { what: e.to_string() })?;
+                line.push(b'\n');
+                ended = true;
             }
             output.write_all(&line).map_err(|e| ClientError::Protocol { what: e.to_string() })?;
             relayed.replies += 1;
-            if let Ok(Value::Object(reply)) = serde_json::from_slice::<Value>(&line)
+            if let Some(reply) = &parsed
                 && let Some(code) = reply.get("error").and_then(Value::as_str)
                 && crate::protocol::reply::code_ends_stream(code)
             {
@@ -1193,7 +1195,8 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
         None if object.contains_key(KEY_TYPE) => buffered_by_default(object),
         None => match object.get("events") {
             Some(Value::Array(events))
-                if object.get(crate::protocol::session::KEY_OP) == Some(&json!("batch")) =>
+                if object.get(crate::protocol::session::KEY_OP).and_then(Value::as_str)
+                    == Some("batch") =>
             {
                 !events.is_empty()
                     && events.iter().all(|event| event.as_object().is_some_and(buffered_by_default))
@@ -1269,41 +1272,36 @@ fn refused(reply: Map<String, Value>) -> ClientError {
     }
 }
 
-/// One reply of a relay under durable-only acknowledgements: its `covers` counted; the reply
-/// of the final `sync` (the one whose `covers` reach every line sent) rewritten in `line` as
-/// `emit --ack durable-only`'s final reply, or its error reply covering the lines before it.
-/// Whether it was that final reply.
-fn durable_reply(
-    line: &mut Vec<u8>,
+/// One reply of a relay under durable-only acknowledgements, its `covers` counted: for the
+/// reply of the final `sync` (the one whose `covers` reach every line sent), what the relay
+/// prints instead: `emit --ack durable-only`'s final reply ([`acks::end_reply`]), or the
+/// sync's error reply covering the lines before it; `None` for any other reply.
+fn final_reply(
+    reply: Option<&Map<String, Value>>,
     covered: &mut u64,
     sent: &AtomicU64,
-) -> Result<bool, ClientError> {
-    let unreadable = || ClientError::Protocol {
-        what: "a reply without a \"covers\" count under durable-only acknowledgements".to_owned(),
-    };
-    let Ok(Value::Object(mut reply)) = serde_json::from_slice::<Value>(line) else {
-        return Err(unreadable());
-    };
-    let covers = reply.get(KEY_COVERS).and_then(Value::as_u64).ok_or_else(unreadable)?;
+) -> Result<Option<Map<String, Value>>, ClientError> {
+    let covers =
+        reply.and_then(|r| r.get(KEY_COVERS)).and_then(Value::as_u64).ok_or_else(|| {
+            ClientError::Protocol {
+                what: "a reply without a \"covers\" count under durable-only acknowledgements"
+                    .to_owned(),
+            }
+        })?;
     *covered += covers;
     if *covered != sent.load(Ordering::SeqCst) {
-        return Ok(false);
+        return Ok(None);
     }
     // The sync's own line is not one of the input's.
     let lines = covers.saturating_sub(1);
-    if reply.contains_key("error") {
-        reply.insert(KEY_COVERS.to_owned(), json!(lines));
-    } else {
-        reply = Map::new();
-        reply.insert("end".to_owned(), json!(true));
-        reply.insert(KEY_COVERS.to_owned(), json!(lines));
-        reply.insert(KEY_DURABILITY.to_owned(), json!(Durability::Synced.as_str()));
+    match reply {
+        Some(reply) if reply.contains_key("error") => {
+            let mut error = reply.clone();
+            error.insert(KEY_COVERS.to_owned(), json!(lines));
+            Ok(Some(error))
+        }
+        _ => Ok(Some(acks::end_reply(lines))),
     }
-    line.clear();
-    serde_json::to_writer(&mut *line, &reply)
-        .map_err(|e| ClientError::Protocol { what: e.to_string() })?;
-    line.push(b'\n');
-    Ok(true)
 }
 
 /// What [`Client::relay`] did.

@@ -17,7 +17,7 @@ use std::io::{self, Write};
 use serde_json::{Map, Value, json};
 
 use super::Reply;
-use super::reply::KEY_WARNINGS;
+use super::reply::{KEY_DURABILITY, KEY_WARNINGS, write_line};
 use super::request::KEY_ID;
 use crate::{Durability, Store};
 
@@ -171,19 +171,13 @@ impl Acks {
         if self.mode == AckMode::Every {
             return Ok(None);
         }
-        let mut reply = Map::new();
-        let fatal = match store.flush(Durability::Synced) {
-            Ok(()) => {
-                reply.insert("end".to_owned(), json!(true));
-                reply.insert(KEY_COVERS.to_owned(), json!(self.pending));
-                reply.insert("durability".to_owned(), json!(Durability::Synced.as_str()));
-                None
-            }
+        let (reply, fatal) = match store.flush(Durability::Synced) {
+            Ok(()) => (end_reply(self.pending), None),
             Err(error) => {
                 // Its error reply covers the pending lines, which are not acknowledged.
-                reply = super::error_reply(&error, None);
+                let mut reply = super::error_reply(&error, None);
                 reply.insert(KEY_COVERS.to_owned(), json!(self.pending));
-                Some(Fatal { message: error.to_string(), damaged: false })
+                (reply, Some(Fatal { message: error.to_string(), damaged: false }))
             }
         };
         self.pending = 0;
@@ -207,25 +201,11 @@ impl Acks {
                 self.write(reply, output)?;
                 return Ok(Some(Fatal { message, damaged: false }));
             }
-            let mut covering = Map::new();
-            covering.insert("durability".to_owned(), json!(Durability::Synced.as_str()));
-            // Covers exactly the pending lines: `write` adds the count and clears it.
-            self.write_covering(covering, output)?;
+            // Covers exactly the pending lines (no request line of its own).
+            write_line(output, &covering_reply(self.pending))?;
+            self.pending = 0;
         }
         self.write(reply, output).map(|()| None)
-    }
-
-    /// Writes a covering reply of the pending lines only (no request line of its own).
-    fn write_covering(
-        &mut self,
-        mut reply: Map<String, Value>,
-        output: &mut impl Write,
-    ) -> io::Result<()> {
-        let mut first = Map::new();
-        first.insert(KEY_COVERS.to_owned(), json!(self.pending));
-        first.append(&mut reply);
-        self.pending = 0;
-        write_line(output, &first)
     }
 
     /// Writes `reply` as the answer of its own line and of the pending ones (`covers` last,
@@ -239,8 +219,23 @@ impl Acks {
     }
 }
 
-/// One reply line: the object and a newline.
-fn write_line(output: &mut impl Write, reply: &Map<String, Value>) -> io::Result<()> {
-    serde_json::to_writer(&mut *output, reply).map_err(io::Error::from)?;
-    output.write_all(b"\n")
+/// The covering reply of `covers` lines whose buffered replies were skipped, once they were
+/// synced: `{"covers":N,"durability":"synced"}`.
+#[must_use]
+pub fn covering_reply(covers: u64) -> Map<String, Value> {
+    let mut reply = Map::new();
+    reply.insert(KEY_COVERS.to_owned(), json!(covers));
+    reply.insert(KEY_DURABILITY.to_owned(), json!(Durability::Synced.as_str()));
+    reply
+}
+
+/// The final reply of a stream that ended in order, its last `covers` lines synced:
+/// `{"end":true,"covers":N,"durability":"synced"}` (`emit --ack durable-only`, and its relay
+/// through a served store).
+#[must_use]
+pub fn end_reply(covers: u64) -> Map<String, Value> {
+    let mut reply = Map::new();
+    reply.insert("end".to_owned(), json!(true));
+    reply.append(&mut covering_reply(covers));
+    reply
 }

@@ -4,6 +4,8 @@
 //! A reply is a JSON object (`serde_json::Map`, which keeps insertion order): the request's
 //! `id` first when it had one, then the keys of its kind in the order the spec lists them.
 
+use std::io::{self, Write};
+
 use serde_json::{Map, Value, json};
 
 use crate::Durability;
@@ -111,6 +113,16 @@ pub fn with_id(id: Option<Value>) -> Map<String, Value> {
         reply.insert(KEY_ID.to_owned(), id);
     }
     reply
+}
+
+/// Writes one reply line: the object's JSON and a newline (every door's replies).
+///
+/// # Errors
+///
+/// Writing to `output` failed.
+pub fn write_line(output: &mut impl Write, reply: &Map<String, Value>) -> io::Result<()> {
+    serde_json::to_writer(&mut *output, reply).map_err(io::Error::from)?;
+    output.write_all(b"\n")
 }
 
 /// The key of a written reply's durability.

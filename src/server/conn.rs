@@ -29,7 +29,7 @@ use crate::protocol::op::{
     self, CheckpointReply, ClientsReply, HistoryPage, Op, OpRequest, RecoverReply,
     RequestedDurability, RevisionReply, StateReply, TasksPage, reply_object,
 };
-use crate::protocol::reply::{self, error_object, with_id};
+use crate::protocol::reply::{self, error_object, with_id, write_line};
 use crate::protocol::request::{self, KEY_TYPE, Refusal};
 use crate::protocol::session::{
     CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_ACKS, KEY_HELLO, KEY_OP, KEY_VERSION,
@@ -728,11 +728,6 @@ enum Delta {
     Answered(io::Result<()>),
     /// Refused or failed: this reply answers it.
     Refused(Reply),
-}
-
-fn write_line(output: &mut impl Write, reply: &Map<String, Value>) -> io::Result<()> {
-    serde_json::to_writer(&mut *output, reply).map_err(io::Error::from)?;
-    output.write_all(b"\n")
 }
 
 #[cfg(test)]
