@@ -17,7 +17,7 @@ use factlog::fs::{Fs, RealFs};
 use factlog::harness::Body;
 use factlog::harness::event::UserMessage;
 use factlog::limits::prealloc_free_bytes_min;
-use factlog::{Appended, ErrorKind, Options, Seq, Store, StoreOptions};
+use factlog::{Appended, Durability, ErrorKind, Options, Seq, Store, StoreOptions};
 
 const MIB: u64 = 1024 * 1024;
 const SEGMENT_BYTES: u64 = MIB;
@@ -203,9 +203,11 @@ fn a_store_that_fills_its_file_system_loses_nothing_and_does_not_fill_it_again()
     store.close().expect("close");
     assert_holds(&dir, &acked);
 
-    // All space freed: segments are preallocated again, and the margin stays free.
+    // All space freed: segments are preallocated again, and the margin stays free. (Growth
+    // steps start once a caller waits for a sync; the messages are only `Flushed`.)
     fs::remove_file(&filler).expect("free");
     let store = Store::open(&dir, options()).expect("reopen");
+    store.flush(Durability::Synced).expect("a sync waited for");
     assert!(append(&store, &mut acked, 1500).is_none());
     let grown = store.log().prealloc_stats();
     assert!(grown.growth_steps > 0, "segments grow in steps of zeros again: {grown:?}");

@@ -156,16 +156,19 @@ fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
     // on a handle of its own, and the writer's (its `Flushed` appends need none).
     *faults.hold_suffix.lock() = ".seg".to_owned();
     let log = Arc::new(Log::open(tmp.path(), options().fs(Arc::new(fs))).unwrap());
+    // Growth starts once a caller waits for a sync: one `Synced` record before the stall.
+    let mut records = vec![b"synced first".to_vec()];
+    log.append(&records[0], Durability::Synced).unwrap();
     faults.hold_syncs.store(true, Ordering::SeqCst);
     // The first step of a 256 KiB segment is 16 KiB, and so is the step the writer asks for
     // halfway through it: 36 records of 600 bytes (about 22 KiB of frames) go past the first
     // step and stay within the second.
-    let records: Vec<Vec<u8>> = (0..36u8).map(|i| vec![i | 1; 600]).collect();
+    records.extend((0..36u8).map(|i| vec![i | 1; 600]));
     let (done, appended) = std::sync::mpsc::channel();
     let appender = {
         let (log, records) = (Arc::clone(&log), records.clone());
         std::thread::spawn(move || {
-            for record in &records {
+            for record in &records[1..] {
                 log.append(record, Durability::Flushed).unwrap();
             }
             done.send(()).unwrap();

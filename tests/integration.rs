@@ -57,6 +57,7 @@ mod fixtures_v1;
 mod format_vectors;
 mod fuzz_corpus;
 mod growth_background;
+mod growth_on_demand;
 mod harness_cas;
 mod harness_fold;
 mod harness_holders;

@@ -12,6 +12,11 @@
 //!   while the writer keeps catching up (it gets halfway through what is left before the step
 //!   is done, or has to wait for it) up to the largest step, starts small again after a pause
 //!   of [`GROWTH_IDLE_MS`], and no step goes past the segment's capacity.
+//! - **Only once a sync is waited for.** Growth starts after the first append or flush that
+//!   waits for an `fdatasync` ([`Preallocator::sync_waited`]). Until then nobody waits for a
+//!   sync, so zeros would save no one anything and only cost the writer copy bandwidth: a log
+//!   written only `Buffered` or `Flushed` extends its file with its own writes (what the
+//!   flusher's syncs then also commit is the file's size, off the append path).
 //!
 //! It never takes the last free space of a file system: before it writes zeros it asks the
 //! file system ([`Fs::space`]) and writes them only if
@@ -40,7 +45,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -122,6 +127,8 @@ struct Shared {
     /// lock-free check on the write path. Never above the active `end`; `u64::MAX` with no
     /// active segment.
     trigger: AtomicU64,
+    /// A caller has waited for a sync of this log: the growth writes zeros from now on.
+    sync_waited: AtomicBool,
 }
 
 /// The length `prealloc.tmp` gets in `dir`, on the real file system, for a log of
@@ -172,6 +179,7 @@ impl Preallocator {
             }),
             changed: Condvar::new(),
             trigger: AtomicU64::new(u64::MAX),
+            sync_waited: AtomicBool::new(false),
         });
         let thread = if background {
             let worker = Arc::clone(&shared);
@@ -287,6 +295,15 @@ impl Preallocator {
         self.shared.room_for_slow(write_end);
     }
 
+    /// Tells the growth that a caller is about to wait for an `fdatasync` (a `Synced` append,
+    /// a `flush(Synced)`): from then on it writes zeros ahead of the writer, so that the syncs
+    /// waited for have only data to flush. One atomic load once it knows.
+    pub fn sync_waited(&self) {
+        if !self.shared.sync_waited.load(Ordering::Relaxed) {
+            self.shared.sync_waited.store(true, Ordering::Release);
+        }
+    }
+
     /// What the preallocator did so far.
     pub fn stats(&self) -> PreallocStats {
         self.shared.state.lock().stats
@@ -313,9 +330,10 @@ impl Shared {
         let mut state = self.state.lock();
         let mut counted = false;
         loop {
+            let waited = self.sync_waited.load(Ordering::Acquire);
             let Some(active) = state.active.as_mut() else { return };
             if write_end <= active.end {
-                let more = active.end < active.capacity && !active.stopped;
+                let more = active.end < active.capacity && !active.stopped && waited;
                 if active.growing {
                     // Halfway through what was left and the step is not done: the writer
                     // keeps catching up. Writes below `end` need nothing more until it is.
@@ -335,6 +353,13 @@ impl Shared {
             if active.stopped {
                 // The writer's own write extends the file; the growth resumes, if at all, in
                 // the next segment.
+                active.end = write_end;
+                self.trigger.store(write_end, Ordering::Release);
+                return;
+            }
+            if !waited && !active.growing {
+                // Nobody waits for a sync yet: the writer's own write extends the file, and
+                // the growth starts from there once somebody does.
                 active.end = write_end;
                 self.trigger.store(write_end, Ordering::Release);
                 return;

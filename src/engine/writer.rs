@@ -416,6 +416,7 @@ impl Writer {
             Durability::Synced => {
                 self.synced_fresh.fetch_add(1, Ordering::AcqRel);
                 drop(state);
+                self.prealloc.sync_waited();
                 self.appended_watch.appended();
                 // The sync is this thread's; the flusher still owes the mark an update.
                 self.nudge_flusher();
@@ -431,6 +432,7 @@ impl Writer {
         let last = state.next_seq - 1;
         if durability == Durability::Synced {
             drop(state);
+            self.prealloc.sync_waited();
             return self.sync_through(last);
         }
         self.write_out(state).map(|_| ())
@@ -788,16 +790,19 @@ impl Writer {
         }
     }
 
-    /// How long the flusher may sleep before it has work: the flush delay while records are
-    /// not durable (a `Buffered` record reaches the disk within it), the time until the mark
-    /// is due while it lags the durable end, `None` (park until an append) when neither.
-    fn flusher_timeout(&self) -> Option<Duration> {
+    /// How long the flusher may sleep before it has work: while records are not durable, what
+    /// is left of the flush delay since the flusher first saw them (`pending_since`, set here:
+    /// a `Buffered` record reaches the disk within the delay), the time until the mark is due
+    /// while it lags the durable end, `None` (park until an append) when neither.
+    fn flusher_timeout(&self, pending_since: &mut Option<Instant>) -> Option<Duration> {
         if self.is_poisoned() {
             return None;
         }
         if self.appended_seq.load(Ordering::Acquire) > self.durable_seq.load(Ordering::Acquire) {
-            return Some(self.flush_delay);
+            let since = *pending_since.get_or_insert_with(Instant::now);
+            return Some(self.flush_delay.saturating_sub(since.elapsed()));
         }
+        *pending_since = None;
         let mark = self.mark.lock();
         let pos = *self.durable_pos.lock();
         let current = mark.current();
@@ -808,11 +813,14 @@ impl Writer {
     }
 
     /// The body of the background flusher thread: group-commits whatever is not yet durable
-    /// every flush delay while there is some, or at once when woken by a buffer filling up,
-    /// and updates the mark when it is due. With nothing to do it parks, without a timeout,
-    /// until an append nudges it: an idle store does not wake.
+    /// within a flush delay of first seeing it, writes the buffer out (without a sync until
+    /// the delay is up) when woken by a buffer filling up, and updates the mark when it is
+    /// due. With nothing to do it parks, without a timeout, until an append nudges it: an idle
+    /// store does not wake.
     pub(crate) fn run_flusher(&self) {
         let mut signal = self.flusher.lock();
+        // When the flusher first saw records that are not durable yet.
+        let mut pending_since: Option<Instant> = None;
         loop {
             if signal.shutdown {
                 return;
@@ -820,7 +828,7 @@ impl Writer {
             if !signal.wake {
                 let seen = self.appended_seq.load(Ordering::SeqCst);
                 drop(signal);
-                let timeout = self.flusher_timeout();
+                let timeout = self.flusher_timeout(&mut pending_since);
                 signal = self.flusher.lock();
                 match timeout {
                     Some(timeout) => {
@@ -846,12 +854,21 @@ impl Writer {
                     return;
                 }
             }
-            signal.wake = false;
+            let woken = std::mem::take(&mut signal.wake);
             drop(signal);
             let appended = self.appended_seq.load(Ordering::Acquire);
             if appended > self.durable_seq.load(Ordering::Acquire) && !self.is_poisoned() {
+                let since = *pending_since.get_or_insert_with(Instant::now);
                 // A failure poisons the writer; the appenders report it.
-                let _ = self.sync_through(appended);
+                if woken && since.elapsed() < self.flush_delay {
+                    // A buffer filled up before the delay is up: only write it out, so the
+                    // appenders go on into an empty buffer. Syncing every quarter of a buffer
+                    // would make a burst of `Buffered` appends pay for syncs nobody waits for.
+                    let _ = self.write_out(self.state.lock());
+                } else {
+                    let _ = self.sync_through(appended);
+                    pending_since = None;
+                }
             }
             if !self.is_poisoned() {
                 // Off the append path: a failure poisons the writer, the appenders report it.
