@@ -38,9 +38,10 @@ impl fmt::Display for SegmentId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Durability {
     /// Returns at once, without a syscall. The record waits in the writer's buffer and is
-    /// written and synced by the background flusher within the flush delay
-    /// ([`crate::Options::flush_delay`]) or as soon as the buffer is a quarter full. A process
-    /// crash or power loss inside that window loses it, whole: it is never torn into garbage.
+    /// synced by the background flusher within the flush delay
+    /// ([`crate::Options::flush_delay`]); it is written out earlier, without a sync, as soon as
+    /// the buffer is a quarter full. A process crash before the write, or a power loss before
+    /// the sync, loses it, whole: it is never torn into garbage.
     Buffered,
     /// Returns once the record is in the kernel (one `write`, shared with every record buffered
     /// before it). Survives a process crash (SIGKILL); a power loss may lose it.

@@ -176,6 +176,9 @@ fn a_store_that_fills_its_file_system_loses_nothing_and_does_not_fill_it_again()
     let dir: PathBuf = mount.path().join("store");
     let filler = mount.path().join("filler");
     let store = Store::open(&dir, options()).expect("open");
+    // Growth steps start once a caller waits for a sync (the messages are only `Flushed`):
+    // without one, no step would be taken whatever the space.
+    store.flush(Durability::Synced).expect("a sync waited for");
     let mut acked = Vec::new();
 
     // Less than a segment above the margin: the next segments are not preallocated.
@@ -197,14 +200,14 @@ fn a_store_that_fills_its_file_system_loses_nothing_and_does_not_fill_it_again()
     fs::remove_file(&filler).expect("free");
     fill(&filler, &mount, 4 * SEGMENT_BYTES);
     let store = Store::open(&dir, options()).expect("reopen");
+    store.flush(Durability::Synced).expect("a sync waited for");
     assert!(append(&store, &mut acked, 1500).is_none());
     assert_eq!(prealloc_len(&dir), 0);
     assert!(mount.available() >= SEGMENT_BYTES, "the freed space was not taken");
     store.close().expect("close");
     assert_holds(&dir, &acked);
 
-    // All space freed: segments are preallocated again, and the margin stays free. (Growth
-    // steps start once a caller waits for a sync; the messages are only `Flushed`.)
+    // All space freed: segments are preallocated again, and the margin stays free.
     fs::remove_file(&filler).expect("free");
     let store = Store::open(&dir, options()).expect("reopen");
     store.flush(Durability::Synced).expect("a sync waited for");

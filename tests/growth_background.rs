@@ -152,18 +152,23 @@ fn faulty_dir_with_room() -> Option<(tempfile::TempDir, FaultyFs)> {
 fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
     let Some((tmp, fs)) = faulty_dir_with_room() else { return };
     let faults = Arc::clone(&fs.faults);
-    // Every sync of the segment (`*.seg`) stalls from the end of the open on: the growth's,
-    // on a handle of its own, and the writer's (its `Flushed` appends need none).
+    // Every sync of the segment (`*.seg`) stalls from after the first, `Synced`, append on:
+    // the growth's, on a handle of its own, and the writer's (its `Flushed` appends need none).
     *faults.hold_suffix.lock() = ".seg".to_owned();
     let log = Arc::new(Log::open(tmp.path(), options().fs(Arc::new(fs))).unwrap());
-    // Growth starts once a caller waits for a sync: one `Synced` record before the stall.
+    // Growth starts once a caller waits for a sync, and that first waited sync asks for a
+    // step at once: one `Synced` record, and its step done, before the stall.
     let mut records = vec![b"synced first".to_vec()];
     log.append(&records[0], Durability::Synced).unwrap();
+    wait_until(|| log.prealloc_stats().growth_steps >= 1, "the first growth step");
+    let steps = log.prealloc_stats().growth_steps;
     faults.hold_syncs.store(true, Ordering::SeqCst);
-    // The first step of a 256 KiB segment is 16 KiB, and so is the step the writer asks for
-    // halfway through it: 36 records of 600 bytes (about 22 KiB of frames) go past the first
-    // step and stay within the second.
-    records.extend((0..36u8).map(|i| vec![i | 1; 600]));
+    // A failed assertion below must not leave the log's threads stalled in a sync forever.
+    let _release = Release(Arc::clone(&faults));
+    // The file now holds its 16 KiB first step and a second 16 KiB step; the writer asks for
+    // the next 16 KiB step halfway through the second: 66 records of 600 bytes (about 40 KiB
+    // of frames) go past the second step and stay within the third.
+    records.extend((0..66u8).map(|i| vec![i | 1; 600]));
     let (done, appended) = std::sync::mpsc::channel();
     let appender = {
         let (log, records) = (Arc::clone(&log), records.clone());
@@ -180,7 +185,9 @@ fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
     assert!(finished.is_ok(), "the appends waited for the growth step's stalled fdatasync");
     appender.join().unwrap();
     wait_until(|| faults.held.load(Ordering::SeqCst) > 0, "a sync of the segment to stall");
-    assert_eq!(log.prealloc_stats().growth_steps, 0, "the step is done only after its sync");
+    let file_bytes = log.info().unwrap().segments.last().unwrap().file_bytes;
+    assert!(file_bytes >= 48 * 1024, "the third step's zeros were written: {file_bytes}");
+    assert_eq!(log.prealloc_stats().growth_steps, steps, "a step is done only after its sync");
     faults.hold_syncs.store(false, Ordering::SeqCst);
     let log = Arc::into_inner(log).expect("the appender is gone");
     log.close().unwrap();
@@ -189,6 +196,15 @@ fn a_writer_never_waits_for_the_sync_of_a_growth_step() {
         log.read_from(Seq(1)).unwrap().map(|r| r.unwrap().payload.to_vec()).collect();
     assert_eq!(read, records);
     log.close().unwrap();
+}
+
+/// Lets every held sync go when dropped, also when the test fails.
+struct Release(Arc<crate::common::faulty_fs::Faults>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.hold_syncs.store(false, Ordering::SeqCst);
+    }
 }
 
 /// A growth step whose `fdatasync` fails leaves its zeros unsynced and its error on the

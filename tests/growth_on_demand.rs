@@ -97,9 +97,12 @@ fn a_buffered_burst_is_written_out_without_a_sync_per_quarter_buffer_and_synced_
     assert!(counts.record_syncs() <= 2, "{} syncs for a buffered burst", counts.record_syncs());
     log.close().unwrap();
 
-    let (fs, _) = CountingFs::new();
-    let options = Options::new().buffer_bytes(64 * 1024).flush_delay(Duration::from_millis(20));
-    let log = Log::open(tmp.path().join("short-delay"), options.fs(fs)).unwrap();
+    // One segment of 1 GiB, so that no roll (whose seal syncs) makes anything durable.
+    let options = Options::new()
+        .buffer_bytes(64 * 1024)
+        .flush_delay(Duration::from_millis(20))
+        .segment_bytes(1 << 30);
+    let log = Log::open(tmp.path().join("short-delay"), options).unwrap();
     // Appends that keep waking the flusher: it still syncs once the delay is up. Bounded by
     // PATIENCE and by 256 MiB, whichever comes first.
     let started = Instant::now();
@@ -116,6 +119,35 @@ fn a_buffered_burst_is_written_out_without_a_sync_per_quarter_buffer_and_synced_
     let last = log.append(b"the last", Durability::Buffered).unwrap();
     while log.durable_seq() < Some(last) {
         assert!(started.elapsed() < PATIENCE, "the flush delay passed without a sync");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(log.info().unwrap().segments.len(), 1, "no roll synced it");
+    log.close().unwrap();
+}
+
+/// A `Buffered` record appended while the flusher waits only for the log mark to be due
+/// (here a minute after a sync) is synced within the flush delay, not when the mark is due:
+/// the append wakes the flusher. The bound is half the mark interval: a liveness bound far
+/// above the 20 ms delay.
+#[test]
+fn a_buffered_record_appended_while_the_flusher_waits_for_the_mark_is_synced_within_the_delay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let options = Options::new()
+        .flush_delay(Duration::from_millis(20))
+        .mark_interval(Duration::from_secs(60))
+        .segment_bytes(1 << 30);
+    let log = Log::open(tmp.path(), options).unwrap();
+    // A synced record: durable, and the mark now lags it until the interval is up.
+    log.append(b"synced", Durability::Synced).unwrap();
+    // Let the flusher settle into its wait for the mark.
+    std::thread::sleep(Duration::from_millis(50));
+    let last = log.append(b"buffered", Durability::Buffered).unwrap();
+    let started = Instant::now();
+    while log.durable_seq() < Some(last) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a buffered record waited for the mark's interval, not the flush delay"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
     log.close().unwrap();

@@ -448,7 +448,11 @@ impl Log {
 
     /// Makes every record appended so far meet `durability` (`Buffered` acts as `Flushed`).
     pub fn flush(&self, durability: Durability) -> Result<()> {
-        self.writer()?.flush(durability)
+        let writer = self.writer()?;
+        if durability == Durability::Synced {
+            writer.sync_waited();
+        }
+        writer.flush(durability)
     }
 
     /// The last record on stable storage: every record up to it survives a power loss. For a

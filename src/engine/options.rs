@@ -54,8 +54,8 @@ impl Options {
     }
 
     /// Capacity of each segment file; a segment is rolled when the next frame does not fit.
-    /// Files grow toward this size in steps of synced zeros ahead of the writer
-    /// (`format-spec/segment.md`, "Capacity and growth"); segments of at most 64 KiB are
+    /// Files grow toward this size in steps of synced zeros ahead of the writer, once a caller
+    /// has waited for a sync (`format-spec/segment.md`, "Capacity and growth"); segments of at most 64 KiB are
     /// preallocated whole. A multiple of 4096 between 8 KiB and 1 GiB.
     /// Default: 32 MiB.
     #[must_use]

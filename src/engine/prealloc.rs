@@ -39,7 +39,8 @@
 //!   never land on records; a writer that reaches `end` first (counted in
 //!   [`PreallocStats::writer_waits`]) waits for the next chunk of the step in flight or, with
 //!   no step in flight, extends the file with its own write and asks the thread for a step
-//!   from there (without a background thread: grows the file itself, zeros and sync);
+//!   from there (without a background thread: grows the file itself, zeros and sync); before
+//!   any sync is waited for, its writes extend the file and nothing is asked;
 //! - a segment is sealed only after its last growth step finished ([`Preallocator::retire`]),
 //!   so the `fdatasync` that seals it covers every zero written into it.
 
@@ -70,7 +71,8 @@ pub struct PreallocStats {
     pub growth_bytes: u64,
     /// Times the writer reached the end of the grown file before the growth thread had
     /// extended it: it waited for the step in flight or grew the file on its own path. Always
-    /// counted when background threads are off, since the writer then grows the file itself.
+    /// counted when background threads are off, since the writer then grows the file itself
+    /// (once a sync has been waited for: before, the writes extend the file, uncounted).
     pub writer_waits: u64,
 }
 
@@ -299,9 +301,25 @@ impl Preallocator {
     /// a `flush(Synced)`): from then on it writes zeros ahead of the writer, so that the syncs
     /// waited for have only data to flush. One atomic load once it knows.
     pub fn sync_waited(&self) {
-        if !self.shared.sync_waited.load(Ordering::Relaxed) {
-            self.shared.sync_waited.store(true, Ordering::Release);
+        if self.shared.sync_waited.load(Ordering::Relaxed) {
+            return;
         }
+        let mut state = self.shared.state.lock();
+        if self.shared.sync_waited.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // The first time: ask for a step from the end of the file at once, rather than
+        // letting the next write find the end reached (a writer wait, and a doubled step).
+        if let Some(active) = state.active.as_mut()
+            && self.shared.background
+            && !active.stopped
+            && active.end < active.capacity
+        {
+            active.wanted = true;
+            self.shared.changed.notify_all();
+        }
+        // Without a background thread, the next write past the end grows the file inline.
+        drop(state);
     }
 
     /// What the preallocator did so far.

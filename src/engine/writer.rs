@@ -90,7 +90,8 @@ struct Io {
 /// What the flusher thread is told, under the `flusher` lock.
 #[derive(Default)]
 struct FlusherSignal {
-    /// A buffer filled up: group-commit now.
+    /// A quarter of the buffer filled up: write it out now (and group-commit if the flush
+    /// delay is up).
     wake: bool,
     /// A record was appended while the flusher was parked: look again at what is due.
     nudged: bool,
@@ -425,6 +426,12 @@ impl Writer {
         }
     }
 
+    /// A caller is about to wait for a sync (`Log::flush(Synced)`; a `Synced` append says so
+    /// itself): the growth writes zeros ahead from now on. Not the close's own sync.
+    pub(crate) fn sync_waited(&self) {
+        self.prealloc.sync_waited();
+    }
+
     /// Makes everything appended so far meet `durability`.
     pub(crate) fn flush(&self, durability: Durability) -> Result<()> {
         let state = self.state.lock();
@@ -432,7 +439,6 @@ impl Writer {
         let last = state.next_seq - 1;
         if durability == Durability::Synced {
             drop(state);
-            self.prealloc.sync_waited();
             return self.sync_through(last);
         }
         self.write_out(state).map(|_| ())
@@ -794,13 +800,14 @@ impl Writer {
     /// is left of the flush delay since the flusher first saw them (`pending_since`, set here:
     /// a `Buffered` record reaches the disk within the delay), the time until the mark is due
     /// while it lags the durable end, `None` (park until an append) when neither.
-    fn flusher_timeout(&self, pending_since: &mut Option<Instant>) -> Option<Duration> {
+    /// The second value says which: `true` for records not durable, `false` for the mark.
+    fn flusher_timeout(&self, pending_since: &mut Option<Instant>) -> Option<(Duration, bool)> {
         if self.is_poisoned() {
             return None;
         }
         if self.appended_seq.load(Ordering::Acquire) > self.durable_seq.load(Ordering::Acquire) {
             let since = *pending_since.get_or_insert_with(Instant::now);
-            return Some(self.flush_delay.saturating_sub(since.elapsed()));
+            return Some((self.flush_delay.saturating_sub(since.elapsed()), true));
         }
         *pending_since = None;
         let mark = self.mark.lock();
@@ -809,7 +816,7 @@ impl Writer {
         if pos.segment != current.last_segment || pos.seq <= current.durable_seq {
             return None;
         }
-        Some(self.mark_interval.saturating_sub(mark.since_written()))
+        Some((self.mark_interval.saturating_sub(mark.since_written()), false))
     }
 
     /// The body of the background flusher thread: group-commits whatever is not yet durable
@@ -831,9 +838,24 @@ impl Writer {
                 let timeout = self.flusher_timeout(&mut pending_since);
                 signal = self.flusher.lock();
                 match timeout {
-                    Some(timeout) => {
+                    Some((timeout, true)) => {
                         if !signal.wake && !signal.shutdown {
                             self.flusher_wake.wait_for(&mut signal, timeout);
+                        }
+                    }
+                    Some((timeout, false)) => {
+                        // Waiting only for the mark: an append meanwhile nudges the flusher as
+                        // it would a parked one, so that its records get their flush delay
+                        // from then on, not from when the mark is due.
+                        signal.nudged = false;
+                        self.flusher_parked.store(true, Ordering::SeqCst);
+                        let quiet = self.appended_seq.load(Ordering::SeqCst) == seen;
+                        if quiet && !signal.wake && !signal.shutdown {
+                            self.flusher_wake.wait_for(&mut signal, timeout);
+                        }
+                        self.flusher_parked.store(false, Ordering::SeqCst);
+                        if !quiet || signal.nudged {
+                            continue;
                         }
                     }
                     None => {
