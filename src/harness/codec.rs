@@ -407,7 +407,7 @@ fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
         }));
     }
     if event_type == EventType::ToolResult && env.schema == 1 {
-        let v1: ToolResultV1 = de_json_slice(env.body).map_err(|e| bad(e.to_string()))?;
+        let v1: ToolResultV1 = serde_json::from_slice(env.body).map_err(|e| bad(e.to_string()))?;
         return match upcast::tool_result_1_to_2(v1) {
             Ok(body) => Ok(Body::ToolResult(body)),
             Err(refusal) => Err(cannot_upcast(seq, refusal)),
@@ -428,56 +428,74 @@ fn cannot_upcast(seq: Seq, refusal: Refusal) -> crate::error::Error {
 }
 
 /// Builds the typed body of `event_type` from a JSON object in the schema this build reads the
-/// type as (schema 2 for `tool/result`, 1 for the others).
+/// type as (schema 2 for `tool/result`, 1 for the others). Straight from the value: no JSON
+/// text is written and parsed again on the way (a client's append through the protocol, a
+/// Python dict).
 pub fn body_from_value(
     event_type: EventType,
     value: serde_json::Value,
 ) -> serde_json::Result<Body> {
-    let bytes = serde_json::to_vec(&value)?;
-    body_from_json(event_type, &bytes)
-}
-
-fn de_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
-    serde_json::from_slice(bytes)
+    body_from(event_type, value)
 }
 
 /// Builds the typed body of `event_type` from its JSON bytes, in the schema this build reads
 /// the type as (schema 2 for `tool/result`, 1 for the others).
 pub fn body_from_json(event_type: EventType, bytes: &[u8]) -> serde_json::Result<Body> {
+    body_from(event_type, bytes)
+}
+
+/// Where a body is deserialized from: JSON bytes or a JSON value, consumed once.
+trait JsonSource {
+    fn parse<T: DeserializeOwned>(self) -> serde_json::Result<T>;
+}
+
+impl JsonSource for &[u8] {
+    fn parse<T: DeserializeOwned>(self) -> serde_json::Result<T> {
+        serde_json::from_slice(self)
+    }
+}
+
+impl JsonSource for serde_json::Value {
+    fn parse<T: DeserializeOwned>(self) -> serde_json::Result<T> {
+        serde_json::from_value(self)
+    }
+}
+
+fn body_from(event_type: EventType, source: impl JsonSource) -> serde_json::Result<Body> {
     use EventType as T;
     Ok(match event_type {
-        T::Contract => Body::Contract(de_json_slice(bytes)?),
-        T::Phase => Body::Phase(de_json_slice(bytes)?),
-        T::Plan => Body::Plan(de_json_slice(bytes)?),
-        T::Todo => Body::Todo(de_json_slice(bytes)?),
-        T::TurnStart => Body::TurnStart(de_json_slice(bytes)?),
-        T::TurnEnd => Body::TurnEnd(de_json_slice(bytes)?),
-        T::StepStart => Body::StepStart(de_json_slice(bytes)?),
-        T::StepEnd => Body::StepEnd(de_json_slice(bytes)?),
-        T::UserMessage => Body::UserMessage(de_json_slice(bytes)?),
+        T::Contract => Body::Contract(source.parse()?),
+        T::Phase => Body::Phase(source.parse()?),
+        T::Plan => Body::Plan(source.parse()?),
+        T::Todo => Body::Todo(source.parse()?),
+        T::TurnStart => Body::TurnStart(source.parse()?),
+        T::TurnEnd => Body::TurnEnd(source.parse()?),
+        T::StepStart => Body::StepStart(source.parse()?),
+        T::StepEnd => Body::StepEnd(source.parse()?),
+        T::UserMessage => Body::UserMessage(source.parse()?),
         T::AssistantDelta => {
-            let v: DeltaJson = de_json_slice(bytes)?;
+            let v: DeltaJson = source.parse()?;
             Body::AssistantDelta(crate::harness::event::AssistantDelta { text: v.text })
         }
-        T::AssistantMessage => Body::AssistantMessage(de_json_slice(bytes)?),
-        T::ToolCall => Body::ToolCall(de_json_slice(bytes)?),
-        T::ToolResult => Body::ToolResult(de_json_slice(bytes)?),
-        T::ToolOutcomeUnknown => Body::ToolOutcomeUnknown(de_json_slice(bytes)?),
-        T::ToolNotRun => Body::ToolNotRun(de_json_slice(bytes)?),
-        T::ApprovalRequest => Body::ApprovalRequest(de_json_slice(bytes)?),
-        T::ApprovalGrant => Body::ApprovalGrant(de_json_slice(bytes)?),
-        T::ApprovalDeny => Body::ApprovalDeny(de_json_slice(bytes)?),
-        T::ApprovalExpired => Body::ApprovalExpired(de_json_slice(bytes)?),
-        T::Cancel => Body::Cancel(de_json_slice(bytes)?),
-        T::Pause => Body::Pause(de_json_slice(bytes)?),
-        T::Resume => Body::Resume(de_json_slice(bytes)?),
-        T::SignalExpired => Body::SignalExpired(de_json_slice(bytes)?),
-        T::BudgetUsage => Body::BudgetUsage(de_json_slice(bytes)?),
-        T::ContextCompacted => Body::ContextCompacted(de_json_slice(bytes)?),
-        T::Restored => Body::Restored(de_json_slice(bytes)?),
-        T::Migrated => Body::StateMigrated(de_json_slice(bytes)?),
-        T::RecordPut => Body::RecordPut(de_json_slice(bytes)?),
-        T::RecordRemoved => Body::RecordRemoved(de_json_slice(bytes)?),
+        T::AssistantMessage => Body::AssistantMessage(source.parse()?),
+        T::ToolCall => Body::ToolCall(source.parse()?),
+        T::ToolResult => Body::ToolResult(source.parse()?),
+        T::ToolOutcomeUnknown => Body::ToolOutcomeUnknown(source.parse()?),
+        T::ToolNotRun => Body::ToolNotRun(source.parse()?),
+        T::ApprovalRequest => Body::ApprovalRequest(source.parse()?),
+        T::ApprovalGrant => Body::ApprovalGrant(source.parse()?),
+        T::ApprovalDeny => Body::ApprovalDeny(source.parse()?),
+        T::ApprovalExpired => Body::ApprovalExpired(source.parse()?),
+        T::Cancel => Body::Cancel(source.parse()?),
+        T::Pause => Body::Pause(source.parse()?),
+        T::Resume => Body::Resume(source.parse()?),
+        T::SignalExpired => Body::SignalExpired(source.parse()?),
+        T::BudgetUsage => Body::BudgetUsage(source.parse()?),
+        T::ContextCompacted => Body::ContextCompacted(source.parse()?),
+        T::Restored => Body::Restored(source.parse()?),
+        T::Migrated => Body::StateMigrated(source.parse()?),
+        T::RecordPut => Body::RecordPut(source.parse()?),
+        T::RecordRemoved => Body::RecordRemoved(source.parse()?),
     })
 }
 
