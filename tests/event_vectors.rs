@@ -24,7 +24,8 @@ use std::sync::OnceLock;
 
 use factlog::harness::codec::{self, ENCODING_BINARY, ENCODING_JSON, EVENT_MAGIC};
 use factlog::harness::event::{
-    AssistantDelta, Effect, Opaque, RecordPut, RecordRemoved, ResultOutcome, ToolCall, ToolResult,
+    AssistantDelta, Effect, Opaque, RecordBlob, RecordPut, RecordRemoved, ResultOutcome, ToolCall,
+    ToolResult,
 };
 use factlog::harness::{Body, CallId, Event, EventType, RequestKey, TaskId, request_key, secret};
 use factlog::{ErrorKind, Seq};
@@ -196,6 +197,19 @@ fn record_put_event() -> Event {
     event("session-1", 10, Body::RecordPut(body))
 }
 
+/// 050: a `record/blob` of a LangGraph checkpoint: its bytes raw, bytes that are not UTF-8
+/// among them.
+fn record_blob_event() -> Event {
+    let body = RecordBlob {
+        kind: "langgraph/checkpoint".to_owned(),
+        key: Some("cp-1".to_owned()),
+        value: json!({"checkpoint": {"type": "msgpack"}}),
+        bytes: vec![0x81, 0xa1, b'v', 0x01, 0x00, 0xff],
+        extra: serde_json::Map::new(),
+    };
+    event("thread-1", 12, Body::RecordBlob(body))
+}
+
 /// 029: a `record/removed` naming two events and a prefix of the task.
 fn record_removed_event() -> Event {
     let body = RecordRemoved {
@@ -347,6 +361,20 @@ fn vectors() -> Vec<Vector> {
             build: || encoded(&record_removed_event()),
             outcome: || Outcome::Decodes(Box::new(record_removed_event())),
         },
+        Vector {
+            name: "050-event-record-blob",
+            about: &[
+                "050-event-record-blob: record/blob (tag 0x0c03, schema 1, encoding 0 = binary),",
+                "task \"thread-1\", revision 12, timestamp_us 1700000000000000; body: the head's",
+                "length and the bytes' length (u32 LE each), the head {\"kind\":",
+                "\"langgraph/checkpoint\",\"key\":\"cp-1\",\"value\":{\"checkpoint\":{\"type\":",
+                "\"msgpack\"}}}, then the 6 bytes 81 a1 76 01 00 ff.",
+                "Expected: decodes (at seq 1) to that event, the bytes raw; re-encodes to the same",
+                "bytes; its JSON form has the bytes in base64 (\"gaF2AQD/\").",
+            ],
+            build: || encoded(&record_blob_event()),
+            outcome: || Outcome::Decodes(Box::new(record_blob_event())),
+        },
     ]
 }
 
@@ -414,6 +442,19 @@ impl Image {
     fn describe_body(&self, at: usize) -> String {
         let (b, end) = (&self.bytes, self.bytes.len());
         let head = format!("body [{at}, {end}), {} bytes", end - at);
+        if b[6] == ENCODING_BINARY
+            && u16::from_le_bytes([b[2], b[3]]) == EventType::RecordBlob.tag()
+        {
+            let len = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
+            let count = u32::from_le_bytes([b[at + 4], b[at + 5], b[at + 6], b[at + 7]]);
+            let json = String::from_utf8_lossy(&b[at + 8..at + 8 + len]);
+            let raw: Vec<String> = b[at + 8 + len..].iter().map(|x| format!("{x:02x}")).collect();
+            return format!(
+                "{head}, binary: the head's length {len} and the bytes' length {count} (u32 LE \
+                 each),\n#   the head {json},\n#   then the bytes {}",
+                raw.join(" ")
+            );
+        }
         if b[6] == ENCODING_BINARY {
             return format!("{head}, binary: the text {:?}", String::from_utf8_lossy(&b[at..]));
         }
@@ -481,6 +522,16 @@ fn check_envelope(name: &str, bytes: &[u8], expected: &Event) {
         Body::Opaque(o) => (o.tag, o.encoding, o.bytes.clone()),
         Body::AssistantDelta(d) => {
             (EventType::AssistantDelta.tag(), ENCODING_BINARY, d.text.as_bytes().to_vec())
+        }
+        Body::RecordBlob(b) => {
+            let mut head = serde_json::to_value(b).expect("json");
+            head.as_object_mut().expect("an object").remove("bytes");
+            let head = serde_json::to_vec(&head).expect("json");
+            let mut body = u32::try_from(head.len()).expect("short").to_le_bytes().to_vec();
+            body.extend_from_slice(&u32::try_from(b.bytes.len()).expect("short").to_le_bytes());
+            body.extend_from_slice(&head);
+            body.extend_from_slice(&b.bytes);
+            (EventType::RecordBlob.tag(), ENCODING_BINARY, body)
         }
         other => {
             let tag = other.event_type().expect("a typed body").tag();
@@ -644,6 +695,51 @@ fn vector_029_event_record_removed() {
         r#"{"kind":"agents/item","seqs":[3,5],"through_seq":2}"#,
         "029: the body bytes"
     );
+}
+
+#[test]
+fn vector_050_event_record_blob() {
+    check("050-event-record-blob");
+    let bytes = fs::read(vectors::dir().join("050-event-record-blob.bin")).expect("050");
+    let body = &bytes[ENVELOPE_BYTES + "thread-1".len()..];
+    let head = br#"{"kind":"langgraph/checkpoint","key":"cp-1","value":{"checkpoint":{"type":"msgpack"}}}"#;
+    let mut expected = u32::try_from(head.len()).unwrap().to_le_bytes().to_vec();
+    expected.extend_from_slice(&6u32.to_le_bytes());
+    expected.extend_from_slice(head);
+    expected.extend_from_slice(&[0x81, 0xa1, b'v', 0x01, 0x00, 0xff]);
+    assert_eq!(body, &expected[..], "050: the body bytes");
+    let event = codec::decode(SEQ, &bytes).expect("050 decodes");
+    assert_eq!(
+        codec::body_to_value(&event.body),
+        json!({"kind": "langgraph/checkpoint", "key": "cp-1",
+               "value": {"checkpoint": {"type": "msgpack"}}, "bytes": "gaF2AQD/"}),
+        "050: the JSON form, the bytes in base64"
+    );
+    // A log of segment format 1 cannot hold it.
+    let refused = codec::encode("thread-1", 12, TIMESTAMP_US, &event.body, 1)
+        .expect_err("format 1 refuses a record/blob");
+    assert!(matches!(refused.kind(), ErrorKind::InvalidEvent { .. }), "{refused}");
+    // A head naming `bytes` itself, lengths that do not add up to the body (a cut record, a
+    // longer one), are corrupt.
+    let at = ENVELOPE_BYTES + "thread-1".len();
+    let mut named = bytes[..at].to_vec();
+    let with_bytes = [&head[..head.len() - 1], br#","bytes":""}"#].concat();
+    named.extend_from_slice(&u32::try_from(with_bytes.len()).unwrap().to_le_bytes());
+    named.extend_from_slice(&6u32.to_le_bytes());
+    named.extend_from_slice(&with_bytes);
+    named.extend_from_slice(&[0x81, 0xa1, b'v', 0x01, 0x00, 0xff]);
+    let mut cut = bytes.clone();
+    cut.pop();
+    let mut longer = bytes.clone();
+    longer.push(0);
+    for (bad, word) in [(named, "`bytes`"), (cut, "do not make"), (longer, "do not make")] {
+        match codec::decode(SEQ, &bad).map_err(factlog::Error::into_kind) {
+            Err(ErrorKind::CorruptEvent { reason, .. }) => {
+                assert!(reason.contains(word), "{reason}")
+            }
+            other => panic!("expected CorruptEvent, got {other:?}"),
+        }
+    }
 }
 
 #[test]

@@ -147,6 +147,10 @@ fn sample_json(event_type: EventType) -> Value {
             "value": {"type": "reasoning", "summary": [{"text": "ü"}], "n": [1, 2.5, null]}
         }),
         "record/removed" => json!({"kind": "agents/item", "seqs": [3, 5], "through_seq": 2}),
+        "record/blob" => json!({
+            "kind": "langgraph/checkpoint", "key": "cp-1",
+            "value": {"checkpoint": {"type": "msgpack"}}, "bytes": "gaF2AQD/"
+        }),
         other => panic!("no sample body for {other}: add one"),
     }
 }
@@ -206,7 +210,7 @@ fn assert_corrupt(seq: u64, bytes: &[u8], what: &str) {
 
 #[test]
 fn every_event_type_round_trips_through_the_codec() {
-    assert_eq!(EventType::ALL.len(), 29, "a new type needs a sample and a durability row");
+    assert_eq!(EventType::ALL.len(), 30, "a new type needs a sample and a durability row");
     for (i, &event_type) in EventType::ALL.iter().enumerate() {
         let body = sample_body(event_type);
         let revision = 10 + i as u64;
@@ -228,8 +232,8 @@ fn every_event_type_round_trips_through_the_codec() {
         assert_eq!(envelope.tag, event_type.tag());
         assert_eq!(EventType::from_tag(envelope.tag), Some(event_type));
         assert_eq!(EventType::from_name(event_type.name()), Some(event_type));
-        let encoding =
-            if event_type == EventType::AssistantDelta { ENCODING_BINARY } else { ENCODING_JSON };
+        let binary = [EventType::AssistantDelta, EventType::RecordBlob].contains(&event_type);
+        let encoding = if binary { ENCODING_BINARY } else { ENCODING_JSON };
         assert_eq!(envelope.encoding, encoding, "{}", event_type.name());
         // The JSON form and back gives the same body.
         let value = codec::body_to_value(&body);
@@ -252,9 +256,23 @@ fn unknown_fields_survive_decode_and_re_encode_byte_for_byte() {
         if let Some(Value::Array(items)) = map.get_mut(nested) {
             items[0].as_object_mut().expect("object").insert("x_nested".to_owned(), json!(42));
         }
-        let body_bytes = serde_json::to_vec(&value).expect("JSON");
         let schema = codec::schema_written(event_type, FORMAT_VERSION);
-        let bytes = record(event_type.tag(), schema, ENCODING_JSON, "t1", 3, &body_bytes);
+        let bytes = if event_type == EventType::RecordBlob {
+            // The binary body: the two lengths, the head (unknown fields included), the bytes.
+            let mut head = value.clone();
+            let head = head.as_object_mut().expect("an object");
+            let raw = head.remove("bytes").expect("bytes");
+            let raw = codec::blob_bytes_from_base64(raw.as_str().expect("base64")).expect("b64");
+            let head = serde_json::to_vec(head).expect("JSON");
+            let mut body = (head.len() as u32).to_le_bytes().to_vec();
+            body.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+            body.extend_from_slice(&head);
+            body.extend_from_slice(&raw);
+            record(event_type.tag(), schema, ENCODING_BINARY, "t1", 3, &body)
+        } else {
+            let body_bytes = serde_json::to_vec(&value).expect("JSON");
+            record(event_type.tag(), schema, ENCODING_JSON, "t1", 3, &body_bytes)
+        };
         let event = codec::decode(Seq(5), &bytes).expect("decode");
         assert!(!matches!(event.body, Body::Opaque(_)), "{} is typed", event_type.name());
         assert_eq!(
@@ -518,6 +536,7 @@ fn the_default_durability_table_is_the_one_of_issue_4() {
         ("state/migrated", Synced),
         ("record/put", Flushed),
         ("record/removed", Flushed),
+        ("record/blob", Flushed),
     ];
     assert_eq!(EventType::ALL.len(), expected.len(), "every type has a row");
     for (name, durability) in expected {

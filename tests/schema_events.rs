@@ -75,6 +75,10 @@ fn examples(task: &str) -> Vec<Value> {
             json!({ "kind": "agents/item", "key": "rs_1", "value": { "type": "reasoning", "summary": [] } }),
         ),
         e("record/removed", json!({ "kind": "agents/item", "seqs": [2], "through_seq": 1 })),
+        e(
+            "record/blob",
+            json!({ "kind": "langgraph/checkpoint", "key": "cp-1", "value": { "type": "msgpack" }, "bytes": "gaF2AQD/" }),
+        ),
         e("step/end", json!({ "status": "failed" })),
         e("control/cancel", json!({ "reason": "user pressed stop" })),
         e("turn/end", json!({ "status": "cancelled" })),

@@ -11,7 +11,7 @@
 //! (`codec::schema_readable`), and encodes
 //! again (`codec::encode_event`) to a record that decodes to the same event (a pair assertion),
 //! to the very same bytes for an opaque event and for `assistant/delta`, and to a stable
-//! record for a JSON body (encoding it once more changes nothing).
+//! record for a JSON body or a `record/blob` (encoding it once more changes nothing).
 //!
 //! The JSON part reads the first byte as a selector (`EventType::ALL[b % len]`) and the rest,
 //! when it is UTF-8, as the body's JSON: a body `body_from_json` accepts must have the selected
@@ -124,8 +124,8 @@ fn check_event(data: &[u8], env: &EnvelopeRef<'_>, event: &Event) {
         (body, None) => panic!("an unknown tag or schema decoded as a typed body: {body:?}"),
         (body, Some(t)) => {
             assert_eq!(body.event_type(), Some(t), "the body has the tag's type");
-            let expected =
-                if t == EventType::AssistantDelta { ENCODING_BINARY } else { ENCODING_JSON };
+            let binary = t == EventType::AssistantDelta || t == EventType::RecordBlob;
+            let expected = if binary { ENCODING_BINARY } else { ENCODING_JSON };
             assert_eq!(env.encoding, expected, "the type's encoding");
         }
     }
@@ -215,6 +215,9 @@ fn sample(event_type: EventType) -> Value {
             json!({"kind": "agents/item", "key": "k1", "value": {"type": "x", "n": [1]}})
         }
         T::RecordRemoved => json!({"kind": "agents/item", "seqs": [1, 2], "through_seq": 3}),
+        T::RecordBlob => {
+            json!({"kind": "langgraph/checkpoint", "key": "k1", "value": {"n": 1}, "bytes": "AP8="})
+        }
         _ => json!({}),
     };
     value["x_seed"] = json!({"kept": [true, -1]});

@@ -139,6 +139,9 @@ def typed_of(value: Any) -> Typed:
     of another shape."""
     if isinstance(value, dict):
         kind = value.get("type")
+        raw = value.get(RAW)
+        if isinstance(kind, str) and isinstance(raw, bytes):
+            return kind, raw
         encoded = value.get("base64")
         if isinstance(kind, str) and isinstance(encoded, str):
             try:
@@ -156,6 +159,11 @@ def typed_of(value: Any) -> Typed:
                     f"a LangGraph record holds a value that is not msgpack's: {error}"
                 ) from error
     raise CorruptEvent(FOREIGN)
+
+
+# A checkpoint read from a record/blob: ``{"type": T, "bytes": B}``, the serializer's bytes
+# raw (``B``: the blob's bytes).
+RAW = "bytes"
 
 
 def load(serde: Any, value: Any, direct: bool) -> Tuple[Any, Typed]:
@@ -219,6 +227,9 @@ _ENTRY_BYTES = 200
 def size_of(value: Any) -> int:
     """About the bytes a stored value takes in a record body (for batching copies)."""
     if isinstance(value, dict):
+        raw = value.get(RAW)
+        if isinstance(raw, bytes):
+            return len(raw)
         encoded = value.get("base64")
         if isinstance(encoded, str):
             return len(encoded)

@@ -127,7 +127,8 @@ class Store:
         the server page by page)."""
     def events(self, from_seq: int = 1, task: Optional[str] = None) -> Events:
         """The events from ``from_seq`` on, each a dict of the ``factlog dump --json`` shape
-        (``seq``, ``task``, ``revision``, ``timestamp_us``, ``time``, ``type``, body fields).
+        (``seq``, ``task``, ``revision``, ``timestamp_us``, ``time``, ``type``, body fields;
+        a ``record/blob``'s ``bytes`` as a ``bytes`` object).
         With ``task``, only that task's events: the others are skipped by their envelope
         (their bodies are never decoded), with the GIL released while skipping. Either way the
         log is read from ``from_seq``: keep the seq to resume from rather than rescanning.
@@ -186,7 +187,9 @@ class Task:
         durability (the type's default, or ``durability``: ``"buffered"``, ``"flushed"``,
         ``"synced"``, or ``"replicated"``: synced, then held by the replica of a store opened
         with ``replicate_to``) with the GIL released. ``expected_revision`` is a
-        compare-and-set.
+        compare-and-set. A ``record/blob`` takes its raw bytes as a ``bytes`` object under
+        ``"bytes"``: copied once into the record, never through base64 (through a served
+        store they travel in base64 on the socket).
 
         Returns the protocol's reply: ``{"seq", "task", "revision", "durability"}`` (plus
         ``"warnings"``), or for a repeated call that already has a result ``{..., "duplicate":

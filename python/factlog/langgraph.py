@@ -15,9 +15,13 @@ Each LangGraph thread is one factlog task, whose id is :func:`task_id_for`\\ ``(
 ``"langgraph#" + sha256(thread_id as UTF-8).hexdigest()`` (the two prefixes cannot collide,
 and every event also names its ``thread_id``, which reads check).
 
-- A checkpoint is one ``record/put`` event of kind ``langgraph/checkpoint`` whose ``key`` is
-  the checkpoint id and whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
-  "parent_checkpoint_id", "checkpoint": VALUE, "metadata": VALUE}``.
+- A checkpoint is one ``record/blob`` event of kind ``langgraph/checkpoint`` whose ``key`` is
+  the checkpoint id, whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
+  "parent_checkpoint_id", "checkpoint": {"type": T}, "metadata": VALUE}`` and whose ``bytes``
+  are what ``serde.dumps_typed`` returned for the checkpoint, raw: no base64 and no conversion
+  on the way in or out (``format-spec/events.md``, ``record/blob``). In a log of segment format
+  1, which cannot hold a ``record/blob``, and in stores written by earlier releases, it is a
+  ``record/put`` with ``"checkpoint": VALUE``; the saver reads both.
 - One ``put_writes`` call is one ``record/put`` event of kind ``langgraph/writes`` (``key``:
   the checkpoint id) whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
   "task_id", "task_path", "writes": [{"idx", "channel", ...VALUE}]}``.
@@ -59,8 +63,9 @@ a page at a time.
 
 Limits
 ------
-A serialized checkpoint, or one ``put_writes`` call, must fit one event body (4 MiB of JSON:
-about 4 MiB of msgpack kept as structure, 3 MiB in base64); a bigger one raises
+A serialized checkpoint must fit one event body (4 MiB: its bytes raw in a ``record/blob``;
+about 3 MiB in base64 in a log of segment format 1), and so must one ``put_writes`` call (4 MiB
+of JSON: about 4 MiB of msgpack kept as structure, 3 MiB in base64); a bigger one raises
 ``LimitExceeded`` and is not stored. Writes are not also mapped onto typed factlog events
 (``user/message``, ``assistant/message``, ...): a forked or replayed LangGraph thread may
 legitimately carry the same tool-call ids again, which the typed events refuse.
@@ -194,6 +199,39 @@ _Encode = Callable[[Any, Tuple[str, bytes]], Dict[str, Any]]
 
 def _in_base64(obj: Any, typed: Tuple[str, bytes]) -> Dict[str, Any]:
     return _values.in_base64(typed)
+
+
+def _blob_as_put(event: Dict[str, Any]) -> Dict[str, Any]:
+    """A ``record/blob`` of a checkpoint as the ``record/put`` it stands for: its value with
+    ``checkpoint`` ``{"type": T, "bytes": B}``, ``B`` the blob's raw bytes. Any other event as
+    it is."""
+    if event.get("type") != "record/blob" or event.get("kind") != CHECKPOINT_KIND:
+        return event
+    value = event.get("value")
+    raw = event.get(_values.RAW)
+    checkpoint = value.get("checkpoint") if isinstance(value, dict) else None
+    if not isinstance(checkpoint, dict) or not isinstance(raw, bytes):
+        raise CorruptEvent("a LangGraph checkpoint's record/blob has no value or no bytes")
+    put = {key: item for key, item in event.items() if key != _values.RAW}
+    put["type"] = "record/put"
+    put["value"] = dict(value, checkpoint={"type": checkpoint.get("type"), _values.RAW: raw})
+    return put
+
+
+def _put_event(kind: str, key: Optional[str], value: Dict[str, Any]) -> Dict[str, Any]:
+    """The event that stores ``value`` (a record/put's): a ``record/blob`` when its checkpoint
+    is raw bytes (:func:`_blob_as_put` reversed), a ``record/put`` otherwise."""
+    checkpoint = value.get("checkpoint")
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get(_values.RAW), bytes):
+        head = dict(value, checkpoint={"type": checkpoint["type"]})
+        return {
+            "type": "record/blob",
+            "kind": kind,
+            "key": key,
+            "value": head,
+            _values.RAW: checkpoint[_values.RAW],
+        }
+    return {"type": "record/put", "kind": kind, "key": key, "value": value}
 
 
 class _Checkpoint:
@@ -357,8 +395,9 @@ class FactlogSaver(BaseCheckpointSaver):
     @staticmethod
     def _task_events(thread: _Thread, from_seq: int) -> Iterator[Dict[str, Any]]:
         """The thread's task's events from ``from_seq`` on (the store skips other tasks'
-        events by their envelope)."""
-        return thread.task.events(from_seq)
+        events by their envelope), each ``record/blob`` of a checkpoint as the ``record/put``
+        it stands for (:func:`_blob_as_put`)."""
+        return map(_blob_as_put, thread.task.events(from_seq))
 
     def _catch_up(self, thread: _Thread) -> None:
         """Folds the task's events the index has not seen (none if the revision is known)."""
@@ -375,6 +414,7 @@ class FactlogSaver(BaseCheckpointSaver):
         checkpoint, or the writes' values, of an event this saver just appended (so that
         its base64 need not be decoded again)."""
         thread.last_seq = max(thread.last_seq, seq)
+        event = _blob_as_put(event)
         kind = event.get("kind")
         if event["type"] == "record/put":
             value = event.get("value")
@@ -526,8 +566,9 @@ class FactlogSaver(BaseCheckpointSaver):
         structure where they come back byte for byte (``_langgraph_values``), as
         :meth:`_append` does; the caller holds ``thread.lock``. When the store refuses that
         event (a structure it has no JSON form for, such as a non-finite float or a depth
-        past its limit, or a body that outgrew its limit as structure), it appends the event
-        with every value in base64 instead, the form it takes whatever the value."""
+        past its limit, a body that outgrew its limit as structure, or a ``record/blob`` in a
+        log of segment format 1), it appends the event with every value in base64 instead, the
+        form it takes whatever the value."""
         structured = False
 
         def encode(obj: Any, serialized: Tuple[str, bytes]) -> Dict[str, Any]:
@@ -539,8 +580,10 @@ class FactlogSaver(BaseCheckpointSaver):
         first = event(encode)
         try:
             self._append(thread, [first], durability, typed)
-        except (InvalidEvent, LimitExceeded):
-            if not structured:
+        except (InvalidEvent, LimitExceeded) as error:
+            # A record/blob is refused as invalid only by a log of segment format 1.
+            blob_refused = first["type"] == "record/blob" and isinstance(error, InvalidEvent)
+            if not structured and not blob_refused:
                 raise
             self._append(thread, [event(_in_base64)], durability, typed)
 
@@ -775,19 +818,21 @@ class FactlogSaver(BaseCheckpointSaver):
         metadata_typed = self.serde.dumps_typed(full_metadata)
 
         def event(encode: _Encode) -> Dict[str, Any]:
-            return {
-                "type": "record/put",
-                "kind": CHECKPOINT_KIND,
-                "key": checkpoint["id"],
-                "value": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint["id"],
-                    "parent_checkpoint_id": configurable.get("checkpoint_id"),
-                    "checkpoint": encode(checkpoint, typed),
-                    "metadata": encode(full_metadata, metadata_typed),
-                },
+            # The checkpoint's bytes raw, in a record/blob; in base64 in a record/put when
+            # the store refused that (a log of segment format 1).
+            if encode is _in_base64:
+                stored = encode(checkpoint, typed)
+            else:
+                stored = {"type": typed[0], _values.RAW: typed[1]}
+            value = {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+                "parent_checkpoint_id": configurable.get("checkpoint_id"),
+                "checkpoint": stored,
+                "metadata": encode(full_metadata, metadata_typed),
             }
+            return _put_event(CHECKPOINT_KIND, checkpoint["id"], value)
 
         thread = self._thread(thread_id)
         with thread.lock:
@@ -964,9 +1009,7 @@ class FactlogSaver(BaseCheckpointSaver):
                 ):
                     self._append_to(target_id, batch)
                     batch, batch_bytes = [], 0
-                batch.append(
-                    {"type": "record/put", "kind": kinds[seq], "key": event["key"], "value": value}
-                )
+                batch.append(_put_event(kinds[seq], event["key"], value))
                 batch_bytes += size
             if seq >= last:
                 break

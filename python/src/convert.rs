@@ -3,20 +3,42 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 
 /// Deepest nesting accepted from Python, as serde_json's own parser allows: it also stops a
 /// dict that contains itself.
 const DEPTH_MAX: usize = 128;
 
-/// A Python dict (with `str` keys) as a JSON object.
-pub fn object_from_py(value: &Bound<'_, PyAny>) -> PyResult<Map<String, Value>> {
+/// A Python event dict as a JSON object, with the raw bytes of a `record/blob` given as a
+/// `bytes` object under `"bytes"` kept aside (copied once, never through base64).
+pub fn event_from_py(value: &Bound<'_, PyAny>) -> PyResult<WithRaw> {
     let dict = value
         .cast::<PyDict>()
         .map_err(|_| PyTypeError::new_err("an event is a dict of the protocol's JSON shape"))?;
-    dict_from_py(dict, 0)
+    let mut object = Map::with_capacity(dict.len());
+    let mut raw = None;
+    for (key, item) in dict.iter() {
+        let key = key.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err("a dict key of an event must be a str (JSON object keys are)")
+        })?;
+        let key = key.to_cow()?;
+        if key == RAW_BYTES_KEY
+            && let Ok(bytes) = item.cast::<PyBytes>()
+        {
+            raw = Some(bytes.as_bytes().to_vec());
+            continue;
+        }
+        object.insert(key.into_owned(), value_from_py(&item, 1)?);
+    }
+    Ok((object, raw))
 }
+
+/// An event object and the raw bytes of a `record/blob`, kept out of it.
+pub type WithRaw = (Map<String, Value>, Option<Vec<u8>>);
+
+/// The field of a `record/blob` that holds its bytes.
+pub const RAW_BYTES_KEY: &str = "bytes";
 
 fn dict_from_py(dict: &Bound<'_, PyDict>, depth: usize) -> PyResult<Map<String, Value>> {
     let mut object = Map::with_capacity(dict.len());

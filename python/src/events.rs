@@ -5,14 +5,14 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use factlog::harness::codec;
+use factlog::harness::{Body, codec};
 use factlog::protocol::views;
 use factlog::{Reader, Seq};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use serde_json::{Map, Value};
 
-use crate::convert::object_to_py;
+use crate::convert::{RAW_BYTES_KEY, WithRaw, object_to_py};
 use crate::remote::{self, Remote};
 use crate::{Access, errors, to_py_err};
 
@@ -66,7 +66,15 @@ impl Events {
         let task = self.task.as_deref();
         let next = match &mut self.source {
             None => return Ok(None),
-            Some(Source::Local(reader)) => next_local(py, reader, task)?,
+            Some(Source::Local(reader)) => {
+                return match next_local(py, reader, task)? {
+                    None => {
+                        self.source = None;
+                        Ok(None)
+                    }
+                    Some((event, raw)) => Ok(Some(event_to_py(py, &event, raw)?.unbind())),
+                };
+            }
             Some(Source::Remote { remote, next_seq, until, page }) => {
                 if page.is_empty() && until.is_none_or(|until| *next_seq <= until) {
                     let from = *next_seq;
@@ -88,17 +96,45 @@ impl Events {
                 self.source = None;
                 Ok(None)
             }
-            Some(event) => Ok(Some(object_to_py(py, &event)?.unbind())),
+            Some(event) => {
+                // A record/blob from a served store carries its bytes in base64: given back
+                // as a bytes object, as from an embedded store.
+                let raw = match (event.get("type"), event.get(RAW_BYTES_KEY)) {
+                    (Some(Value::String(t)), Some(Value::String(text))) if t == BLOB_TYPE => {
+                        codec::blob_bytes_from_base64(text)
+                    }
+                    _ => None,
+                };
+                Ok(Some(event_to_py(py, &event, raw)?.unbind()))
+            }
         }
     }
 }
 
-/// The next event of a local reader (of `task` only, when given), as a dump-line object.
+/// The type name of a `record/blob`.
+const BLOB_TYPE: &str = "record/blob";
+
+/// An event object as a dict; `raw`, the bytes of a record/blob, as a `bytes` object under
+/// `"bytes"`.
+fn event_to_py<'py>(
+    py: Python<'py>,
+    event: &Map<String, Value>,
+    raw: Option<Vec<u8>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = object_to_py(py, event)?;
+    if let Some(raw) = raw {
+        dict.set_item(RAW_BYTES_KEY, PyBytes::new(py, &raw))?;
+    }
+    Ok(dict)
+}
+
+/// The next event of a local reader (of `task` only, when given), as a dump-line object, and
+/// the bytes of a record/blob, taken out of it (the object's `bytes` is then empty).
 fn next_local(
     py: Python<'_>,
     reader: &mut Reader,
     task: Option<&str>,
-) -> PyResult<Option<Map<String, Value>>> {
+) -> PyResult<Option<WithRaw>> {
     // Skipping other tasks' records reads the disk: the interpreter is free meanwhile.
     let next = py.detach(|| {
         loop {
@@ -117,10 +153,14 @@ fn next_local(
     match next {
         None => Ok(None),
         Some(record) => {
-            let event = record
+            let mut event = record
                 .and_then(|record| codec::decode(record.seq, &record.payload))
                 .map_err(|error| errors::from_error(py, &error))?;
-            Ok(Some(views::event_object(&event, false)))
+            let raw = match &mut event.body {
+                Body::RecordBlob(blob) => Some(std::mem::take(&mut blob.bytes)),
+                _ => None,
+            };
+            Ok(Some((views::event_object(&event, false), raw)))
         }
     }
 }

@@ -28,8 +28,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
 use factlog::client::served::Held;
-use factlog::harness::TaskId;
 use factlog::harness::request_key as key;
+use factlog::harness::{Body, TaskId, codec};
 use factlog::protocol::op::Op;
 use factlog::protocol::{self, Reply, Request, views};
 use factlog::replica::{ReplicateOptions, Replication};
@@ -42,7 +42,7 @@ use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
 
-use crate::convert::{object_from_py, object_to_py, value_to_py};
+use crate::convert::{RAW_BYTES_KEY, WithRaw, event_from_py, object_to_py, value_to_py};
 use crate::events::Events;
 use crate::remote::Remote;
 
@@ -532,22 +532,36 @@ impl Task {
         expected_revision: Option<u64>,
         durability: Option<&str>,
     ) -> PyResult<Result<Map<String, Value>, Reply>> {
-        let event = event
-            .cast::<PyDict>()
-            .map_err(|_| PyTypeError::new_err("an event is a dict of the protocol's JSON shape"))?;
-        Ok(self.object_from_dict(event, expected_revision, durability))
+        // To a served store the bytes of a record/blob travel in the JSON form: base64.
+        Ok(self.object_from_dict(event, expected_revision, durability)?.map(|(mut object, raw)| {
+            if let Some(raw) = raw {
+                let text = codec::blob_bytes_to_base64(&raw);
+                object.insert(RAW_BYTES_KEY.to_owned(), Value::String(text));
+            }
+            object
+        }))
     }
 
+    /// The event as a request object, and the raw bytes of a record/blob given as `bytes`.
     fn object_from_dict(
         &self,
-        event: &Bound<'_, PyDict>,
+        event: &Bound<'_, PyAny>,
         expected_revision: Option<u64>,
         durability: Option<&str>,
-    ) -> Result<Map<String, Value>, Reply> {
-        let mut object: Map<String, Value> = object_from_py(event.as_any())
-            .map_err(|error| refusal(&error.value(event.py()).to_string()))?;
-        protocol::set_envelope(&mut object, &self.id, expected_revision, durability)?;
-        Ok(object)
+    ) -> PyResult<Result<WithRaw, Reply>> {
+        if event.cast::<PyDict>().is_err() {
+            return Err(PyTypeError::new_err("an event is a dict of the protocol's JSON shape"));
+        }
+        let (mut object, raw) = match event_from_py(event) {
+            Ok(converted) => converted,
+            Err(error) => return Ok(Err(refusal(&error.value(event.py()).to_string()))),
+        };
+        if let Err(reply) =
+            protocol::set_envelope(&mut object, &self.id, expected_revision, durability)
+        {
+            return Ok(Err(reply));
+        }
+        Ok(Ok((object, raw)))
     }
 
     /// [`Task::object`] checked as a request, as the embedded store runs it.
@@ -557,9 +571,24 @@ impl Task {
         expected_revision: Option<u64>,
         durability: Option<&str>,
     ) -> PyResult<Result<Request, Reply>> {
-        Ok(self
-            .object(event, expected_revision, durability)?
-            .and_then(|object| Request::from_object(object).map_err(protocol::Refusal::into_reply)))
+        let (object, raw) = match self.object_from_dict(event, expected_revision, durability)? {
+            Ok(converted) => converted,
+            Err(reply) => return Ok(Err(reply)),
+        };
+        let mut request = match Request::from_object(object) {
+            Ok(request) => request,
+            Err(refusal) => return Ok(Err(refusal.into_reply())),
+        };
+        // The raw bytes go straight into the body: no base64 on the way.
+        if let Some(raw) = raw {
+            let Body::RecordBlob(blob) = &mut request.body else {
+                return Ok(Err(refusal(
+                    "a bytes object is taken only as the bytes of a record/blob event",
+                )));
+            };
+            blob.bytes = raw;
+        }
+        Ok(Ok(request))
     }
 
     /// Sends `object` to the served store; the reply dict or the exception of its error.

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from typing import Annotated, Any, Dict, List
 
+import ormsgpack
 import pytest
 
 pytest.importorskip("langgraph.checkpoint.base")
@@ -143,13 +144,13 @@ def test_put_get_list_round_trip(path):
         assert newest.pending_writes == [("task-1", "a", {"x": 1}), ("task-1", "b", [2])]
 
 
-def test_the_events_are_record_puts_of_the_documented_shape(path):
+def test_the_events_are_a_record_blob_and_a_record_put_of_the_documented_shape(path):
     with FactlogSaver(path) as saver:
         [checkpoint_id] = put_chain(saver, "t1", 1)
         saver.put_writes(config("t1", checkpoint_id=checkpoint_id), [("ch", "v")], "task-1", "p:1")
         events = list(saver.store.events())
     assert [(e["task"], e["type"], e["kind"]) for e in events] == [
-        ("langgraph:t1", "record/put", CHECKPOINT_KIND),
+        ("langgraph:t1", "record/blob", CHECKPOINT_KIND),
         ("langgraph:t1", "record/put", WRITES_KIND),
     ]
     value = events[0]["value"]
@@ -162,10 +163,14 @@ def test_the_events_are_record_puts_of_the_documented_shape(path):
         "checkpoint",
         "metadata",
     ]
-    # Plain data is kept as structure (the msgpack of it is what the serializer wrote).
-    assert value["checkpoint"]["type"] == "msgpack"
-    assert value["checkpoint"]["value"]["id"] == checkpoint_id
-    assert value["checkpoint"]["value"]["channel_values"] == {"step": 0}
+    # The checkpoint is its serializer's msgpack, raw (a bytes object, embedded or served);
+    # the metadata, plain data, is kept as structure.
+    assert value["checkpoint"] == {"type": "msgpack"}
+    raw = events[0]["bytes"]
+    assert isinstance(raw, bytes)
+    unpacked = ormsgpack.unpackb(raw)
+    assert unpacked["id"] == checkpoint_id
+    assert unpacked["channel_values"] == {"step": 0}
     assert value["metadata"]["value"] == {"source": "loop", "step": 0}
     writes = events[1]["value"]
     assert (writes["task_id"], writes["task_path"]) == ("task-1", "p:1")
@@ -626,26 +631,26 @@ def deep(levels: int) -> Any:
     return value
 
 
-# (channel, value, the form the checkpoint holding it takes, the form the write of it takes):
-# "value" (structure), "ext" (structure with extensions) or "base64". A value the store
-# refuses as structure (a non-finite float, nesting past its limit, bytes inside) makes its
-# event fall back to base64 whole, the metadata beside it too.
+# (channel, value, the form the write of it takes): "value" (structure), "ext" (structure with
+# extensions) or "base64". A value the store refuses as structure (a non-finite float, nesting
+# past its limit, bytes inside) makes its write's event fall back to base64 whole. A checkpoint
+# holding any of them is its serializer's bytes, raw, in a record/blob.
 CASES = [
-    ("text", "héllo 🦀 \u2028 \x00", "value", "value"),
+    ("text", "héllo 🦀 \u2028 \x00", "value"),
     ("plain", {"messages": [{"role": "user", "content": "hi"}], "n": [1, -2, 3.5, 2**64 - 1]},
-     "value", "value"),
-    ("float", 1.0, "value", "value"),
-    ("none", None, "value", "base64"),  # LangGraph's serializer gives ("null", b"")
-    ("bytes", b"\x00\xff raw", "base64 whole", "base64"),
-    ("binary inside", {"blob": b"\x01\x02"}, "base64 whole", "base64 whole"),
-    ("int keys", {1: "one", 2: "two"}, "base64", "base64"),
-    ("nan", float("nan"), "base64 whole", "base64 whole"),
-    ("infinity", {"x": [float("inf")]}, "base64 whole", "base64 whole"),
-    ("secret", {"key": {"$secret": "sk"}}, "base64", "base64"),
-    ("reserved", {"$msgpack_ext": [1, "x"]}, "base64", "base64"),
-    ("deep", deep(200), "base64 whole", "base64 whole"),  # past the store's nesting limit
-    ("messages", [HumanMessage("hi", id="h1"), AIMessage("yo", id="a1")], "ext", "ext"),
-    ("tool", {"m": ToolMessage("42", tool_call_id="c1"), "tuple": (1, "a")}, "ext", "ext"),
+     "value"),
+    ("float", 1.0, "value"),
+    ("none", None, "base64"),  # LangGraph's serializer gives ("null", b"")
+    ("bytes", b"\x00\xff raw", "base64"),
+    ("binary inside", {"blob": b"\x01\x02"}, "base64 whole"),
+    ("int keys", {1: "one", 2: "two"}, "base64"),
+    ("nan", float("nan"), "base64 whole"),
+    ("infinity", {"x": [float("inf")]}, "base64 whole"),
+    ("secret", {"key": {"$secret": "sk"}}, "base64"),
+    ("reserved", {"$msgpack_ext": [1, "x"]}, "base64"),
+    ("deep", deep(200), "base64 whole"),  # past the store's nesting limit
+    ("messages", [HumanMessage("hi", id="h1"), AIMessage("yo", id="a1")], "ext"),
+    ("tool", {"m": ToolMessage("42", tool_call_id="c1"), "tuple": (1, "a")}, "ext"),
 ]
 
 
@@ -672,10 +677,8 @@ def expected(saver: FactlogSaver, value: Any) -> Any:
     return saver.serde.loads_typed(saver.serde.dumps_typed(value))
 
 
-@pytest.mark.parametrize("channel,value,in_checkpoint,in_write", CASES, ids=[c[0] for c in CASES])
-def test_each_value_is_kept_in_its_form_and_comes_back(
-    store_path, channel, value, in_checkpoint, in_write
-):
+@pytest.mark.parametrize("channel,value,in_write", CASES, ids=[c[0] for c in CASES])
+def test_each_value_is_kept_in_its_form_and_comes_back(store_path, channel, value, in_write):
     with FactlogSaver(store_path) as saver:
         checkpoint = empty_checkpoint()
         checkpoint["channel_values"] = {channel: value}
@@ -687,10 +690,12 @@ def test_each_value_is_kept_in_its_form_and_comes_back(
         assert same(got.checkpoint["channel_values"][channel], want)
         assert same(got.pending_writes[0][2], want)
         events = list(saver.store.events(task=task_id_for("t1")))
-    assert form(events[0]["value"]["checkpoint"]) == in_checkpoint.split()[0]
+    # The checkpoint: its serializer's bytes as they are, whatever they hold.
+    assert events[0]["type"] == "record/blob"
+    assert events[0]["value"]["checkpoint"] == {"type": "msgpack"}
+    assert events[0]["bytes"] == saver.serde.dumps_typed(checkpoint)[1]
+    assert form(events[0]["value"]["metadata"]) == "value"
     assert form(events[1]["value"]["writes"][0]) == in_write.split()[0]
-    metadata = "base64" if in_checkpoint == "base64 whole" else "value"
-    assert form(events[0]["value"]["metadata"]) == metadata
     # Reopened: folded and read back from the log.
     with FactlogSaver(store_path) as saver:
         got = saver.get_tuple(config("t1", checkpoint_id=checkpoint["id"]))
@@ -699,28 +704,31 @@ def test_each_value_is_kept_in_its_form_and_comes_back(
         assert got.metadata == {"source": "input", "step": -1}
 
 
-def test_plain_data_is_stored_as_itself(path):
+def test_a_checkpoint_stored_as_structure_by_an_earlier_release_is_read(path):
+    # Before record/blob, a checkpoint was a record/put with the checkpoint as structure.
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": [{"role": "user", "content": "hi"}]}
+    with factlog.Store(path) as store:
+        store.task(task_id_for("t1")).append(
+            record(
+                {"type": "msgpack", "value": checkpoint},
+                {"type": "msgpack", "value": {"source": "input", "step": -1}},
+            )
+        )
     with FactlogSaver(path) as saver:
-        checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"messages": [{"role": "user", "content": "hi"}]}
-        saver.put(config("t1"), checkpoint, {"source": "input", "step": -1}, {})
-        [event] = list(saver.store.events())
-    stored = event["value"]["checkpoint"]
-    assert stored["type"] == "msgpack" and "ext" not in stored
-    assert stored["value"]["channel_values"] == {"messages": [{"role": "user", "content": "hi"}]}
-    assert stored["value"]["id"] == checkpoint["id"]
-    assert event["value"]["metadata"]["value"]["source"] == "input"
+        got = saver.get_tuple(config("t1"))
+        assert got.checkpoint["channel_values"] == checkpoint["channel_values"]
+        assert got.metadata == {"source": "input", "step": -1}
 
 
-def test_a_message_is_an_extension_object_in_the_structure(path):
+def test_a_message_is_an_extension_object_in_the_structure_of_a_write(path):
     with FactlogSaver(path) as saver:
-        checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"messages": [AIMessage("yo", id="a1")]}
-        saver.put(config("t1"), checkpoint, {}, {})
-        [event] = list(saver.store.events())
-    stored = event["value"]["checkpoint"]
+        saved = saver.put(config("t1"), empty_checkpoint(), {}, {})
+        saver.put_writes(saved, [("messages", [AIMessage("yo", id="a1")])], "task-1")
+        [_, event] = list(saver.store.events())
+    [stored] = event["value"]["writes"]
     assert stored["ext"] is True
-    [message] = stored["value"]["channel_values"]["messages"]
+    [message] = stored["value"]
     code, payload = message[values.EXT_KEY]
     assert isinstance(code, int) and "AIMessage" in payload and "yo" in str(payload)
 
@@ -750,8 +758,8 @@ def test_the_value_cache_changes_no_answer(store_path):
     assert answers[0] == answers[1] == answers[2]
 
 
-def test_structure_is_subject_to_the_stores_secret_rules(tmp_path):
-    # Kept as structure, a checkpoint is a body like any other: a credential-shaped string in
+def test_a_checkpoint_is_subject_to_the_stores_secret_rules(tmp_path):
+    # Raw bytes in a record/blob, a checkpoint is still scanned for credential shapes: one in
     # it is refused when the store is told to refuse them.
     store = factlog.Store(str(tmp_path / "s"), refuse_unmarked_secrets=True)
     with FactlogSaver(store=store) as saver:

@@ -103,6 +103,7 @@ pub fn check(
             return Err(invalid(event_type, "only a persistent grant takes expires_at_us"));
         }
         Body::RecordPut(r) => check_record_kind(event_type, &r.kind)?,
+        Body::RecordBlob(r) => check_record_kind(event_type, &r.kind)?,
         Body::RecordRemoved(r) => {
             check_record_kind(event_type, &r.kind)?;
             check_removed(task, r)?;

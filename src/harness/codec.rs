@@ -176,6 +176,17 @@ pub fn encode_body(body: &Body, format_version: u16) -> Result<EncodedBody> {
         }
         .into());
     }
+    if format_version < BLOB_FORMAT_VERSION_MIN && matches!(body, Body::RecordBlob(_)) {
+        return Err(ErrorKind::InvalidEvent {
+            event_type: EventType::RecordBlob.name().to_owned(),
+            reason: format!(
+                "a log of segment format {format_version} cannot hold it (format \
+                 {BLOB_FORMAT_VERSION_MIN} or later can: `factlog migrate` the store, or append \
+                 the record as a record/put)"
+            ),
+        }
+        .into());
+    }
     let schema = body.event_type().map_or(SCHEMA_VERSION, |t| schema_written(t, format_version));
     encode_body_at(body, schema)
 }
@@ -201,6 +212,14 @@ pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
                 schema: SCHEMA_VERSION,
                 encoding: ENCODING_BINARY,
                 bytes: d.text.as_bytes().to_vec(),
+            });
+        }
+        Body::RecordBlob(b) => {
+            return Ok(EncodedBody {
+                tag: EventType::RecordBlob.tag(),
+                schema: SCHEMA_VERSION,
+                encoding: ENCODING_BINARY,
+                bytes: encode_blob(b)?,
             });
         }
         Body::Opaque(o) => {
@@ -396,8 +415,10 @@ fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
         ErrorKind::CorruptEvent { seq: seq.0, reason: format!("{}: {reason}", event_type.name()) }
             .into()
     };
-    let expected =
-        if event_type == EventType::AssistantDelta { ENCODING_BINARY } else { ENCODING_JSON };
+    let expected = match event_type {
+        EventType::AssistantDelta | EventType::RecordBlob => ENCODING_BINARY,
+        _ => ENCODING_JSON,
+    };
     if env.encoding != expected {
         return Err(bad(format!("body encoding {} where {expected} is required", env.encoding)));
     }
@@ -405,6 +426,9 @@ fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
         return Ok(Body::AssistantDelta(crate::harness::event::AssistantDelta {
             text: text.to_owned(),
         }));
+    }
+    if event_type == EventType::RecordBlob {
+        return decode_blob(env.body).map(Body::RecordBlob).map_err(bad);
     }
     if event_type == EventType::ToolResult && env.schema == 1 {
         let v1: ToolResultV1 = serde_json::from_slice(env.body).map_err(|e| bad(e.to_string()))?;
@@ -496,7 +520,135 @@ fn body_from(event_type: EventType, source: impl JsonSource) -> serde_json::Resu
         T::Migrated => Body::StateMigrated(source.parse()?),
         T::RecordPut => Body::RecordPut(source.parse()?),
         T::RecordRemoved => Body::RecordRemoved(source.parse()?),
+        T::RecordBlob => Body::RecordBlob(source.parse()?),
     })
+}
+
+/// The oldest segment format whose logs may hold a `record/blob`: a build that knows only
+/// format 1 never meets one there.
+pub const BLOB_FORMAT_VERSION_MIN: u16 = 2;
+
+/// The part of a `record/blob` before its bytes, as JSON: the fields of a `record/put`.
+#[derive(Serialize)]
+struct BlobHead<'a> {
+    kind: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: &'a Option<String>,
+    value: &'a serde_json::Value,
+    #[serde(flatten)]
+    extra: &'a crate::harness::event::Extra,
+}
+
+/// The binary body of a `record/blob` (`format-spec/events.md`, "Bodies"): the length of the
+/// head and the length of the bytes (u32 each, little-endian), the head (a JSON object: `kind`,
+/// `key`, `value` and any unknown field), then the bytes; nothing after them.
+fn encode_blob(blob: &crate::harness::event::RecordBlob) -> Result<Vec<u8>> {
+    let head =
+        BlobHead { kind: &blob.kind, key: &blob.key, value: &blob.value, extra: &blob.extra };
+    let mut out = Vec::with_capacity(BLOB_LENGTHS_BYTES + 64 + blob.bytes.len());
+    out.extend_from_slice(&[0; BLOB_LENGTHS_BYTES]);
+    serde_json::to_writer(&mut out, &head).map_err(|e| ErrorKind::InvalidEvent {
+        event_type: EventType::RecordBlob.name().to_owned(),
+        reason: format!("its value has no JSON form: {e}"),
+    })?;
+    let len = out.len() + blob.bytes.len();
+    if len > EVENT_BODY_BYTES_MAX {
+        return Err(ErrorKind::LimitExceeded {
+            what: "event body bytes",
+            value: len as u64,
+            limit: EVENT_BODY_BYTES_MAX as u64,
+        }
+        .into());
+    }
+    // Both lengths fit a u32: the whole body is at most EVENT_BODY_BYTES_MAX (4 MiB).
+    let head_len = (out.len() - BLOB_LENGTHS_BYTES) as u32;
+    out[..4].copy_from_slice(&head_len.to_le_bytes());
+    out[4..BLOB_LENGTHS_BYTES].copy_from_slice(&(blob.bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(&blob.bytes);
+    Ok(out)
+}
+
+/// The two lengths before a `record/blob`'s head.
+const BLOB_LENGTHS_BYTES: usize = 8;
+
+/// A `record/blob` body's head and bytes, by its two lengths; the reason when they do not add
+/// up to the body.
+fn split_blob(body: &[u8]) -> std::result::Result<(&[u8], &[u8]), String> {
+    let Some((lengths, rest)) = body.split_first_chunk::<BLOB_LENGTHS_BYTES>() else {
+        return Err(format!("a body of {} bytes has no lengths", body.len()));
+    };
+    let head_len = u64::from(u32::from_le_bytes([lengths[0], lengths[1], lengths[2], lengths[3]]));
+    let bytes_len = u64::from(u32::from_le_bytes([lengths[4], lengths[5], lengths[6], lengths[7]]));
+    if head_len + bytes_len != rest.len() as u64 {
+        return Err(format!(
+            "a head of {head_len} bytes and {bytes_len} bytes do not make a body of {} bytes",
+            body.len()
+        ));
+    }
+    Ok(rest.split_at(head_len as usize))
+}
+
+/// A `record/blob`'s bytes as its JSON form gives them: standard base64 with padding.
+#[must_use]
+pub fn blob_bytes_to_base64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The bytes of a `record/blob`'s JSON form (standard base64 with padding); `None` for text
+/// that is not such base64.
+#[must_use]
+pub fn blob_bytes_from_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+/// The JSON text of an encoded body: the head of a `record/blob`, the whole body of a JSON
+/// encoding, nothing of any other binary body.
+#[must_use]
+pub fn json_text(encoded: &EncodedBody) -> &[u8] {
+    if encoded.encoding == ENCODING_JSON {
+        return &encoded.bytes;
+    }
+    blob_parts(encoded).map_or(&[], |(head, _)| head)
+}
+
+/// The head (JSON text) and the raw bytes of an encoded `record/blob`; `None` for any other
+/// body, or one whose head length runs past it.
+#[must_use]
+pub fn blob_parts(encoded: &EncodedBody) -> Option<(&[u8], &[u8])> {
+    if encoded.tag != EventType::RecordBlob.tag() || encoded.encoding != ENCODING_BINARY {
+        return None;
+    }
+    split_blob(&encoded.bytes).ok()
+}
+
+/// Decodes the binary body of a `record/blob`; the reason when it is not one.
+fn decode_blob(body: &[u8]) -> std::result::Result<crate::harness::event::RecordBlob, String> {
+    let (head, bytes) = split_blob(body)?;
+    let head: BlobHeadOwned = serde_json::from_slice(head).map_err(|e| format!("head: {e}"))?;
+    if head.extra.contains_key("bytes") {
+        return Err("the head has a field `bytes` (the bytes follow the head)".to_owned());
+    }
+    Ok(crate::harness::event::RecordBlob {
+        kind: head.kind,
+        key: head.key,
+        value: head.value,
+        bytes: bytes.to_vec(),
+        extra: head.extra,
+    })
+}
+
+/// [`BlobHead`] as read back.
+#[derive(serde::Deserialize)]
+struct BlobHeadOwned {
+    kind: String,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    value: serde_json::Value,
+    #[serde(flatten)]
+    extra: crate::harness::event::Extra,
 }
 
 /// The JSON body of an `assistant/delta` as a client writes it: its `text` alone. A delta is
@@ -548,6 +700,7 @@ pub fn body_to_value(body: &Body) -> serde_json::Value {
         Body::StateMigrated(b) => v(b),
         Body::RecordPut(b) => v(b),
         Body::RecordRemoved(b) => v(b),
+        Body::RecordBlob(b) => v(b),
     }
 }
 

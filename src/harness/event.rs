@@ -104,6 +104,8 @@ event_types! {
         "A framework's record the typed events do not cover, kept whole (an adapter's).";
     RecordRemoved = 0x0C02, "record/removed", Flushed,
         "Earlier events of the task no longer count for an adapter's records of one kind.";
+    RecordBlob = 0x0C03, "record/blob", Flushed,
+        "A framework's record as `record/put` holds it, with raw bytes beside it (an adapter's).";
 }
 
 impl EventType {
@@ -182,6 +184,7 @@ pub enum Body {
     StateMigrated(Migrated),
     RecordPut(RecordPut),
     RecordRemoved(RecordRemoved),
+    RecordBlob(RecordBlob),
     /// An event of a type or body schema this build does not know: kept as it was read.
     Opaque(Opaque),
 }
@@ -627,6 +630,42 @@ body!(
     }
 );
 body!(
+    /// `record/blob`: a `record/put` with raw bytes beside its value (a LangGraph checkpoint's
+    /// serialized bytes), stored as they are: no base64 on disk, none through the Python
+    /// package. Its JSON form (the protocol, `dump`) has the bytes in base64 under `bytes`.
+    /// Only a log of segment format 2 or later holds one (`format-spec/events.md`).
+    RecordBlob {
+        /// Which adapter record this is: 1 to [`crate::limits::RECORD_KIND_BYTES_MAX`] bytes.
+        kind: String,
+        /// The record's key within its kind, if it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// What the record says besides its bytes (`null` when absent).
+        #[serde(default)]
+        value: Value,
+        /// The raw bytes.
+        #[serde(default, with = "blob_base64")]
+        bytes: Vec<u8>,
+    }
+);
+
+/// The JSON form of a `record/blob`'s bytes: standard base64 with padding.
+mod blob_base64 {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], out: S) -> Result<S::Ok, S::Error> {
+        out.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(input)?;
+        STANDARD.decode(text.as_bytes()).map_err(serde::de::Error::custom)
+    }
+}
+
+body!(
     /// `record/removed`: the log is append-only, so a removal is an event. Earlier events of
     /// the task stop counting for the adapter records of `kind`; the adapter's fold applies
     /// it, the store's own fold and history do not.
@@ -713,6 +752,7 @@ impl Body {
             Body::StateMigrated(_) => EventType::Migrated,
             Body::RecordPut(_) => EventType::RecordPut,
             Body::RecordRemoved(_) => EventType::RecordRemoved,
+            Body::RecordBlob(_) => EventType::RecordBlob,
             Body::Opaque(_) => return None,
         })
     }

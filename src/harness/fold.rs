@@ -180,7 +180,7 @@ fn apply_body(task: &mut TaskState, event: &Event) {
         // An audit record: it moves the revision and the last sequence number, nothing else.
         Body::StateMigrated(_) => {}
         // An adapter's records: the adapter folds them; the store keeps only the revision.
-        Body::RecordPut(_) | Body::RecordRemoved(_) => {}
+        Body::RecordPut(_) | Body::RecordRemoved(_) | Body::RecordBlob(_) => {}
         Body::Opaque(_) => task.opaque_events += 1,
     }
 }

@@ -506,8 +506,9 @@ fn prepare(
     }
     let encoded = codec::encode_body(body, format_version)?;
     check_unmarked_secrets(&encoded, event_type, refuse_unmarked, findings)?;
-    // Most bodies hold no secret: the JSON text tells without building a tree of values.
-    if !secret::json_mentions_secret(&encoded.bytes) {
+    // Most bodies hold no secret: the JSON text tells without building a tree of values (a
+    // blob's marks can be only in its head: its bytes are nobody's JSON).
+    if !secret::json_mentions_secret(codec::json_text(&encoded)) {
         return Ok(encoded);
     }
     let mut value = codec::body_to_value(body);
@@ -560,7 +561,7 @@ fn check_unmarked_secrets(
     findings: Option<&mut Vec<secret_shapes::Finding>>,
 ) -> Result<()> {
     let found = if refuse_unmarked.is_some() || findings.is_some() {
-        secret_shapes::find_in_json(&encoded.bytes)
+        secret_shapes::find_in_encoded(encoded)
     } else {
         Vec::new()
     };
