@@ -16,8 +16,9 @@
  * `"langgraph:" + thread_id` when that is at most 128 bytes of UTF-8, otherwise
  * `"langgraph#" + sha256(thread_id as UTF-8)` in lowercase hex (the two prefixes cannot collide,
  * and every record also names its `thread_id`, which reads check). The mapping is the Python
- * adapter's (`factlog.langgraph`), with two differences that LangGraph.js asks for or allows:
- * channel values are stored once per version, and serialized values keep their structure.
+ * adapter's (`factlog.langgraph`), with three differences that LangGraph.js asks for or allows:
+ * channel values are stored once per version, serialized values keep their structure, and a
+ * checkpoint is never a `record/blob` (the Python saver keeps its serialized bytes in one).
  *
  * - A checkpoint is one `record/put` event of kind `langgraph/checkpoint` whose `key` is the
  *   checkpoint id and whose `value` is a {@link CheckpointRecord}: `thread_id`,

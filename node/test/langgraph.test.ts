@@ -545,9 +545,25 @@ describe("bounds and refusals", () => {
         writes: [{ idx: 0, channel: "messages", type: "msgpack", base64: "kA==" }],
       },
     });
+    // A checkpoint as the Python saver writes it now: its serialized bytes in a record/blob
+    // (base64 in the JSON form).
+    await store.task(taskIdFor("py-blob")).append({
+      type: "record/blob",
+      kind: CHECKPOINT_KIND,
+      key: "c1",
+      value: {
+        thread_id: "py-blob",
+        checkpoint_ns: "",
+        checkpoint_id: "c1",
+        parent_checkpoint_id: null,
+        checkpoint: { type: "msgpack" },
+        metadata: { type: "msgpack", value: { step: -1 } },
+      },
+      bytes: "gA==",
+    });
     await store.close();
     const saver = await openSaver(dir);
-    for (const thread of ["py", "py-writes"]) {
+    for (const thread of ["py", "py-writes", "py-blob"]) {
       const read = saver.getTuple({ configurable: { thread_id: thread, checkpoint_id: "c1" } });
       await expect(read).rejects.toBeInstanceOf(CorruptEvent);
       await expect(read).rejects.toThrow(/Python package's LangGraph saver/);

@@ -1,7 +1,8 @@
 """Serialized values as the LangGraph saver's records hold them: what the serializer's
 ``dumps_typed`` returned, kept as JSON structure when its bytes come back from that structure
 byte for byte, as base64 otherwise (the same two forms as the Node package's
-``node/lib/langgraph/codec.ts``).
+``node/lib/langgraph/codec.ts``). A checkpoint in a ``record/blob`` is read as a third form,
+``{"type": T, "bytes": B}``: ``B`` the blob's raw bytes.
 
 - ``{"type": "msgpack", "value": V}``: the bytes are the msgpack of ``V``, a JSON value
   (``ormsgpack.packb(V)``). LangGraph's serializer writes msgpack, so a checkpoint of plain
@@ -109,6 +110,13 @@ def stored(obj: Any, typed: Typed) -> Dict[str, Any]:
                 return {"type": kind, "value": value, "ext": True}
             return {"type": kind, "value": value}
     return in_base64(typed)
+
+
+def marks_a_secret(data: bytes) -> bool:
+    """Whether serialized bytes hold a ``{"$secret": ...}`` mark: such a value is kept in base64
+    (where the store's credential-shape checks do not look), never as raw bytes (where they
+    do, and a mark counts for nothing)."""
+    return _DOLLAR in data and _SECRET in data
 
 
 def in_base64(typed: Typed) -> Dict[str, Any]:

@@ -20,23 +20,25 @@ and every event also names its ``thread_id``, which reads check).
   "parent_checkpoint_id", "checkpoint": {"type": T}, "metadata": VALUE}`` and whose ``bytes``
   are what ``serde.dumps_typed`` returned for the checkpoint, raw: no base64 and no conversion
   on the way in or out (``format-spec/events.md``, ``record/blob``). In a log of segment format
-  1, which cannot hold a ``record/blob``, and in stores written by earlier releases, it is a
+  1, which cannot hold a ``record/blob``, for a checkpoint holding a ``{"$secret": ...}`` mark
+  (which counts for nothing in raw bytes), and in stores written by earlier releases, it is a
   ``record/put`` with ``"checkpoint": VALUE``; the saver reads both.
 - One ``put_writes`` call is one ``record/put`` event of kind ``langgraph/writes`` (``key``:
   the checkpoint id) whose ``value`` is ``{"thread_id", "checkpoint_ns", "checkpoint_id",
   "task_id", "task_path", "writes": [{"idx", "channel", ...VALUE}]}``.
 - A VALUE is what ``serde.dumps_typed`` returned, as structure when its bytes come back from it
   byte for byte: ``{"type": "msgpack", "value": V}`` (the bytes are the msgpack of the JSON
-  value ``V``, so a checkpoint of plain data is stored, and shown by ``factlog dump``, as
-  itself), with ``"ext": true`` when msgpack extension values (LangChain messages, ...) sit in
-  ``V`` as ``{"$msgpack_ext": [code, payload]}`` objects; otherwise ``{"type": T, "base64":
+  value ``V``, so plain data is stored, and shown by ``factlog dump``, as itself), with
+  ``"ext": true`` when msgpack extension values (LangChain messages, ...) sit in ``V`` as
+  ``{"$msgpack_ext": [code, payload]}`` objects; otherwise ``{"type": T, "base64":
   B}``, the bytes in base64 (other types, binary strings, non-string keys, non-finite floats, a
   value holding ``"$secret"``). The rules are in ``factlog/_langgraph_values.py``; the Node
   package's saver uses the same two forms with its own serializer's ``"json"`` type, and this
-  saver refuses its threads (``CorruptEvent``) rather than guess at them (LangGraph.js's
-  serializer refuses ``msgpack`` values in turn). Values kept as structure are bodies like any
-  other: with ``refuse_unmarked_secrets`` a credential-shaped string in a checkpoint is refused
-  (``UnmarkedSecret``), as it would be in a message.
+  saver refuses its threads (``CorruptEvent``) rather than guess at them (the Node saver
+  refuses this one's in turn). Values kept as structure are bodies like any other,
+  and a ``record/blob``'s bytes are scanned too: with ``refuse_unmarked_secrets`` a
+  credential-shaped string in a checkpoint is refused (``UnmarkedSecret``), as it would be in a
+  message.
 - ``delete_thread``, ``prune`` and ``delete_for_runs`` append ``record/removed`` events (one
   per kind, in one atomic batch) naming the events that no longer count; the log stays
   append-only and reads fold a thread's events applying them.
@@ -147,7 +149,7 @@ __all__ = [
 ]
 
 CHECKPOINT_KIND = "langgraph/checkpoint"
-"""The ``kind`` of the ``record/put`` events that hold checkpoints."""
+"""The ``kind`` of the ``record/blob`` (or ``record/put``) events that hold checkpoints."""
 
 WRITES_KIND = "langgraph/writes"
 """The ``kind`` of the ``record/put`` events that hold one ``put_writes`` call."""
@@ -201,6 +203,14 @@ def _in_base64(obj: Any, typed: Tuple[str, bytes]) -> Dict[str, Any]:
     return _values.in_base64(typed)
 
 
+def _refuses_blobs(error: Exception) -> bool:
+    """Whether ``error`` is a store's refusal of every record/blob: a log of segment format 1
+    (``format-spec/events.md``, ``record/blob``)."""
+    return isinstance(error, InvalidEvent) and "record/blob" in str(error) and (
+        "segment format" in str(error)
+    )
+
+
 def _blob_as_put(event: Dict[str, Any]) -> Dict[str, Any]:
     """A ``record/blob`` of a checkpoint as the ``record/put`` it stands for: its value with
     ``checkpoint`` ``{"type": T, "bytes": B}``, ``B`` the blob's raw bytes. Any other event as
@@ -211,7 +221,7 @@ def _blob_as_put(event: Dict[str, Any]) -> Dict[str, Any]:
     raw = event.get(_values.RAW)
     checkpoint = value.get("checkpoint") if isinstance(value, dict) else None
     if not isinstance(checkpoint, dict) or not isinstance(raw, bytes):
-        raise CorruptEvent("a LangGraph checkpoint's record/blob has no value or no bytes")
+        return event  # not of this saver's shape: never folded, as a foreign record/put
     put = {key: item for key, item in event.items() if key != _values.RAW}
     put["type"] = "record/put"
     put["value"] = dict(value, checkpoint={"type": checkpoint.get("type"), _values.RAW: raw})
@@ -344,6 +354,9 @@ class FactlogSaver(BaseCheckpointSaver):
         self._threads: "OrderedDict[str, _Thread]" = OrderedDict()
         self._threads_lock = threading.Lock()
         self._cache = _values.ValueCache(value_cache_bytes)
+        # Checkpoints go into record/blob events until the store refuses one (a log of segment
+        # format 1 cannot hold them): record/put from then on.
+        self._blobs = True
         # LangGraph's own serializer reads a JSON value kept as structure as itself.
         self._direct = type(self.serde) is JsonPlusSerializer
 
@@ -581,9 +594,8 @@ class FactlogSaver(BaseCheckpointSaver):
         try:
             self._append(thread, [first], durability, typed)
         except (InvalidEvent, LimitExceeded) as error:
-            # A record/blob is refused as invalid only by a log of segment format 1.
-            blob_refused = first["type"] == "record/blob" and isinstance(error, InvalidEvent)
-            if not structured and not blob_refused:
+            # A log that holds no record/blob: the caller writes a record/put instead.
+            if not structured or _refuses_blobs(error):
                 raise
             self._append(thread, [event(_in_base64)], durability, typed)
 
@@ -817,13 +829,15 @@ class FactlogSaver(BaseCheckpointSaver):
         full_metadata = get_checkpoint_metadata(config, metadata)
         metadata_typed = self.serde.dumps_typed(full_metadata)
 
-        def event(encode: _Encode) -> Dict[str, Any]:
-            # The checkpoint's bytes raw, in a record/blob; in base64 in a record/put when
-            # the store refused that (a log of segment format 1).
-            if encode is _in_base64:
-                stored = encode(checkpoint, typed)
-            else:
+        # The checkpoint's bytes raw, in a record/blob; as structure or in base64 in a record/put
+        # in a log of segment format 1, or when they hold a `$secret` mark.
+        raw = self._blobs and not _values.marks_a_secret(typed[1])
+
+        def event(encode: _Encode, raw: bool = raw) -> Dict[str, Any]:
+            if raw:
                 stored = {"type": typed[0], _values.RAW: typed[1]}
+            else:
+                stored = encode(checkpoint, typed)
             value = {
                 "thread_id": thread_id,
                 "checkpoint_ns": ns,
@@ -836,7 +850,15 @@ class FactlogSaver(BaseCheckpointSaver):
 
         thread = self._thread(thread_id)
         with thread.lock:
-            self._append_values(thread, event, self._tier(config), [typed])
+            try:
+                self._append_values(thread, event, self._tier(config), [typed])
+            except InvalidEvent as error:
+                if not raw or not _refuses_blobs(error):
+                    raise
+                self._blobs = False
+                self._append_values(
+                    thread, lambda encode: event(encode, False), self._tier(config), [typed]
+                )
         return {
             "configurable": {
                 "thread_id": thread_id,

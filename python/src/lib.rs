@@ -533,13 +533,18 @@ impl Task {
         durability: Option<&str>,
     ) -> PyResult<Result<Map<String, Value>, Reply>> {
         // To a served store the bytes of a record/blob travel in the JSON form: base64.
-        Ok(self.object_from_dict(event, expected_revision, durability)?.map(|(mut object, raw)| {
-            if let Some(raw) = raw {
-                let text = codec::blob_bytes_to_base64(&raw);
-                object.insert(RAW_BYTES_KEY.to_owned(), Value::String(text));
-            }
-            object
-        }))
+        Ok(self.object_from_dict(event, expected_revision, durability)?.and_then(
+            |(mut object, raw)| {
+                if let Some(raw) = raw {
+                    if object.get("type").and_then(Value::as_str) != Some(BLOB_TYPE) {
+                        return Err(refusal(BYTES_ONLY_FOR_BLOBS));
+                    }
+                    let text = codec::blob_bytes_to_base64(&raw);
+                    object.insert(RAW_BYTES_KEY.to_owned(), Value::String(text));
+                }
+                Ok(object)
+            },
+        ))
     }
 
     /// The event as a request object, and the raw bytes of a record/blob given as `bytes`.
@@ -582,9 +587,7 @@ impl Task {
         // The raw bytes go straight into the body: no base64 on the way.
         if let Some(raw) = raw {
             let Body::RecordBlob(blob) = &mut request.body else {
-                return Ok(Err(refusal(
-                    "a bytes object is taken only as the bytes of a record/blob event",
-                )));
+                return Ok(Err(refusal(BYTES_ONLY_FOR_BLOBS)));
             };
             blob.bytes = raw;
         }
@@ -604,6 +607,13 @@ impl Task {
         Ok(object_to_py(py, &reply)?.into_any().unbind())
     }
 }
+
+/// The type of the one event whose `bytes` may be a `bytes` object.
+const BLOB_TYPE: &str = "record/blob";
+
+/// The refusal of a `bytes` object in any other event.
+const BYTES_ONLY_FOR_BLOBS: &str =
+    "a bytes object is taken only as the bytes of a record/blob event";
 
 /// The `INVALID_EVENT` reply for a Python value with no JSON form.
 fn refusal(what: &str) -> Reply {

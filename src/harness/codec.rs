@@ -543,6 +543,14 @@ struct BlobHead<'a> {
 /// head and the length of the bytes (u32 each, little-endian), the head (a JSON object: `kind`,
 /// `key`, `value` and any unknown field), then the bytes; nothing after them.
 fn encode_blob(blob: &crate::harness::event::RecordBlob) -> Result<Vec<u8>> {
+    if blob.extra.contains_key("bytes") {
+        // Its head would hold a `bytes` of its own, which no reader would take.
+        return Err(ErrorKind::InvalidEvent {
+            event_type: EventType::RecordBlob.name().to_owned(),
+            reason: "an unknown field named `bytes` beside the bytes".to_owned(),
+        }
+        .into());
+    }
     let head =
         BlobHead { kind: &blob.kind, key: &blob.key, value: &blob.value, extra: &blob.extra };
     let mut out = Vec::with_capacity(BLOB_LENGTHS_BYTES + 64 + blob.bytes.len());

@@ -226,6 +226,15 @@ impl Finding {
     /// A one-sentence warning: what was found where, and how to mark it.
     #[must_use]
     pub fn warning(&self) -> String {
+        if self.path == BYTES_PATH {
+            return format!(
+                "the bytes of a record/blob hold what looks like a credential ({}), not marked as \
+                 a secret (a mark counts only in JSON): they are stored as they are; leave the \
+                 credential out of the serialized value, or store the value as JSON with the \
+                 credential wrapped as {{\"{SECRET_KEY}\": \"...\"}}",
+                self.shape
+            );
+        }
         format!(
             "{} looks like a credential ({}) and is not marked as a secret: it is stored as \
              it is; where the field takes any JSON (args, output, receipt, extra fields) wrap \
@@ -295,7 +304,7 @@ pub fn json_may_hold_credential(json: &[u8]) -> bool {
     any_pair_position(json, |at| candidate_at(json, at))
 }
 
-/// How many positions [`pair_positions`] looks at in one step.
+/// How many positions [`any_pair_position`] looks at in one step.
 const LANES: usize = 32;
 
 /// Calls `found` with every position of `bytes` where the first two bytes of a prefix of
@@ -474,21 +483,60 @@ fn push_key(path: &mut String, key: &str) {
 /// boundary as in a string. There is no `$secret` mark to honor inside raw bytes.
 #[must_use]
 pub fn find_in_bytes(bytes: &[u8], path: &str) -> Vec<Finding> {
-    let mut findings = Vec::new();
+    let mut findings: Vec<Finding> = Vec::new();
     // A match consumes its bytes: no later match starts inside it.
     let mut next = 0;
     any_pair_position(bytes, |at| {
-        if at >= next
-            && at_boundary(bytes, at)
-            && let Some((shape, len)) = match_at(&bytes[at..])
-        {
-            findings.push(Finding { path: path.to_owned(), shape: shape.name });
+        if at < next {
+            return false;
+        }
+        // Where a serialized string starts here, its header says where it ends: its length
+        // byte before `at` is no boundary, and the byte after it may be a word byte.
+        let in_string = strings_at(bytes, at).into_iter().flatten().find_map(match_at);
+        let matched =
+            in_string.or_else(|| at_boundary(bytes, at).then(|| match_at(&bytes[at..]))?);
+        if let Some((shape, len)) = matched {
+            if !findings.iter().any(|f| f.shape == shape.name) {
+                findings.push(Finding { path: path.to_owned(), shape: shape.name });
+            }
             next = at + len.max(1);
         }
         false
     });
     findings
 }
+
+/// The strings that may start at `at` of serialized bytes, by the string header that would end
+/// right before it: msgpack's fixstr, str8, str16 and str32, pickle's short unicode (each read
+/// as far as the bytes go; a byte can look like more than one header). A header byte is never
+/// a word byte, so a run of word bytes holds at most a few such starts besides its own: the
+/// scan stays linear.
+fn strings_at(bytes: &[u8], at: usize) -> [Option<&[u8]>; 4] {
+    let back = |n: usize| at.checked_sub(n).and_then(|i| bytes.get(i)).copied();
+    let string = |len: Option<usize>| {
+        let end = at.checked_add(len?)?.min(bytes.len());
+        bytes.get(at..end)
+    };
+    let fixstr = back(1).filter(|b| (0xa0..=0xbf).contains(b)).map(|b| usize::from(b & 0x1f));
+    let str8 = match (back(2), back(1)) {
+        (Some(0xd9 | 0x8c), Some(len)) => Some(usize::from(len)),
+        _ => None,
+    };
+    let str16 = match (back(3), back(2), back(1)) {
+        (Some(0xda), Some(hi), Some(lo)) => Some(usize::from(u16::from_be_bytes([hi, lo]))),
+        _ => None,
+    };
+    let str32 = match (back(5), back(4), back(3), back(2), back(1)) {
+        (Some(0xdb), Some(a), Some(b), Some(c), Some(d)) => {
+            usize::try_from(u32::from_be_bytes([a, b, c, d])).ok()
+        }
+        _ => None,
+    };
+    [string(str8), string(str16), string(str32), string(fixstr)]
+}
+
+/// Where a finding in a `record/blob`'s raw bytes is reported.
+pub const BYTES_PATH: &str = "$.bytes";
 
 /// Every unmarked credential-shaped value of an encoded body: in the JSON of a JSON body,
 /// and in the head and the bytes (path `$.bytes`) of a `record/blob`. Other binary bodies
@@ -500,7 +548,7 @@ pub fn find_in_encoded(encoded: &codec::EncodedBody) -> Vec<Finding> {
     }
     let Some((head, bytes)) = codec::blob_parts(encoded) else { return Vec::new() };
     let mut findings = find_in_json(head);
-    findings.extend(find_in_bytes(bytes, "$.bytes"));
+    findings.extend(find_in_bytes(bytes, BYTES_PATH));
     findings
 }
 
@@ -592,14 +640,23 @@ mod tests {
         }
     }
 
-    /// `find_in_bytes` by its definition: a match at every boundary, not inside a match.
+    /// `find_in_bytes` by its definition, without the prefilter: at every position not inside
+    /// a match, a match in a string whose header ends there, else one at a boundary; each shape
+    /// once.
     fn reference_in_bytes(bytes: &[u8]) -> Vec<&'static str> {
         let mut found = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
-            match at_boundary(bytes, at).then(|| match_at(&bytes[at..])).flatten() {
+            let matched = strings_at(bytes, at)
+                .into_iter()
+                .flatten()
+                .find_map(match_at)
+                .or_else(|| at_boundary(bytes, at).then(|| match_at(&bytes[at..]))?);
+            match matched {
                 Some((shape, len)) => {
-                    found.push(shape.name);
+                    if !found.contains(&shape.name) {
+                        found.push(shape.name);
+                    }
                     at += len.max(1);
                 }
                 None => at += 1,
@@ -641,6 +698,18 @@ mod tests {
             (findings[0].path.as_str(), findings[0].shape),
             ("$.bytes", "aws_access_key_id")
         );
+        // A str8 whose length byte is a letter (108: `l`), then bytes that are word bytes: the
+        // header bounds the key on both sides.
+        let key = format!("sk-ant-api03-{}", "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7".repeat(4));
+        let key = &key[..108];
+        let mut packed = vec![0x82, 0xa4, b'n', b'o', b't', b'e', 0xd9, 108];
+        packed.extend_from_slice(key.as_bytes());
+        packed.extend_from_slice(b"zz");
+        let shapes: Vec<&str> = find_in_bytes(&packed, "$.bytes").iter().map(|f| f.shape).collect();
+        assert_eq!(shapes, ["anthropic_api_key"]);
+        // Each shape is reported once.
+        let twice = [&packed[..], &packed[..]].concat();
+        assert_eq!(find_in_bytes(&twice, "$.bytes").len(), 1);
     }
 
     #[test]

@@ -83,10 +83,13 @@ pub fn handle_line(store: &Store, line: &[u8]) -> Reply {
 /// Whether the body of a request line may hold a credential-shaped value, so that
 /// [`execute`] must scan it (its `scan`). The line's own text tells, in one pass: only then
 /// is the body encoded once more to find where. An escape could spell a prefix in the line
-/// that the pass does not see, so a line with one is always looked at.
+/// that the pass does not see, so a line with one is always looked at; so is a `record/blob`,
+/// whose bytes are base64 on the line.
 #[must_use]
 pub fn line_may_hold_credential(line: &[u8]) -> bool {
-    line.contains(&b'\\') || secret_shapes::json_may_hold_credential(line)
+    line.contains(&b'\\')
+        || secret_shapes::json_may_hold_credential(line)
+        || memchr::memmem::find(line, b"record/blob").is_some()
 }
 
 /// Runs a parsed request: takes its task (over, if an earlier holder wrote it), appends its

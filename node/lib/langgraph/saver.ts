@@ -262,6 +262,15 @@ export class FactlogSaver extends BaseCheckpointSaver implements AsyncDisposable
     if (kind !== CHECKPOINT_KIND && kind !== WRITES_KIND) {
       return;
     }
+    if (event.type === "record/blob") {
+      // The Python package's saver keeps its checkpoints' serialized bytes in record/blob
+      // events (this saver never writes one): its thread is refused.
+      const value = event.value;
+      if (kind === CHECKPOINT_KIND && isObject(value) && value.thread_id === thread.threadId) {
+        throw new CorruptEvent(PYTHON_THREAD);
+      }
+      return;
+    }
     if (event.type === "record/put") {
       const value = event.value;
       // The Python package's saver writes the same kinds, with LangGraph's Python
