@@ -1059,6 +1059,18 @@ fn refusal_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result 
              of its own; nothing was written",
             args_digest.as_deref().unwrap_or("none")
         ),
+        ErrorKind::UnmarkedSecret { task, event_type, path, shape }
+            if path == crate::harness::secret_shapes::BYTES_PATH =>
+        {
+            write!(
+                f,
+                "{event_type} event of task {task:?}: its bytes hold what looks like a \
+                 credential ({shape}), not marked as a secret (a mark counts only in JSON); \
+                 nothing was written; leave the credential out of the serialized value, or \
+                 store the value as JSON with the credential wrapped as \
+                 {{\"$secret\": \"...\"}}"
+            )
+        }
         ErrorKind::UnmarkedSecret { task, event_type, path, shape } => write!(
             f,
             "{event_type} event of task {task:?}: the value at {path} looks like a \

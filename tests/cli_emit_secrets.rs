@@ -103,3 +103,35 @@ fn refuse_unmarked_secrets_refuses_and_writes_nothing() {
     written(&replies[2]);
     assert_eq!(revision(&dir, "t1"), 2, "the refused call was not written");
 }
+
+/// A `record/blob`'s bytes are base64 on the line, where no prefix shows: the line is scanned
+/// anyway, and a key in the bytes gets its warning (at `$.bytes`); with
+/// `--refuse-unmarked-secrets` it is refused. A head field `bytes` beside the bytes is refused.
+#[test]
+fn a_key_in_the_raw_bytes_of_a_record_blob_is_warned_of_and_refused() {
+    let mut packed = vec![0x81, 0xa4, b'n', b'o', b't', b'e', 0xb4];
+    packed.extend_from_slice(AWS.as_bytes());
+    let bytes = factlog::harness::codec::blob_bytes_to_base64(&packed);
+    let blob = event("t1", "record/blob", json!({ "kind": "app/state", "bytes": bytes }));
+    let (_temp, dir) = temp_log();
+    let replies = emit_with(&dir, &[], std::slice::from_ref(&blob));
+    assert_eq!(replies[0]["warnings"][0]["path"], "$.bytes");
+    assert_eq!(replies[0]["warnings"][0]["shape"], "aws_access_key_id");
+    let message = replies[0]["warnings"][0]["message"].as_str().expect("message");
+    assert!(message.contains("record/blob") && !message.contains(AWS), "{message}");
+    let (_temp, dir) = temp_log();
+    let replies = emit_with(&dir, &["--refuse-unmarked-secrets"], &[blob]);
+    assert_eq!(replies[0]["error"], "UNMARKED_SECRET", "{}", replies[0]);
+    assert_eq!(replies[0]["path"], "$.bytes");
+    let message = replies[0]["message"].as_str().expect("message");
+    assert!(message.contains("its bytes hold") && !message.contains(AWS), "{message}");
+    let blob = factlog::harness::event::RecordBlob {
+        kind: "app/state".to_owned(),
+        extra: [("bytes".to_owned(), json!("x"))].into_iter().collect(),
+        ..Default::default()
+    };
+    let refused =
+        factlog::harness::codec::encode("t1", 1, 0, &factlog::harness::Body::RecordBlob(blob), 2)
+            .expect_err("a head field named bytes");
+    assert!(matches!(refused.kind(), factlog::ErrorKind::InvalidEvent { .. }), "{refused}");
+}
