@@ -249,12 +249,21 @@ impl Finding {
 /// consumes its bytes: a JWT inside a bearer token is reported as the bearer token.
 #[must_use]
 pub fn shapes_in(text: &str) -> Vec<&'static str> {
-    let bytes = text.as_bytes();
+    shapes_at_every_position(text.as_bytes(), false)
+}
+
+/// The shapes in `bytes`, each once, trying every position not inside an earlier match: with
+/// `headers`, first a match in a serialized string whose header ends there ([`strings_at`]),
+/// then one at a boundary. Without a prefilter: [`find_in_bytes`] must give the same shapes.
+fn shapes_at_every_position(bytes: &[u8], headers: bool) -> Vec<&'static str> {
     let mut found: Vec<&'static str> = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
-        let matched =
-            at_boundary(bytes, at).then(|| match_at(bytes.get(at..).unwrap_or_default())).flatten();
+        let in_string = || strings_at(bytes, at).into_iter().flatten().find_map(match_at);
+        let matched = headers
+            .then(in_string)
+            .flatten()
+            .or_else(|| at_boundary(bytes, at).then(|| match_at(&bytes[at..]))?);
         match matched {
             Some((shape, len)) => {
                 if !found.contains(&shape.name) {
@@ -351,6 +360,7 @@ fn lane_mask(window: &[u8; LANES + 1]) -> u32 {
 }
 
 /// The first two bytes of every prefix of [`SHAPES`], each pair once, and how many there are.
+/// Every prefix is at least two bytes long (checked here, when compiling).
 const PAIRS: ([[u8; 2]; 32], usize) = {
     let mut pairs = [[0u8; 2]; 32];
     let mut count = 0;
@@ -360,6 +370,7 @@ const PAIRS: ([[u8; 2]; 32], usize) = {
         let mut p = 0;
         while p < prefixes.len() {
             let bytes = prefixes[p].as_bytes();
+            assert!(bytes.len() >= 2, "a prefix of at least two bytes");
             let mut seen = false;
             let mut i = 0;
             while i < count {
@@ -385,22 +396,15 @@ fn candidate_at(json: &[u8], at: usize) -> bool {
         && SHAPES.iter().flat_map(|s| s.prefixes).any(|p| json[at..].starts_with(p.as_bytes()))
 }
 
-/// The first two bytes of every prefix of [`SHAPES`], as a set of 65,536 bits (byte 0 times
-/// 256 plus byte 1). Every prefix is at least two bytes long (checked here, when compiling).
+/// [`PAIRS`] as a set of 65,536 bits (byte 0 times 256 plus byte 1), for the end of a scan
+/// shorter than a [`LANES`] window.
 const PREFIX_PAIRS: [u64; 1024] = {
     let mut bits = [0u64; 1024];
-    let mut s = 0;
-    while s < SHAPES.len() {
-        let prefixes = SHAPES[s].prefixes;
-        let mut p = 0;
-        while p < prefixes.len() {
-            let bytes = prefixes[p].as_bytes();
-            assert!(bytes.len() >= 2, "a prefix of at least two bytes");
-            let index = (bytes[0] as usize) << 8 | bytes[1] as usize;
-            bits[index >> 6] |= 1 << (index & 63);
-            p += 1;
-        }
-        s += 1;
+    let mut i = 0;
+    while i < PAIRS.1 {
+        let index = (PAIRS.0[i][0] as usize) << 8 | PAIRS.0[i][1] as usize;
+        bits[index >> 6] |= 1 << (index & 63);
+        i += 1;
     }
     bits
 };
@@ -617,14 +621,15 @@ mod tests {
         })
     }
 
-    #[test]
-    fn the_table_driven_prefilter_agrees_with_the_reference() {
+    /// 20,000 texts of `pieces` and every prefix of [`SHAPES`], each given to `check`: short
+    /// ones and long ones (past a [`LANES`] window), from a fixed seed.
+    fn random_texts(seed: u64, pieces: &[&str], mut check: impl FnMut(&str)) {
         let pieces: Vec<&str> = SHAPES
             .iter()
             .flat_map(|s| s.prefixes.iter().copied())
-            .chain(["a", "Z", "0", "_", "-", " ", "\\", "\\n", "\\u001f", "\"", "/", "+", "="])
+            .chain(pieces.iter().copied())
             .collect();
-        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut state = seed;
         let mut next = |n: usize| {
             state ^= state << 13;
             state ^= state >> 7;
@@ -632,61 +637,30 @@ mod tests {
             (state % n as u64) as usize
         };
         for round in 0..20_000 {
-            // Short texts, and long ones.
             let pieces_in = if round % 2 == 0 { next(12) } else { next(240) };
             let text: String = (0..pieces_in).map(|_| pieces[next(pieces.len())]).collect();
-            let bytes = text.as_bytes();
-            assert_eq!(json_may_hold_credential(bytes), reference_prefilter(bytes), "{text:?}");
+            check(&text);
         }
     }
 
-    /// `find_in_bytes` by its definition, without the prefilter: at every position not inside
-    /// a match, a match in a string whose header ends there, else one at a boundary; each shape
-    /// once.
-    fn reference_in_bytes(bytes: &[u8]) -> Vec<&'static str> {
-        let mut found = Vec::new();
-        let mut at = 0;
-        while at < bytes.len() {
-            let matched = strings_at(bytes, at)
-                .into_iter()
-                .flatten()
-                .find_map(match_at)
-                .or_else(|| at_boundary(bytes, at).then(|| match_at(&bytes[at..]))?);
-            match matched {
-                Some((shape, len)) => {
-                    if !found.contains(&shape.name) {
-                        found.push(shape.name);
-                    }
-                    at += len.max(1);
-                }
-                None => at += 1,
-            }
-        }
-        found
+    #[test]
+    fn the_table_driven_prefilter_agrees_with_the_reference() {
+        let pieces = ["a", "Z", "0", "_", "-", " ", "\\", "\\n", "\\u001f", "\"", "/", "+", "="];
+        random_texts(0x9E37_79B9_7F4A_7C15, &pieces, |text| {
+            let bytes = text.as_bytes();
+            assert_eq!(json_may_hold_credential(bytes), reference_prefilter(bytes), "{text:?}");
+        });
     }
 
     #[test]
     fn the_raw_bytes_scan_agrees_with_the_reference_and_sees_keys_in_msgpack() {
-        let pieces: Vec<&str> = SHAPES
-            .iter()
-            .flat_map(|s| s.prefixes.iter().copied())
-            .chain(["a", "Z", "0", "_", "-", " ", "\x00", "\u{ff}", "AKIAIOSFODNN7EXAMPLE"])
-            .chain(["ghp_0123456789abcdefghijABCDEFGHIJ012345", "sk-ant-", "xoxb-12345678-abc"])
-            .collect();
-        let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut next = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
-        for round in 0..20_000 {
-            let pieces_in = if round % 2 == 0 { next(12) } else { next(240) };
-            let text: String = (0..pieces_in).map(|_| pieces[next(pieces.len())]).collect();
+        let pieces = ["a", "Z", "0", "_", "-", " ", "\x00", "\u{ff}", "AKIAIOSFODNN7EXAMPLE"];
+        let keys = ["ghp_0123456789abcdefghijABCDEFGHIJ012345", "sk-ant-", "xoxb-12345678-abc"];
+        random_texts(0x2545_F491_4F6C_DD1D, &[&pieces[..], &keys[..]].concat(), |text| {
             let found: Vec<&str> =
                 find_in_bytes(text.as_bytes(), "$.bytes").iter().map(|f| f.shape).collect();
-            assert_eq!(found, reference_in_bytes(text.as_bytes()), "{text:?}");
-        }
+            assert_eq!(found, shapes_at_every_position(text.as_bytes(), true), "{text:?}");
+        });
         // A key inside a msgpack string: its header byte, then the key verbatim.
         let mut packed = vec![0x81, 0xa4];
         packed.extend_from_slice(b"note");
