@@ -1059,9 +1059,7 @@ fn refusal_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result 
              of its own; nothing was written",
             args_digest.as_deref().unwrap_or("none")
         ),
-        ErrorKind::UnmarkedSecret { task, event_type, path, shape }
-            if path == crate::harness::secret_shapes::BYTES_PATH =>
-        {
+        ErrorKind::UnmarkedSecret { task, event_type, path, shape } if path == BYTES_PATH => {
             write!(
                 f,
                 "{event_type} event of task {task:?}: its bytes hold what looks like a \
@@ -1082,6 +1080,10 @@ fn refusal_message(kind: &ErrorKind, f: &mut fmt::Formatter<'_>) -> fmt::Result 
         other => unreachable!("Error::fmt routes {other:?} elsewhere"),
     }
 }
+
+/// Where a credential-shaped value found in the raw bytes of a `record/blob` is reported
+/// (`harness::secret_shapes::BYTES_PATH`): its refusal says what fits raw bytes.
+pub const BYTES_PATH: &str = "$.bytes";
 
 /// The message of [`ErrorKind::Corruption`], which names the store's directory for `factlog
 /// salvage` and `factlog verify`.

@@ -540,7 +540,7 @@ fn strings_at(bytes: &[u8], at: usize) -> [Option<&[u8]>; 4] {
 }
 
 /// Where a finding in a `record/blob`'s raw bytes is reported.
-pub const BYTES_PATH: &str = "$.bytes";
+pub use crate::error::BYTES_PATH;
 
 /// Every unmarked credential-shaped value of an encoded body: in the JSON of a JSON body,
 /// and in the head and the bytes (path `$.bytes`) of a `record/blob`. Other binary bodies
