@@ -121,6 +121,7 @@ mod server_checkpoint;
 mod server_churn;
 mod server_client_killed;
 mod server_concurrent_clients;
+mod server_deferred_replies;
 mod server_emit;
 mod server_follow;
 mod server_group_commit;

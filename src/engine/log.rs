@@ -455,6 +455,25 @@ impl Log {
         writer.flush(durability)
     }
 
+    /// Opens a scope in which a `Synced` append on this thread returns before its sync
+    /// (`writer::DeferredSyncs`); `None` for a read-only log.
+    pub(crate) fn defer_syncs(&self) -> Option<crate::engine::writer::DeferredSyncs<'_>> {
+        self.writer().ok().map(Writer::defer_syncs)
+    }
+
+    /// Makes every record through `seq` durable: one group commit covers it and whatever else
+    /// was appended before it started.
+    pub(crate) fn sync_through(&self, seq: u64) -> Result<()> {
+        let writer = self.writer()?;
+        writer.sync_waited();
+        writer.sync_through(seq)
+    }
+
+    /// The highest seq whose sync a deferral scope deferred (0: none).
+    pub(crate) fn deferred_through(&self) -> u64 {
+        self.writer().map_or(0, Writer::deferred_through)
+    }
+
     /// The last record on stable storage: every record up to it survives a power loss. For a
     /// read-only open, the last valid record found.
     #[must_use]

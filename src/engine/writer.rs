@@ -14,6 +14,7 @@
 //! its name; a failed `write` or `fdatasync` poisons the writer and nothing is retried on the
 //! same data.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -98,6 +99,55 @@ struct FlusherSignal {
     shutdown: bool,
 }
 
+thread_local! {
+    /// While a [`DeferredSyncs`] scope is open on this thread: the highest seq whose `Synced`
+    /// append returned before its sync (0: none yet). `None`: no scope is open.
+    static DEFERRED: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Records `last` as deferred when a [`DeferredSyncs`] scope is open on this thread.
+fn defer(last: u64) -> bool {
+    DEFERRED.with(|deferred| match deferred.get() {
+        Some(through) => {
+            deferred.set(Some(through.max(last)));
+            true
+        }
+        None => false,
+    })
+}
+
+/// A scope of one thread in which a `Synced` append returns as soon as its records are
+/// written and the flusher is told, without waiting for the `fdatasync` (a served store's
+/// connection, which hands its reply to the thread that leads the next group commit instead
+/// of sleeping through it: `format-spec/server.md`, "Group commit"). What the scope
+/// deferred is had from [`DeferredSyncs::close`]; nothing may acknowledge it before
+/// [`Writer::sync_through`] covered it. A scope dropped without `close` (a panic) syncs
+/// what it deferred, so that nothing leaves it undurable unnoticed.
+pub(crate) struct DeferredSyncs<'a> {
+    writer: &'a Writer,
+    closed: bool,
+}
+
+impl DeferredSyncs<'_> {
+    /// Closes the scope: the highest seq whose sync it deferred, `None` when it deferred none.
+    pub(crate) fn close(mut self) -> Option<u64> {
+        self.closed = true;
+        DEFERRED.with(Cell::take).filter(|&seq| seq > 0)
+    }
+}
+
+impl Drop for DeferredSyncs<'_> {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if let Some(seq) = DEFERRED.with(Cell::take).filter(|&seq| seq > 0) {
+            // A failure poisons the writer: the next call says so.
+            let _ = self.writer.sync_through(seq);
+        }
+    }
+}
+
 /// The shared writer of one log.
 pub(crate) struct Writer {
     dir: PathBuf,
@@ -124,6 +174,9 @@ pub(crate) struct Writer {
     appended_watch: SeqWatch,
     written_seq: AtomicU64,
     durable_seq: AtomicU64,
+    /// The highest seq whose `Synced` append returned before its sync, in a
+    /// [`DeferredSyncs`] scope: whoever answers for the store waits for it first.
+    deferred_through: AtomicU64,
     poisoned: AtomicBool,
     poison_cause: Mutex<Option<String>>,
     flusher: Mutex<FlusherSignal>,
@@ -185,6 +238,7 @@ impl Writer {
             appended_watch: SeqWatch::default(),
             written_seq: AtomicU64::new(last),
             durable_seq: AtomicU64::new(last),
+            deferred_through: AtomicU64::new(0),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
             flusher: Mutex::new(FlusherSignal::default()),
@@ -421,6 +475,12 @@ impl Writer {
                 self.appended_watch.appended();
                 // The sync is this thread's; the flusher still owes the mark an update.
                 self.nudge_flusher();
+                if defer(last) {
+                    // The caller's scope answers for it: it waits (or has it waited for)
+                    // before anything acknowledges this record.
+                    self.deferred_through.fetch_max(last, Ordering::AcqRel);
+                    return Ok(());
+                }
                 self.sync_through(last)
             }
         }
@@ -430,6 +490,21 @@ impl Writer {
     /// itself): the growth writes zeros ahead from now on. Not the close's own sync.
     pub(crate) fn sync_waited(&self) {
         self.prealloc.sync_waited();
+    }
+
+    /// Opens a scope in which a `Synced` append on this thread returns once its records are
+    /// written, without waiting for their sync ([`DeferredSyncs`]).
+    pub(crate) fn defer_syncs(&self) -> DeferredSyncs<'_> {
+        DEFERRED.with(|deferred| {
+            assert!(deferred.get().is_none(), "one deferral scope at a time on a thread");
+            deferred.set(Some(0));
+        });
+        DeferredSyncs { writer: self, closed: false }
+    }
+
+    /// The highest seq whose sync a [`DeferredSyncs`] scope deferred (0: none ever).
+    pub(crate) fn deferred_through(&self) -> u64 {
+        self.deferred_through.load(Ordering::Acquire)
     }
 
     /// Makes everything appended so far meet `durability`.

@@ -13,6 +13,7 @@
 
 use std::collections::HashSet;
 use std::io::{self, BufWriter, Read, Write};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -38,7 +39,9 @@ use crate::protocol::session::{
 use crate::protocol::{self, Reply, Request, delta_line, pages, views};
 use crate::{AppendOptions, Store, Task};
 
+use super::deliver::{Deliverer, Outbox, Pending};
 use super::lines::{Line, LineReader, PROCESS_BUDGET, Parse, RequestBudget};
+use crate::engine::writer::DeferredSyncs;
 
 /// How a connection ended.
 #[derive(Debug)]
@@ -102,6 +105,13 @@ pub trait Holds {
         false
     }
 
+    /// Where this connection's replies that wait for a group commit go, and the server's
+    /// thread that writes them (`format-spec/server.md`, "Group commit"); `None`: the
+    /// connection waits for its syncs itself. Default: `None`.
+    fn outbox(&self) -> Option<(&Deliverer, &Arc<Outbox>)> {
+        None
+    }
+
     /// The memory for long requests this connection shares with the others of its server
     /// (`format-spec/server.md`, "Memory"). Default: one budget of
     /// [`crate::limits::SERVER_REQUEST_BYTES_SHARED`] for every connection of the process
@@ -140,6 +150,16 @@ pub fn serve_stream<R: Read, W: Write>(
         acks: Acks::new(AckMode::Every),
     };
     let end = connection.run(pid);
+    // A reply still waiting for its sync is written (or its error) before the end.
+    let end = match connection.deliver_own() {
+        None => match connection.output.flush() {
+            Ok(()) => end,
+            Err(error) if matches!(end, End::Closed) => End::WriteFailed(error),
+            Err(_) => end,
+        },
+        Some(failed) if matches!(end, End::Closed | End::IdleTimedOut) => failed,
+        Some(_) => end,
+    };
     (end, connection.touched)
 }
 
@@ -174,6 +194,10 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 Err(error) if timed_out(&error) => return self.finish(End::IdleTimedOut),
                 Err(error) => return End::ReadFailed(error),
             };
+            // The client sent more before its last reply was written: that reply goes first.
+            if let Some(end) = self.deliver_own() {
+                return end;
+            }
             if matches!(line, Line::Complete)
                 && !self.lines.line().iter().all(u8::is_ascii_whitespace)
             {
@@ -205,9 +229,15 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                         Delta::Refused(reply) => reply,
                         Delta::General => match self.lines.charge(Parse::Tree) {
                             Err(shortfall) => shortfall.reply(),
-                            Ok(()) => match self.handle() {
-                                Answer::Append(reply) => reply,
-                                Answer::Read(reply) => {
+                            Ok(()) => match self.handle_deferring() {
+                                Handled::Deferred(None) => {
+                                    self.lines.settle();
+                                    continue;
+                                }
+                                Handled::Deferred(Some(end)) => return end,
+                                Handled::Now(Answer::Append(reply)) => reply,
+                                Handled::Now(Answer::Read(reply)) => {
+                                    let reply = self.after_others_deferred(reply, true);
                                     let answered = self.acks.answer_read(
                                         self.store,
                                         reply.into_object(),
@@ -223,9 +253,92 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                     },
                 },
             };
+            let reply = self.after_others_deferred(reply, false);
             let answered = self.acks.answer(self.store, reply, &mut self.output);
             if let Some(end) = self.answered(answered) {
                 return end;
+            }
+        }
+    }
+
+    /// Runs one general request ([`Self::handle`]). On a served store's connection its
+    /// `Synced` appends do not wait for their sync: the written reply is handed to the
+    /// server's deliverer, which writes it after the group commit that covers it
+    /// ([`super::deliver`]), and this thread goes back to reading.
+    fn handle_deferring(&mut self) -> Handled {
+        let holds = self.holds;
+        let Some((deliverer, outbox)) = holds.outbox() else { return Handled::Now(self.handle()) };
+        let scope = self.store.log().defer_syncs();
+        let answer = self.handle();
+        let Some(seq) = scope.and_then(DeferredSyncs::close) else { return Handled::Now(answer) };
+        let reply = match answer {
+            Answer::Append(reply @ Reply::Written { .. }) => reply,
+            // Anything else waits for the sync here, as without a deliverer.
+            other => {
+                return Handled::Now(match self.store.log().sync_through(seq) {
+                    Ok(()) => other,
+                    Err(error) => Answer::Append(Reply::from_error(&error, other.id())),
+                });
+            }
+        };
+        // What was written before goes first.
+        if let Err(error) = self.output.flush() {
+            return Handled::Deferred(Some(End::WriteFailed(error)));
+        }
+        let id = reply.object().get(request::KEY_ID).cloned();
+        let mut bytes = Vec::new();
+        match self.acks.answer(self.store, reply, &mut bytes) {
+            Ok(None) => {
+                deliverer.hand(outbox, Pending::new(seq, id, bytes));
+                Handled::Deferred(None)
+            }
+            // A covering sync failed: the store's error is written now, and ends the stream.
+            Ok(Some(Fatal { message, .. })) => {
+                let written = self.output.write_all(&bytes).and_then(|()| self.output.flush());
+                Handled::Deferred(Some(match written {
+                    Ok(()) => End::Fatal { message },
+                    Err(error) => End::WriteFailed(error),
+                }))
+            }
+            Err(error) => Handled::Deferred(Some(End::WriteFailed(error))),
+        }
+    }
+
+    /// Before a reply that is not a written append's: whatever another connection's
+    /// `Synced` append deferred is made durable first, so that no reply tells of a record
+    /// that a crash could still take back (a read, a duplicate, a refusal naming a revision).
+    fn after_others_deferred(&self, reply: Reply, read: bool) -> Reply {
+        if matches!(reply, Reply::Written { .. }) && !read {
+            return reply;
+        }
+        let log = self.store.log();
+        let through = log.deferred_through();
+        if through <= log.durable_seq().map_or(0, |seq| seq.0) {
+            return reply;
+        }
+        match log.sync_through(through) {
+            Ok(()) => reply,
+            Err(error) => Reply::from_error(&error, reply.object().get(request::KEY_ID).cloned()),
+        }
+    }
+
+    /// Writes this connection's reply that waits for a group commit, if the deliverer has not
+    /// written it whole: after the sync (this thread waits for it), or the store's error when
+    /// the sync failed. Called before anything else is written, so replies stay in order.
+    fn deliver_own(&mut self) -> Option<End> {
+        let holds = self.holds;
+        let (_, outbox) = holds.outbox()?;
+        let pending = outbox.take()?;
+        match self.store.log().sync_through(pending.seq) {
+            Ok(()) => self.output.write_all(pending.rest()).err().map(End::WriteFailed),
+            Err(error) => {
+                let reply = Reply::from_error(&error, pending.id);
+                let answered = self.acks.answer(self.store, reply, &mut self.output);
+                match answered {
+                    Ok(None) => None,
+                    Ok(Some(Fatal { message, .. })) => Some(End::Fatal { message }),
+                    Err(error) => Some(End::WriteFailed(error)),
+                }
             }
         }
     }
@@ -718,6 +831,23 @@ enum Answer {
     Append(Reply),
     /// A read or a report: its reply says nothing of durability.
     Read(Reply),
+}
+
+/// What [`Connection::handle_deferring`] made of a request.
+enum Handled {
+    /// Its answer, to write now.
+    Now(Answer),
+    /// Its reply waits for a group commit in the connection's outbox; `Some` when the
+    /// connection ends instead.
+    Deferred(Option<End>),
+}
+
+impl Answer {
+    /// The request's id, as its reply says it.
+    fn id(&self) -> Option<Value> {
+        let (Answer::Append(reply) | Answer::Read(reply)) = self;
+        reply.object().get(request::KEY_ID).cloned()
+    }
 }
 
 /// What the fast path made of a line.

@@ -27,6 +27,7 @@
 //!   one-time authority expires.
 
 pub mod conn;
+mod deliver;
 mod heap;
 pub mod lines;
 
@@ -52,6 +53,7 @@ use crate::{Durability, Store};
 use parking_lot::Mutex;
 
 use conn::{End, Holds};
+use deliver::{Deliverer, Outbox};
 use lines::RequestBudget;
 
 pub use crate::fs::lock_holder;
@@ -159,6 +161,9 @@ struct Shared {
     holders: Mutex<HashMap<String, usize>>,
     /// The memory for long requests that the connections share.
     budget: RequestBudget,
+    /// The thread that leads the group commits of the connections' `Synced` appends and
+    /// writes their replies.
+    deliverer: Deliverer,
     uid: u32,
     pid: u32,
 }
@@ -167,6 +172,7 @@ struct Shared {
 pub struct Server {
     shared: Arc<Shared>,
     listener: Option<JoinHandle<()>>,
+    delivering: Option<JoinHandle<()>>,
     /// The listening socket, to wake the blocked `accept` at stop.
     waker: UnixListener,
 }
@@ -239,6 +245,7 @@ impl Server {
             let _ = std::fs::remove_file(&binding);
             return Err(Error::io("move the socket into place", &path, error));
         }
+        let write_timeout = options.write_timeout;
         let shared = Arc::new(Shared {
             store: store.clone(),
             options,
@@ -251,22 +258,44 @@ impl Server {
             threads: Mutex::new(Vec::new()),
             holders: Mutex::new(HashMap::new()),
             budget: RequestBudget::new(SERVER_REQUEST_BYTES_SHARED),
+            deliverer: Deliverer::new(write_timeout),
             uid: rustix::process::geteuid().as_raw(),
             pid: std::process::id(),
         });
-        let waker =
-            listener.try_clone().map_err(|e| Error::io("dup the socket", &shared.path, e))?;
+        let delivering = Arc::clone(&shared);
+        let delivering = std::thread::Builder::new()
+            .name("factlog-deliver".to_owned())
+            .spawn(move || delivering.deliverer.run(&delivering.store, delivering.options.log))
+            .map_err(|e| Error::io("spawn the delivering thread", &shared.path, e))?;
+        let stop_delivering = |shared: &Shared| {
+            shared.deliverer.stop();
+        };
+        let waker = match listener.try_clone() {
+            Ok(waker) => waker,
+            Err(e) => {
+                stop_delivering(&shared);
+                let _ = delivering.join();
+                return Err(Error::io("dup the socket", &shared.path, e));
+            }
+        };
         let accepting = Arc::clone(&shared);
         let listener = std::thread::Builder::new()
             .name("factlog-serve".to_owned())
-            .spawn(move || accept_loop(&accepting, &listener))
-            .map_err(|e| Error::io("spawn the listener thread", &shared.path, e))?;
+            .spawn(move || accept_loop(&accepting, &listener));
+        let listener = match listener {
+            Ok(listener) => listener,
+            Err(e) => {
+                stop_delivering(&shared);
+                let _ = delivering.join();
+                return Err(Error::io("spawn the listener thread", &shared.path, e));
+            }
+        };
         (shared.options.log)(&format!(
             "serving {} at {}",
             shared.store.dir().display(),
             shared.path.display()
         ));
-        Ok(Server { shared, listener: Some(listener), waker })
+        Ok(Server { shared, listener: Some(listener), delivering: Some(delivering), waker })
     }
 
     /// The socket's path (`DIR/factlog.sock`).
@@ -310,6 +339,11 @@ impl Server {
         let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *shared.threads.lock());
         for thread in threads {
             let _ = thread.join();
+        }
+        // Every connection wrote its own waiting reply as it ended.
+        shared.deliverer.stop();
+        if let Some(delivering) = self.delivering.take() {
+            let _ = delivering.join();
         }
         let _ = std::fs::remove_file(&shared.path);
         (shared.options.log)("stopped serving");
@@ -480,8 +514,9 @@ fn refuse(stream: &mut UnixStream, code: &str, reason: &str) {
     }
 }
 
-/// Counts the connection as a holder of each task it touches.
-struct ClientHolds<'a>(&'a Shared, &'a Deadline<'a>);
+/// Counts the connection as a holder of each task it touches; its outbox for the replies
+/// that wait for a group commit (none when its socket could not be duplicated).
+struct ClientHolds<'a>(&'a Shared, &'a Deadline<'a>, Option<Arc<Outbox>>);
 
 /// A connection's socket as it is read: with a deadline that a trickle of bytes does not
 /// push back (`format-spec/server.md`, "Bounds"): the hello's runs from the accept, then the
@@ -566,6 +601,10 @@ impl Holds for ClientHolds<'_> {
     fn budget(&self) -> &RequestBudget {
         &self.0.budget
     }
+
+    fn outbox(&self) -> Option<(&Deliverer, &Arc<Outbox>)> {
+        self.2.as_ref().map(|outbox| (&self.0.deliverer, outbox))
+    }
 }
 
 fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, accepted: Instant) {
@@ -578,7 +617,8 @@ fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, acc
         active: Cell::new(false),
         idle: shared.options.idle_timeout,
     };
-    let holds = ClientHolds(shared, &deadline);
+    let outbox = stream.try_clone().ok().map(|clone| Arc::new(Outbox::new(clone)));
+    let holds = ClientHolds(shared, &deadline, outbox);
     let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, &deadline, stream);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     shared.streams.lock().remove(&number);

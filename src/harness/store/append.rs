@@ -225,6 +225,8 @@ impl Store {
         let last = Seq(first.0 + records.len() as u64 - 1);
         self.after_append(last, turn_ended);
         if let Some(progress) = replica {
+            // Shipped means synced first, even when a served connection deferred the sync.
+            self.inner.log.sync_through(last.0)?;
             progress.wait_shipped(last.0)?;
         }
         Ok(Appended::Written { seq: first, revision })

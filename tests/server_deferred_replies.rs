@@ -1,0 +1,155 @@
+//! A served connection's `Synced` append hands its reply to the server's deliverer instead of
+//! sleeping through the group commit (`format-spec/server.md`, "Group commit"). The promises
+//! stay those of a reply written by the connection itself:
+//! - the reply comes only once the record is durable, and no other connection's reply tells
+//!   of the record before then (a read of its task waits too);
+//! - a failed sync is answered with the store's error, never with the written reply;
+//! - a connection's replies stay in request order when the client sends on without waiting.
+
+use crate::common;
+use crate::common::faulty_fs;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::server::store_dir;
+use factlog::client::Client;
+use factlog::harness::Body;
+use factlog::harness::event::UserMessage;
+use factlog::server::ServeOptions;
+use factlog::{AppendOptions, Durability, Options, Store, StoreOptions};
+use faulty_fs::{Faults, FaultyFs};
+use serde_json::Value;
+
+/// A liveness bound, never a timing claim.
+const PATIENCE: Duration = Duration::from_secs(60);
+/// How long a reply that must not come yet is watched for (a reply that came early would
+/// be seen; a slow machine can only make this pass, never fail).
+const NOT_YET: Duration = Duration::from_millis(300);
+
+fn synced() -> AppendOptions {
+    AppendOptions { durability: Some(Durability::Synced), ..Default::default() }
+}
+
+fn message(text: &str) -> Body {
+    Body::UserMessage(UserMessage { text: text.into(), extra: Default::default() })
+}
+
+fn served_on(fs: &FaultyFs) -> (tempfile::TempDir, std::path::PathBuf, Store) {
+    let (temp, dir) = store_dir();
+    let options = StoreOptions::new().log(Options::new().fs(Arc::new(fs.clone())));
+    let store = Store::open(&dir, options).expect("open");
+    (temp, dir, store)
+}
+
+/// Lets every held sync go when dropped, also when the test fails.
+struct Release(Arc<Faults>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.hold_syncs.store(false, Ordering::SeqCst);
+    }
+}
+
+fn wait_until(condition: impl Fn() -> bool, what: &str) {
+    let start = std::time::Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < PATIENCE, "{what} did not happen");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_synced_reply_and_a_read_of_its_task_wait_for_the_sync() {
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let (_temp, dir, store) = served_on(&fs);
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut writer = Client::connect(&dir).expect("connect");
+    let mut reader = Client::connect(&dir).expect("connect");
+    // The task's first append takes it over (a sync of its own), before the stall.
+    writer.append("t", &message("first"), synced()).expect("first append");
+    *faults.hold_suffix.lock() = ".seg".to_owned();
+    faults.hold_syncs.store(true, Ordering::SeqCst);
+    let release = Release(Arc::clone(&faults));
+    let (wrote, written) = mpsc::channel();
+    let appending = std::thread::spawn(move || {
+        let appended = writer.append("t", &message("second"), synced());
+        wrote.send(appended).expect("send");
+    });
+    wait_until(|| faults.held.load(Ordering::SeqCst) > 0, "the group commit to stall");
+    let (read, state) = mpsc::channel();
+    let reading = std::thread::spawn(move || {
+        read.send(reader.revision("t")).expect("send");
+    });
+    assert!(written.recv_timeout(NOT_YET).is_err(), "a synced reply came before its sync");
+    assert!(state.recv_timeout(NOT_YET).is_err(), "a read told of a record before its sync");
+    drop(release);
+    let appended = written.recv_timeout(PATIENCE).expect("the reply after the sync");
+    let appended = appended.expect("appended");
+    let factlog::Appended::Written { seq, revision } = appended else {
+        panic!("not written: {appended:?}")
+    };
+    assert_eq!(revision, 2);
+    assert!(store.log().durable_seq().is_some_and(|durable| durable >= seq), "acked undurable");
+    assert_eq!(state.recv_timeout(PATIENCE).expect("the read").expect("revision"), 2);
+    appending.join().expect("appending thread");
+    reading.join().expect("reading thread");
+    server.stop().expect("stop");
+}
+
+#[test]
+fn a_failed_group_commit_is_answered_with_the_error() {
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let (_temp, dir, store) = served_on(&fs);
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let mut client = Client::connect(&dir).expect("connect");
+    client.append("t", &message("first"), synced()).expect("first append");
+    *faults.fail_sync_suffix.lock() = ".seg".to_owned();
+    faults.fail_sync.store(true, Ordering::SeqCst);
+    let failed = client.append("t", &message("second"), synced());
+    let error = failed.expect_err("a failed sync acknowledged");
+    assert_eq!(error.code(), Some("POISONED"), "{error}");
+    assert!(error.to_string().contains("fdatasync failed"), "{error}");
+    assert!(faults.failed_syncs.load(Ordering::SeqCst) > 0);
+    faults.fail_sync.store(false, Ordering::SeqCst);
+    drop(server);
+}
+
+#[test]
+fn replies_stay_in_order_when_the_client_sends_on_without_waiting() {
+    let (_temp, dir) = store_dir();
+    let store = Store::open(&dir, StoreOptions::new()).expect("open");
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    let stream = UnixStream::connect(server.socket_path()).expect("connect");
+    let mut replies = BufReader::new(stream.try_clone().expect("clone"));
+    let mut input = stream;
+    let mut lines = String::from("{\"hello\":\"factlog\",\"version\":1}\n");
+    for round in 0..20 {
+        let (append, read) = (2 * round + 1, 2 * round + 2);
+        lines.push_str(&format!(
+            "{{\"id\":{append},\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\",\
+             \"durability\":\"synced\"}}\n{{\"id\":{read},\"op\":\"revision\",\"task\":\"t\"}}\n"
+        ));
+    }
+    input.write_all(lines.as_bytes()).expect("send every line at once");
+    let mut line = String::new();
+    replies.read_line(&mut line).expect("hello reply");
+    for round in 0..20u64 {
+        for (id, key) in [(2 * round + 1, "revision"), (2 * round + 2, "revision")] {
+            line.clear();
+            replies.read_line(&mut line).expect("reply");
+            let reply: Value = serde_json::from_str(&line).expect("JSON");
+            assert_eq!(reply["id"], id, "replies out of order: {line}");
+            assert_eq!(reply[key], round + 1, "{line}");
+        }
+    }
+    drop(input);
+    server.stop().expect("stop");
+    assert_eq!(store.task_state("t").expect("t").revision, 20);
+}
