@@ -470,15 +470,21 @@ impl Writer {
             }
             Durability::Synced => {
                 self.synced_fresh.fetch_add(1, Ordering::AcqRel);
+                // Recorded under the state lock, before anyone is told of the record: a
+                // reader that saw it (its revision, a waiter woken) and then reads
+                // `deferred_through` under this lock sees its seq.
+                let deferred = defer(last);
+                if deferred {
+                    self.deferred_through.fetch_max(last, Ordering::AcqRel);
+                }
                 drop(state);
                 self.prealloc.sync_waited();
                 self.appended_watch.appended();
                 // The sync is this thread's; the flusher still owes the mark an update.
                 self.nudge_flusher();
-                if defer(last) {
+                if deferred {
                     // The caller's scope answers for it: it waits (or has it waited for)
                     // before anything acknowledges this record.
-                    self.deferred_through.fetch_max(last, Ordering::AcqRel);
                     return Ok(());
                 }
                 self.sync_through(last)
@@ -502,8 +508,10 @@ impl Writer {
         DeferredSyncs { writer: self, closed: false }
     }
 
-    /// The highest seq whose sync a [`DeferredSyncs`] scope deferred (0: none ever).
+    /// The highest seq whose sync a [`DeferredSyncs`] scope deferred (0: none ever), read
+    /// under the state lock: every record a caller could have seen before is counted.
     pub(crate) fn deferred_through(&self) -> u64 {
+        let _state = self.state.lock();
         self.deferred_through.load(Ordering::Acquire)
     }
 

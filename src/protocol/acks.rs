@@ -93,6 +93,12 @@ impl Acks {
         self.pending
     }
 
+    /// Counts `pending` lines as unanswered again: a reply written into a buffer that was
+    /// never sent (its sync failed), whose lines the error reply now covers.
+    pub(crate) fn reopen(&mut self, pending: u64) {
+        self.pending = pending;
+    }
+
     /// For a door that writes the reply of a buffered append itself (a served store's
     /// fragment fast path): whether that reply is skipped. When it is, the line is counted
     /// as pending. The reply must be a written one without warnings.

@@ -287,9 +287,10 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         }
         let id = reply.object().get(request::KEY_ID).cloned();
         let mut bytes = Vec::new();
+        let unanswered = self.acks.pending();
         match self.acks.answer(self.store, reply, &mut bytes) {
             Ok(None) => {
-                deliverer.hand(outbox, Pending::new(seq, id, bytes));
+                deliverer.hand(outbox, Pending::new(seq, id, unanswered, bytes));
                 Handled::Deferred(None)
             }
             // A covering sync failed: the store's error is written now, and ends the stream.
@@ -332,6 +333,8 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         match self.store.log().sync_through(pending.seq) {
             Ok(()) => self.output.write_all(pending.rest()).err().map(End::WriteFailed),
             Err(error) => {
+                // The reply was never sent: the error answers its lines instead.
+                self.acks.reopen(pending.unanswered);
                 let reply = Reply::from_error(&error, pending.id);
                 let answered = self.acks.answer(self.store, reply, &mut self.output);
                 match answered {

@@ -39,6 +39,9 @@ pub struct Pending {
     pub(crate) seq: u64,
     /// The request's id, for the error reply when the sync fails.
     pub(crate) id: Option<Value>,
+    /// The lines its connection had left unanswered before it (durable-only
+    /// acknowledgements), which the error reply covers when the sync fails.
+    pub(crate) unanswered: u64,
     /// The reply's bytes (with the covering count it carries).
     pub(crate) bytes: Vec<u8>,
     /// How many of them the deliverer wrote.
@@ -48,9 +51,10 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// A reply of `bytes` to wait for `seq`, none of it written.
-    pub fn new(seq: u64, id: Option<Value>, bytes: Vec<u8>) -> Pending {
-        Pending { seq, id, bytes, sent: 0, stalled_since: None }
+    /// A reply of `bytes` to wait for `seq`, none of it written; `unanswered` lines came
+    /// before it.
+    pub fn new(seq: u64, id: Option<Value>, unanswered: u64, bytes: Vec<u8>) -> Pending {
+        Pending { seq, id, unanswered, bytes, sent: 0, stalled_since: None }
     }
 
     /// The bytes not written yet.
@@ -98,9 +102,9 @@ pub struct Deliverer {
 
 /// How one attempt to write a waiting reply went.
 enum Sent {
-    /// Written whole, or taken back by its connection.
+    /// Written whole, taken back by its connection, or its connection shut down.
     Done,
-    /// The socket is full: try again later.
+    /// The socket is full, or the reply waits for a later sync: try again later.
     Stalled,
 }
 
@@ -144,6 +148,7 @@ impl Deliverer {
                 }
                 std::mem::take(&mut queue.handed)
             };
+            batch.append(&mut stalled);
             let through = batch
                 .iter()
                 .filter_map(|outbox| outbox.pending.lock().as_ref().map(|pending| pending.seq))
@@ -152,25 +157,29 @@ impl Deliverer {
             if let Err(error) = store.log().sync_through(through) {
                 log(&format!("a group commit failed: {error}"));
                 // Each connection takes its reply back and answers the error.
-                for outbox in batch.iter().chain(&stalled) {
+                for outbox in &batch {
                     let _ = outbox.stream.shutdown(std::net::Shutdown::Read);
                 }
-                stalled.clear();
                 continue;
             }
-            batch.append(&mut stalled);
             for outbox in batch {
-                if let Sent::Stalled = self.send(&outbox) {
+                // Its connection may have taken its reply back and handed a later one
+                // since `through` was read: that one waits for the next round.
+                let durable = store.log().durable_seq().map_or(0, |seq| seq.0);
+                if let Sent::Stalled = self.send(&outbox, durable) {
                     stalled.push(outbox);
                 }
             }
         }
     }
 
-    /// Writes what `outbox` holds without blocking, if its seq is durable.
-    fn send(&self, outbox: &Outbox) -> Sent {
+    /// Writes what `outbox` holds without blocking, if its seq is within `durable`.
+    fn send(&self, outbox: &Outbox, durable: u64) -> Sent {
         let mut slot = outbox.pending.lock();
         let Some(pending) = slot.as_mut() else { return Sent::Done };
+        if pending.seq > durable {
+            return Sent::Stalled;
+        }
         let flags = rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::DONTWAIT;
         while pending.sent < pending.bytes.len() {
             match rustix::net::send(&outbox.stream, pending.rest(), flags) {
@@ -186,8 +195,11 @@ impl Deliverer {
                     let _ = outbox.stream.shutdown(std::net::Shutdown::Both);
                     return Sent::Done;
                 }
-                // Gone: the connection's thread finds out as it reads or writes.
-                Err(_) => return Sent::Done,
+                // Gone: its connection ends (its thread's write of the rest fails).
+                Err(_) => {
+                    let _ = outbox.stream.shutdown(std::net::Shutdown::Both);
+                    return Sent::Done;
+                }
             }
         }
         *slot = None;
