@@ -73,6 +73,12 @@ fn a_synced_reply_and_a_read_of_its_task_wait_for_the_sync() {
     let mut reader = Client::connect(&dir).expect("connect");
     // The task's first append takes it over (a sync of its own), before the stall.
     writer.append("t", &message("first"), synced()).expect("first append");
+    let mut follower = Client::connect(&dir).expect("connect");
+    let next = store.log().last_seq().expect("a record").0 + 1;
+    let (paged, page) = mpsc::channel();
+    let following = std::thread::spawn(move || {
+        paged.send(follower.follow(next, Some("t"), PATIENCE)).expect("send");
+    });
     *faults.hold_suffix.lock() = ".seg".to_owned();
     faults.hold_syncs.store(true, Ordering::SeqCst);
     let release = Release(Arc::clone(&faults));
@@ -88,6 +94,7 @@ fn a_synced_reply_and_a_read_of_its_task_wait_for_the_sync() {
     });
     assert!(written.recv_timeout(NOT_YET).is_err(), "a synced reply came before its sync");
     assert!(state.recv_timeout(NOT_YET).is_err(), "a read told of a record before its sync");
+    assert!(page.recv_timeout(NOT_YET).is_err(), "a follow told of a record before its sync");
     drop(release);
     let appended = written.recv_timeout(PATIENCE).expect("the reply after the sync");
     let appended = appended.expect("appended");
@@ -97,6 +104,10 @@ fn a_synced_reply_and_a_read_of_its_task_wait_for_the_sync() {
     assert_eq!(revision, 2);
     assert!(store.log().durable_seq().is_some_and(|durable| durable >= seq), "acked undurable");
     assert_eq!(state.recv_timeout(PATIENCE).expect("the read").expect("revision"), 2);
+    let (events, _) = page.recv_timeout(PATIENCE).expect("the page").expect("follow");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["seq"], seq.0);
+    following.join().expect("following thread");
     appending.join().expect("appending thread");
     reading.join().expect("reading thread");
     server.stop().expect("stop");
@@ -119,6 +130,97 @@ fn a_failed_group_commit_is_answered_with_the_error() {
     assert!(faults.failed_syncs.load(Ordering::SeqCst) > 0);
     faults.fail_sync.store(false, Ordering::SeqCst);
     drop(server);
+}
+
+#[test]
+fn a_failed_group_commit_answers_the_lines_its_reply_would_have_covered() {
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let (_temp, dir, store) = served_on(&fs);
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    Client::connect(&dir)
+        .expect("connect")
+        .append("t", &message("first"), synced())
+        .expect("first append");
+    let stream = UnixStream::connect(server.socket_path()).expect("connect");
+    let mut replies = BufReader::new(stream.try_clone().expect("clone"));
+    let mut input = stream;
+    let mut lines =
+        String::from("{\"hello\":\"factlog\",\"version\":1,\"acks\":\"durable-only\"}\n");
+    // Fragments get no reply of their own: the synced append's reply would cover them.
+    for text in ["a", "b", "c"] {
+        lines.push_str(&format!(
+            "{{\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"{text}\"}}\n"
+        ));
+    }
+    lines.push_str(
+        "{\"id\":7,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\",\
+         \"durability\":\"synced\"}\n",
+    );
+    *faults.fail_sync_suffix.lock() = ".seg".to_owned();
+    faults.fail_sync.store(true, Ordering::SeqCst);
+    input.write_all(lines.as_bytes()).expect("send");
+    let mut line = String::new();
+    replies.read_line(&mut line).expect("hello reply");
+    line.clear();
+    replies.read_line(&mut line).expect("a reply");
+    let reply: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(reply["error"], "POISONED", "{line}");
+    assert_eq!(reply["id"], 7, "{line}");
+    assert_eq!(reply["covers"], 4, "the fragments and the append: {line}");
+    faults.fail_sync.store(false, Ordering::SeqCst);
+    drop(input);
+    drop(server);
+}
+
+/// With the store's syncs held, a client sends a synced append and a read of its task in one
+/// write: the read's line is waiting when the append's reply is handed over, so the
+/// connection takes that reply back and writes it first, after the sync.
+#[test]
+fn a_reply_taken_back_for_a_waiting_line_still_waits_for_its_sync_and_comes_first() {
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let (_temp, dir, store) = served_on(&fs);
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    Client::connect(&dir)
+        .expect("connect")
+        .append("t", &message("first"), synced())
+        .expect("first append");
+    let stream = UnixStream::connect(server.socket_path()).expect("connect");
+    let mut replies = BufReader::new(stream.try_clone().expect("clone"));
+    let mut input = stream;
+    input.write_all(b"{\"hello\":\"factlog\",\"version\":1}\n").expect("hello");
+    let mut line = String::new();
+    replies.read_line(&mut line).expect("hello reply");
+    *faults.hold_suffix.lock() = ".seg".to_owned();
+    faults.hold_syncs.store(true, Ordering::SeqCst);
+    let release = Release(Arc::clone(&faults));
+    input
+        .write_all(
+            b"{\"id\":1,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\",\
+              \"durability\":\"synced\"}\n{\"id\":2,\"op\":\"revision\",\"task\":\"t\"}\n",
+        )
+        .expect("send both lines at once");
+    let (read, lines) = mpsc::channel();
+    let reading = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let mut line = String::new();
+            replies.read_line(&mut line).expect("reply");
+            read.send(line).expect("send");
+        }
+    });
+    wait_until(|| faults.held.load(Ordering::SeqCst) > 0, "the group commit to stall");
+    assert!(lines.recv_timeout(NOT_YET).is_err(), "a reply came before the sync");
+    drop(release);
+    for id in [1, 2] {
+        let line = lines.recv_timeout(PATIENCE).expect("a reply after the sync");
+        let reply: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(reply["id"], id, "replies out of order: {line}");
+        assert_eq!(reply["revision"], 2, "{line}");
+    }
+    reading.join().expect("reading thread");
+    drop(input);
+    server.stop().expect("stop");
 }
 
 #[test]

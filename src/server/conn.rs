@@ -267,7 +267,9 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     /// ([`super::deliver`]), and this thread goes back to reading.
     fn handle_deferring(&mut self) -> Handled {
         let holds = self.holds;
-        let Some((deliverer, outbox)) = holds.outbox() else { return Handled::Now(self.handle()) };
+        let Some((deliverer, outbox)) = holds.outbox().filter(|(d, _)| d.is_alive()) else {
+            return Handled::Now(self.handle());
+        };
         let scope = self.store.log().defer_syncs();
         let answer = self.handle();
         let Some(seq) = scope.and_then(DeferredSyncs::close) else { return Handled::Now(answer) };

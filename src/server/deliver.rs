@@ -22,6 +22,7 @@
 
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -76,6 +77,11 @@ impl Outbox {
         Outbox { stream, pending: Mutex::new(None) }
     }
 
+    /// Shuts the connection's socket down (`how`): its thread's blocked read returns.
+    pub fn shutdown(&self, how: std::net::Shutdown) {
+        let _ = self.stream.shutdown(how);
+    }
+
     /// Takes the connection's waiting reply back (what the deliverer has not written of
     /// it); `None` when there is none.
     pub fn take(&self) -> Option<Pending> {
@@ -98,6 +104,8 @@ pub struct Deliverer {
     queue: Mutex<Queue>,
     wake: Condvar,
     write_timeout: Duration,
+    /// Cleared if the thread died (a panic): connections then sync for themselves.
+    alive: AtomicBool,
 }
 
 /// How one attempt to write a waiting reply went.
@@ -111,7 +119,12 @@ enum Sent {
 impl Deliverer {
     /// A deliverer whose clients must read a reply within `write_timeout`.
     pub fn new(write_timeout: Duration) -> Deliverer {
-        Deliverer { queue: Mutex::new(Queue::default()), wake: Condvar::new(), write_timeout }
+        Deliverer {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            write_timeout,
+            alive: AtomicBool::new(true),
+        }
     }
 
     /// Puts `pending` in `outbox` (which holds none) and hands it to the thread.
@@ -120,6 +133,21 @@ impl Deliverer {
         debug_assert!(previous.is_none(), "one reply waits per connection");
         self.queue.lock().handed.push(Arc::clone(outbox));
         self.wake.notify_one();
+        if !self.is_alive() {
+            // The thread is gone: the connection's thread writes the reply itself.
+            outbox.shutdown(std::net::Shutdown::Read);
+        }
+    }
+
+    /// Whether the thread runs: a connection hands it replies only then.
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// The thread died: no reply is handed to it from now on (the caller then wakes every
+    /// connection, whose thread writes its own waiting reply).
+    pub fn died(&self) {
+        self.alive.store(false, Ordering::Release);
     }
 
     /// Ends [`Deliverer::run`] once it has nothing more to write (call after every connection
@@ -158,7 +186,7 @@ impl Deliverer {
                 log(&format!("a group commit failed: {error}"));
                 // Each connection takes its reply back and answers the error.
                 for outbox in &batch {
-                    let _ = outbox.stream.shutdown(std::net::Shutdown::Read);
+                    outbox.shutdown(std::net::Shutdown::Read);
                 }
                 continue;
             }
@@ -192,12 +220,12 @@ impl Deliverer {
                     }
                     // A client that does not read: its connection ends (its thread's write
                     // of the rest fails).
-                    let _ = outbox.stream.shutdown(std::net::Shutdown::Both);
+                    outbox.shutdown(std::net::Shutdown::Both);
                     return Sent::Done;
                 }
                 // Gone: its connection ends (its thread's write of the rest fails).
                 Err(_) => {
-                    let _ = outbox.stream.shutdown(std::net::Shutdown::Both);
+                    outbox.shutdown(std::net::Shutdown::Both);
                     return Sent::Done;
                 }
             }

@@ -153,8 +153,9 @@ struct Shared {
     /// Open connections per peer user, for the fair share of slots.
     per_user: Mutex<HashMap<u32, usize>>,
     next_client: AtomicU64,
-    /// Each open connection's socket, to shut its input down at stop.
-    streams: Mutex<HashMap<u64, UnixStream>>,
+    /// Each open connection's outbox (a handle of its own on its socket), to shut its input
+    /// down at stop.
+    streams: Mutex<HashMap<u64, Arc<Outbox>>>,
     /// Each connection's thread, reaped as they finish.
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// How many open connections touched each task.
@@ -265,7 +266,7 @@ impl Server {
         let delivering = Arc::clone(&shared);
         let delivering = std::thread::Builder::new()
             .name("factlog-deliver".to_owned())
-            .spawn(move || delivering.deliverer.run(&delivering.store, delivering.options.log))
+            .spawn(move || deliver(&delivering))
             .map_err(|e| Error::io("spawn the delivering thread", &shared.path, e))?;
         let stop_delivering = |shared: &Shared| {
             shared.deliverer.stop();
@@ -333,8 +334,8 @@ impl Server {
         drop(UnixStream::connect(&shared.path));
         let _ = listener.join();
         // Every connection ends after the request it is running: its input is shut down.
-        for stream in shared.streams.lock().values() {
-            let _ = stream.shutdown(std::net::Shutdown::Read);
+        for outbox in shared.streams.lock().values() {
+            outbox.shutdown(std::net::Shutdown::Read);
         }
         let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *shared.threads.lock());
         for thread in threads {
@@ -354,6 +355,19 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// The delivering thread's body. Should it panic, every connection is woken to write its
+/// own waiting reply, and from then on connections wait for their syncs themselves.
+fn deliver(shared: &Shared) {
+    let run = || shared.deliverer.run(&shared.store, shared.options.log);
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
+        (shared.options.log)("the delivering thread failed: connections sync for themselves");
+        shared.deliverer.died();
+        for outbox in shared.streams.lock().values() {
+            outbox.shutdown(std::net::Shutdown::Read);
+        }
     }
 }
 
@@ -414,13 +428,17 @@ fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
         return;
     }
     let number = shared.next_client.fetch_add(1, Ordering::Relaxed);
-    if let Ok(clone) = stream.try_clone() {
-        shared.streams.lock().insert(number, clone);
+    // A handle of its own on the socket: for the stop to shut its input down, and for the
+    // delivering thread to write its replies. Without one (out of descriptors) the
+    // connection waits for its syncs itself.
+    let outbox = stream.try_clone().ok().map(|clone| Arc::new(Outbox::new(clone)));
+    if let Some(outbox) = &outbox {
+        shared.streams.lock().insert(number, Arc::clone(outbox));
     }
     let connection = Arc::clone(shared);
     let spawned = std::thread::Builder::new()
         .name(format!("factlog-client-{number}"))
-        .spawn(move || serve_client(&connection, number, uid, &stream, accepted));
+        .spawn(move || serve_client(&connection, number, uid, &stream, accepted, outbox));
     match spawned {
         Ok(thread) => shared.threads.lock().push(thread),
         Err(error) => {
@@ -607,7 +625,14 @@ impl Holds for ClientHolds<'_> {
     }
 }
 
-fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, accepted: Instant) {
+fn serve_client(
+    shared: &Shared,
+    number: u64,
+    uid: u32,
+    stream: &UnixStream,
+    accepted: Instant,
+    outbox: Option<Arc<Outbox>>,
+) {
     // The hello's bound runs from the accept (the socket's read timeout was set to it there).
     let hello_timeout = shared.options.hello_timeout;
     let deadline = Deadline {
@@ -617,7 +642,6 @@ fn serve_client(shared: &Shared, number: u64, uid: u32, stream: &UnixStream, acc
         active: Cell::new(false),
         idle: shared.options.idle_timeout,
     };
-    let outbox = stream.try_clone().ok().map(|clone| Arc::new(Outbox::new(clone)));
     let holds = ClientHolds(shared, &deadline, outbox);
     let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, &deadline, stream);
     let _ = stream.shutdown(std::net::Shutdown::Both);

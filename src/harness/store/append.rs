@@ -218,7 +218,8 @@ impl Store {
         let mut records: Vec<Vec<u8>> =
             encoded.iter().map(|body| codec::encode_parts(task, 0, now, body)).collect();
         let first = self.write_batch(cell, &mut records, options.expected_revision, durability)?;
-        // Fold in log order: the events are durable as asked, and the task lock is still held.
+        // Fold in log order, the task lock still held: the events are durable as asked, or,
+        // in a served connection's deferral scope, their sync is owed before any reply.
         let (revision, turn_ended) =
             fold_written(cell, &mut locked, bodies, &records, &encoded, first, now);
         drop(locked);
