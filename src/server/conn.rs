@@ -148,6 +148,7 @@ pub fn serve_stream<R: Read, W: Write>(
         output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
         last_task: None,
         acks: Acks::new(AckMode::Every),
+        handed: false,
     };
     let end = connection.run(pid);
     // A reply still waiting for its sync is written (or its error) before the end.
@@ -174,6 +175,9 @@ struct Connection<'a, R: Read, W: Write> {
     /// Which replies this connection gets (its hello's `acks`), and the lines no reply
     /// answered yet.
     acks: Acks,
+    /// A reply was handed to the deliverer and not yet seen gone from the outbox: the one
+    /// case in which a line must look at the outbox (a fragment does not lock it).
+    handed: bool,
 }
 
 impl<R: Read, W: Write> Connection<'_, R, W> {
@@ -293,6 +297,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         match self.acks.answer(self.store, reply, &mut bytes) {
             Ok(None) => {
                 deliverer.hand(outbox, Pending::new(seq, id, unanswered, bytes));
+                self.handed = true;
                 Handled::Deferred(None)
             }
             // A covering sync failed: the store's error is written now, and ends the stream.
@@ -329,9 +334,14 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     /// written it whole: after the sync (this thread waits for it), or the store's error when
     /// the sync failed. Called before anything else is written, so replies stay in order.
     fn deliver_own(&mut self) -> Option<End> {
+        if !self.handed {
+            return None;
+        }
         let holds = self.holds;
         let (_, outbox) = holds.outbox()?;
-        let pending = outbox.take()?;
+        let pending = outbox.take();
+        self.handed = false;
+        let pending = pending?;
         match self.store.log().sync_through(pending.seq) {
             Ok(()) => self.output.write_all(pending.rest()).err().map(End::WriteFailed),
             Err(error) => {
