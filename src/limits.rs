@@ -113,6 +113,11 @@ pub const ZERO_CHUNK_BYTES: usize = 64 * 1024;
 /// scan of a whole log keeps about one window resident instead of every page it has read.
 pub const READ_WINDOW_BYTES: usize = 1024 * 1024;
 
+/// A reader records a segment's frame start at most once per this many bytes
+/// (`engine::seeks`), so that a read from a seq deep in a segment checks at most this many
+/// bytes of frames before it.
+pub const SEEK_STRIDE_BYTES: usize = 64 * 1024;
+
 /// The first growth step of a segment file, and the size of the `prealloc.tmp` a roll turns
 /// into the next segment: a new log occupies about two of them. Small enough that a store
 /// holding a few events stays small, large enough that a session's first burst of appends

@@ -71,6 +71,7 @@ mod harness_upcast;
 mod io_failures;
 mod layering;
 mod listing_races;
+mod log_seeks;
 mod mark_damage;
 mod mark_damage_sweep;
 mod mark_vectors;

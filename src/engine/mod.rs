@@ -33,6 +33,7 @@ pub(crate) mod prealloc;
 pub(crate) mod reader;
 pub mod recovery;
 pub mod rewrite;
+pub mod seeks;
 pub mod segment;
 pub mod segments;
 pub mod torn;

@@ -1,4 +1,6 @@
-//! Reading records in order from any sequence number. Segments are read through read-only
+//! Reading records in order from any sequence number, starting inside a segment at the last
+//! frame start an earlier reader recorded before it ([`crate::engine::seeks`]). Segments are
+//! read through read-only
 //! memory maps of a bounded window ([`crate::fs::Fs::map_range`], [`READ_WINDOW_BYTES`] or one
 //! frame, whichever is larger) that moves on with the reader, so a scan of a whole log keeps
 //! about one window of it resident; every frame's CRC is checked as it is read, and the
@@ -17,7 +19,7 @@ use crate::error::{CorruptionReason, Error, ErrorKind, Result};
 use crate::fs::Fs;
 use crate::limits::{
     BATCH_ENTRY_HEADER_BYTES, FRAME_HEADER_BYTES, FRAME_PAYLOAD_BYTES_MAX, READ_WINDOW_BYTES,
-    SEGMENT_HEADER_BYTES,
+    SEEK_STRIDE_BYTES, SEGMENT_HEADER_BYTES,
 };
 use crate::types::Seq;
 
@@ -49,6 +51,8 @@ pub struct Reader {
     salt_crc: u32,
     /// File offset of the next frame.
     offset: usize,
+    /// The offset from which the next frame start is recorded in the segment's seeks.
+    next_note: usize,
     next_seq: u64,
     from: u64,
     last: u64,
@@ -84,6 +88,7 @@ impl Reader {
             at_file_end: false,
             salt_crc: 0,
             offset: 0,
+            next_note: 0,
             next_seq: 0,
             from,
             last,
@@ -107,6 +112,15 @@ impl Reader {
         self.salt_crc = header.salt_crc();
         self.offset = SEGMENT_HEADER_BYTES;
         self.next_seq = header.first_seq.0;
+        // A frame start recorded by an earlier reader, at or before `from`: start there.
+        // Every frame from it on is checked as from the first.
+        if let Some((seq, offset)) = meta.seeks.start_for(self.from)
+            && seq > self.next_seq
+        {
+            self.offset = usize::try_from(offset).unwrap_or(usize::MAX);
+            self.next_seq = seq;
+        }
+        self.next_note = self.offset + SEEK_STRIDE_BYTES;
         self.open = true;
         Ok(())
     }
@@ -206,6 +220,11 @@ impl Reader {
                             next_first_seq: next.header.first_seq.0,
                             found: f.seq,
                         }));
+                    }
+                    if self.offset >= self.next_note {
+                        // One start a stride, for the readers after this one.
+                        self.segments[self.index].seeks.note(f.seq, self.offset as u64);
+                        self.next_note = self.offset + SEEK_STRIDE_BYTES;
                     }
                     let payload_at = self.offset - self.base + FRAME_HEADER_BYTES;
                     self.offset += f.frame_bytes;

@@ -6,7 +6,9 @@
 //! first sequence numbers, and each file's name matches its header.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::engine::seeks::Seeks;
 use crate::engine::segment::{self, SegmentHeader};
 use crate::error::{CorruptionReason, Error, ErrorKind, Result};
 use crate::fs::{Fs, FsFile, OpenMode};
@@ -18,13 +20,33 @@ pub const PREALLOC_FILE_NAME: &str = "prealloc.tmp";
 pub use crate::fs::LOCK_FILE_NAME;
 
 /// A segment known to the log: its header and where it lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SegmentMeta {
     /// The decoded header.
     pub header: SegmentHeader,
     /// The file.
     pub path: PathBuf,
+    /// Frame starts recorded by readers, shared by every copy of this meta
+    /// ([`crate::engine::seeks`]).
+    pub seeks: Arc<Seeks>,
 }
+
+impl SegmentMeta {
+    /// The meta of the segment at `path` with `header`, no frame start recorded yet.
+    #[must_use]
+    pub fn new(header: SegmentHeader, path: PathBuf) -> SegmentMeta {
+        SegmentMeta { header, path, seeks: Arc::default() }
+    }
+}
+
+/// Two metas are equal when they name the same segment (their recorded starts are a cache).
+impl PartialEq for SegmentMeta {
+    fn eq(&self, other: &SegmentMeta) -> bool {
+        self.header == other.header && self.path == other.path
+    }
+}
+
+impl Eq for SegmentMeta {}
 
 /// What a directory holds.
 #[derive(Debug)]
@@ -127,7 +149,7 @@ fn list_into(
                 ));
             }
         }
-        segments.push(SegmentMeta { header, path });
+        segments.push(SegmentMeta::new(header, path));
     }
     Ok(())
 }
@@ -186,7 +208,7 @@ pub fn install(
     let path = dir.join(segment::file_name(first_seq));
     fs.rename(prealloc, &path).map_err(|e| Error::io("rename", &path, e))?;
     fs.sync_dir(dir).map_err(|e| Error::io("fsync directory", dir, e))?;
-    Ok((file, SegmentMeta { header, path }))
+    Ok((file, SegmentMeta::new(header, path)))
 }
 
 #[cfg(test)]
