@@ -96,6 +96,7 @@ and write whatever the mode. Deletions, prunes and copies are always synced.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import threading
 from collections import OrderedDict
@@ -619,9 +620,13 @@ class FactlogSaver(BaseCheckpointSaver):
 
     def _tuples(
         self, thread: _Thread, keys: List[Tuple[str, str]], config: Optional[RunnableConfig]
-    ) -> List[CheckpointTuple]:
-        """The checkpoint tuples of ``keys`` (namespace, id) of a caught-up thread, in order,
-        reading what neither the index nor the value cache holds in one pass over the log."""
+    ) -> List[Callable[[], CheckpointTuple]]:
+        """For each of ``keys`` (namespace, id) of a caught-up thread, in order, a function
+        that builds its checkpoint tuple. What neither the index nor the value cache holds is
+        read from the log now, in one pass, under the thread's lock; the objects are decoded
+        only when a function is called, so that a long listing holds one decoded checkpoint at
+        a time, not a page of them (whose objects the garbage collector would walk again and
+        again)."""
         # What the value cache holds, taken out once (another thread may evict it meanwhile).
         cached: Dict[Tuple[Any, ...], Tuple[str, bytes]] = {}
         missing: Set[int] = set()
@@ -640,47 +645,71 @@ class FactlogSaver(BaseCheckpointSaver):
             for (task_id, idx), write in thread.writes.get((ns, checkpoint_id), {}).items():
                 look_up(write.typed, (write.seq, task_id, idx))
         values = self._read_values(thread, missing)
-        result = []
+        makers = []
         for ns, checkpoint_id in keys:
             entry = thread.checkpoints[ns][checkpoint_id]
-            checkpoint = self._value(entry.typed, (entry.seq,), cached, values, None)
             stored = thread.writes.get((ns, checkpoint_id), {})
             ordered = sorted(
                 stored.items(), key=lambda kv: writes_sort_key(kv[1].task_path, *kv[0])
             )
-            pending = []
-            for (task_id, idx), write in ordered:
-                key = (write.seq, task_id, idx)
-                value = self._value(write.typed, key, cached, values, write.seq)
-                pending.append((task_id, write.channel, value))
-            result.append(
-                CheckpointTuple(
-                    config=config
-                    if config is not None
-                    else {
-                        "configurable": {
-                            "thread_id": thread.thread_id,
-                            "checkpoint_ns": ns,
-                            "checkpoint_id": checkpoint_id,
-                        }
-                    },
-                    checkpoint=checkpoint,
-                    metadata=entry.metadata,
-                    parent_config=(
-                        {
-                            "configurable": {
-                                "thread_id": thread.thread_id,
-                                "checkpoint_ns": ns,
-                                "checkpoint_id": entry.parent_id,
-                            }
-                        }
-                        if entry.parent_id
-                        else None
-                    ),
-                    pending_writes=pending,
+            makers.append(
+                functools.partial(
+                    self._make_tuple,
+                    thread.thread_id,
+                    ns,
+                    checkpoint_id,
+                    entry,
+                    ordered,
+                    config,
+                    cached,
+                    values,
                 )
             )
-        return result
+        return makers
+
+    def _make_tuple(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        entry: Any,
+        ordered: List[Tuple[Tuple[str, int], Any]],
+        config: Optional[RunnableConfig],
+        cached: Dict[Tuple[Any, ...], Tuple[str, bytes]],
+        values: Dict[int, Dict[str, Any]],
+    ) -> CheckpointTuple:
+        """The checkpoint tuple of one checkpoint, its objects decoded now (``_tuples``)."""
+        checkpoint = self._value(entry.typed, (entry.seq,), cached, values, None)
+        pending = []
+        for (task_id, idx), write in ordered:
+            key = (write.seq, task_id, idx)
+            value = self._value(write.typed, key, cached, values, write.seq)
+            pending.append((task_id, write.channel, value))
+        return CheckpointTuple(
+            config=config
+            if config is not None
+            else {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                }
+            },
+            checkpoint=checkpoint,
+            metadata=entry.metadata,
+            parent_config=(
+                {
+                    "configurable": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": ns,
+                        "checkpoint_id": entry.parent_id,
+                    }
+                }
+                if entry.parent_id
+                else None
+            ),
+            pending_writes=pending,
+        )
 
     def _value(
         self,
@@ -725,11 +754,11 @@ class FactlogSaver(BaseCheckpointSaver):
             if checkpoint_id:
                 if checkpoint_id not in entries:
                     return None
-                return self._tuples(thread, [(ns, checkpoint_id)], config)[0]
+                return self._tuples(thread, [(ns, checkpoint_id)], config)[0]()
             newest = thread.newest.get(ns)
             if newest is None:
                 return None
-            return self._tuples(thread, [(ns, newest)], None)[0]
+            return self._tuples(thread, [(ns, newest)], None)[0]()
 
     def _thread_ids(self) -> List[str]:
         """Every thread the store holds, read from its tasks' events where the task id is a
@@ -798,17 +827,19 @@ class FactlogSaver(BaseCheckpointSaver):
             by_thread: Dict[str, List[Tuple[str, str]]] = {}
             for checkpoint_id, thread_id, ns in page:
                 by_thread.setdefault(thread_id, []).append((ns, checkpoint_id))
-            found: Dict[Tuple[str, str, str], CheckpointTuple] = {}
+            found: Dict[Tuple[str, str, str], Callable[[], CheckpointTuple]] = {}
             for thread_id, keys in by_thread.items():
                 thread = self._thread(thread_id)
                 with thread.lock:
                     # Skip what was removed since the listing began.
                     keys = [k for k in keys if k[1] in thread.checkpoints.get(k[0], {})]
-                    for (ns, checkpoint_id), tup in zip(keys, self._tuples(thread, keys, None)):
-                        found[(checkpoint_id, thread_id, ns)] = tup
+                    for (ns, checkpoint_id), make in zip(keys, self._tuples(thread, keys, None)):
+                        found[(checkpoint_id, thread_id, ns)] = make
             for match in page:
-                if match in found:
-                    yield found[match]
+                make = found.pop(match, None)
+                if make is not None:
+                    # Decoded as it is handed out: one checkpoint's objects at a time.
+                    yield make()
 
     # ----------------------------------------------------------------- writes
 

@@ -145,6 +145,29 @@ def test_put_get_list_round_trip(path):
         assert newest.pending_writes == [("task-1", "a", {"x": 1}), ("task-1", "b", [2])]
 
 
+def test_list_decodes_each_checkpoint_as_it_is_handed_out(path):
+    """A long listing holds one decoded checkpoint at a time, not a page of them."""
+    with FactlogSaver(path) as saver:
+        ids = put_chain(saver, "t1", 5)
+    # Reopened, so that every checkpoint is read back from the log.
+    with FactlogSaver(path) as saver:
+        made = []
+        make = saver._make_tuple
+
+        def counting(*args, **kwargs):
+            made.append(args[2])
+            return make(*args, **kwargs)
+
+        saver._make_tuple = counting
+        listing = saver.list(config("t1"))
+        first = next(listing)
+        assert first.checkpoint["id"] == ids[-1]
+        assert made == [ids[-1]], "only the checkpoint handed out was decoded"
+        rest = [t.checkpoint["channel_values"]["step"] for t in listing]
+        assert rest == [3, 2, 1, 0]
+        assert made == ids[::-1]
+
+
 def test_the_events_are_a_record_blob_and_a_record_put_of_the_documented_shape(path):
     with FactlogSaver(path) as saver:
         [checkpoint_id] = put_chain(saver, "t1", 1)
