@@ -1,6 +1,6 @@
 //! Where to start reading inside a segment: a sparse list, in memory only, of frame starts
 //! (the frame's first seq and its file offset), at most one per [`SEEK_STRIDE_BYTES`] of the
-//! segment. Readers record them as they pass them ([`crate::engine::reader`]); a later reader
+//! segment. Readers record them as they pass them (`engine::reader`); a later reader
 //! from seq N opens the segment at the last start at or before N instead of its first frame,
 //! so reading a record deep in a segment checks at most a stride of frames before it, not the
 //! whole segment up to it.
