@@ -108,6 +108,7 @@ from typing import (
     Iterable,
     Iterator,
     List,
+    NamedTuple,
     Optional,
     Sequence,
     Set,
@@ -175,6 +176,16 @@ _COPY_BATCH_EVENTS_MAX = 512
 _COPY_BATCH_BYTES_MAX = 8 * 1024 * 1024
 # list reads the bytes of this many checkpoints at a time.
 _LIST_PAGE = 64
+
+
+class _Snapshot(NamedTuple):
+    """What a listed checkpoint's tuple is built from, taken from the index under its
+    thread's lock."""
+
+    seq: int
+    typed: Optional[Tuple[str, bytes]]
+    metadata: Any
+    parent_id: Optional[str]
 # alist hands items from the worker thread to the event loop this many at a time.
 _ALIST_CHUNK = 16
 
@@ -652,14 +663,21 @@ class FactlogSaver(BaseCheckpointSaver):
             ordered = sorted(
                 stored.items(), key=lambda kv: writes_sort_key(kv[1].task_path, *kv[0])
             )
+            # Plain values taken under the lock: the index's objects change after it (a put
+            # forgets their bytes, a removal their versions), the tuple is the page's.
+            checkpoint = _Snapshot(entry.seq, entry.typed, entry.metadata, entry.parent_id)
+            writes = [
+                (task_id, idx, write.seq, write.channel, write.typed)
+                for (task_id, idx), write in ordered
+            ]
             makers.append(
                 functools.partial(
                     self._make_tuple,
                     thread.thread_id,
                     ns,
                     checkpoint_id,
-                    entry,
-                    ordered,
+                    checkpoint,
+                    writes,
                     config,
                     cached,
                     values,
@@ -672,8 +690,8 @@ class FactlogSaver(BaseCheckpointSaver):
         thread_id: str,
         ns: str,
         checkpoint_id: str,
-        entry: Any,
-        ordered: List[Tuple[Tuple[str, int], Any]],
+        entry: "_Snapshot",
+        writes: List[Tuple[str, int, int, str, Optional[Tuple[str, bytes]]]],
         config: Optional[RunnableConfig],
         cached: Dict[Tuple[Any, ...], Tuple[str, bytes]],
         values: Dict[int, Dict[str, Any]],
@@ -681,10 +699,9 @@ class FactlogSaver(BaseCheckpointSaver):
         """The checkpoint tuple of one checkpoint, its objects decoded now (``_tuples``)."""
         checkpoint = self._value(entry.typed, (entry.seq,), cached, values, None)
         pending = []
-        for (task_id, idx), write in ordered:
-            key = (write.seq, task_id, idx)
-            value = self._value(write.typed, key, cached, values, write.seq)
-            pending.append((task_id, write.channel, value))
+        for task_id, idx, seq, channel, typed in writes:
+            value = self._value(typed, (seq, task_id, idx), cached, values, seq)
+            pending.append((task_id, channel, value))
         return CheckpointTuple(
             config=config
             if config is not None

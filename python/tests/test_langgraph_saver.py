@@ -168,6 +168,30 @@ def test_list_decodes_each_checkpoint_as_it_is_handed_out(path):
         assert made == ids[::-1]
 
 
+def test_a_listing_survives_removals_and_puts_while_it_is_read(path):
+    """A listing hands out the page it read, whole, while the caller removes threads and puts
+    new checkpoints between its items (each checkpoint is decoded as it is handed out, from
+    what the index said when the page was read)."""
+    with FactlogSaver(path) as saver:
+        put_chain(saver, "a", 3)
+        put_chain(saver, "b", 3)
+        put_chain(saver, "c", 2, ns="sub")
+        put_chain(saver, "c", 2)
+        seen = []
+        for tup in saver.list(None):
+            thread_id = tup.config["configurable"]["thread_id"]
+            seen.append((thread_id, tup.checkpoint["channel_values"]["step"]))
+            if thread_id in ("a", "b"):
+                saver.delete_thread(thread_id)
+            else:
+                # A new newest checkpoint forgets the bytes the index kept of the old one.
+                ns = tup.config["configurable"]["checkpoint_ns"]
+                saver.put(config("c", ns), empty_checkpoint(), {"step": 9}, {})
+        assert len(seen) == 10, seen
+        assert sorted(set(t for t, _ in seen)) == ["a", "b", "c"]
+        assert list(saver.list(config("a"))) == [] and list(saver.list(config("b"))) == []
+
+
 def test_the_events_are_a_record_blob_and_a_record_put_of_the_documented_shape(path):
     with FactlogSaver(path) as saver:
         [checkpoint_id] = put_chain(saver, "t1", 1)

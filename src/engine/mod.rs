@@ -10,7 +10,7 @@
 //! - `writer`: the append path: buffer, durability tiers, group commit, rolls, the
 //!   background flusher; `log`: [`Log`](crate::Log), the handle that owns a writer and
 //!   hands out readers; `reader`: reading records in order through bounded memory maps;
-//!   [`seeks`]: the frame starts readers record, where a later read starts;
+//!   `seeks`: the frame starts readers record, where a later read starts;
 //!   `watch`: waiting for the log to grow.
 //! - [`recovery`]: what an open does with the active segment's tail (`format-spec/recovery.md`);
 //!   [`mark`]: the log mark that vouches for the durable end (`format-spec/mark.md`);
@@ -34,7 +34,7 @@ pub(crate) mod prealloc;
 pub(crate) mod reader;
 pub mod recovery;
 pub mod rewrite;
-pub mod seeks;
+pub(crate) mod seeks;
 pub mod segment;
 pub mod segments;
 pub mod torn;

@@ -27,8 +27,8 @@ pub struct SegmentMeta {
     /// The file.
     pub path: PathBuf,
     /// Frame starts recorded by readers, shared by every copy of this meta
-    /// ([`crate::engine::seeks`]).
-    pub seeks: Arc<Seeks>,
+    /// (`engine::seeks`).
+    pub(crate) seeks: Arc<Seeks>,
 }
 
 impl SegmentMeta {
