@@ -33,6 +33,7 @@ from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import ormsgpack
 
+from ._native import _holds
 from .errors import CorruptEvent
 
 EXT_KEY = "$msgpack_ext"
@@ -98,8 +99,8 @@ def stored(obj: Any, typed: Typed) -> Dict[str, Any]:
     """``typed`` (the serializer's output for ``obj``) as a record holds it: as structure when
     it comes back byte for byte, else in base64."""
     kind, data = typed
-    # One scan for "$" (rare in data) before the two for the words that start with it.
-    reserved = _DOLLAR in data and (_SECRET in data or _EXT_KEY_BYTES in data)
+    # One scan for "$" before the two for the words that start with it.
+    reserved = _DOLLAR in data and (_holds(data, _SECRET) or _holds(data, _EXT_KEY_BYTES))
     if kind == _MSGPACK and not reserved:
         try:
             value, ext = _structure(obj, data)
@@ -116,7 +117,7 @@ def marks_a_secret(data: bytes) -> bool:
     """Whether serialized bytes hold a ``{"$secret": ...}`` mark: such a value is kept in base64
     (where the store's credential-shape checks do not look), never as raw bytes (where they
     do, and a mark counts for nothing)."""
-    return _DOLLAR in data and _SECRET in data
+    return _DOLLAR in data and _holds(data, _SECRET)
 
 
 def in_base64(typed: Typed) -> Dict[str, Any]:

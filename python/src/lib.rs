@@ -876,6 +876,15 @@ fn _delta_loop_ns(task: &Task, text: &str, count: u64) -> PyResult<u64> {
     Ok(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// Whether `needle` occurs in `data`, by a vectorized search: the LangGraph saver's scan of each
+/// serialized checkpoint for a `$secret` mark (`factlog/_langgraph_values.py`), several times
+/// faster than `needle in data` on the megabytes a long conversation's checkpoints reach. Not
+/// API.
+#[pyfunction]
+fn _holds(data: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(data, needle).is_some()
+}
+
 /// The protocol version the binding speaks.
 const PROTOCOL_VERSION: u32 = protocol::PROTOCOL_VERSION;
 
@@ -886,6 +895,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Events>()?;
     module.add_function(wrap_pyfunction!(request_key, module)?)?;
     module.add_function(wrap_pyfunction!(_delta_loop_ns, module)?)?;
+    module.add_function(wrap_pyfunction!(_holds, module)?)?;
     module.add("PROTOCOL_VERSION", PROTOCOL_VERSION)?;
     module.add("ERROR_CODES", protocol::reply::ERROR_CODES.to_vec())?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
