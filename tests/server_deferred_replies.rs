@@ -55,6 +55,27 @@ impl Drop for Release {
     }
 }
 
+/// A served store on `fs` whose task `t` was taken over (its first append synced), and a raw
+/// connection to it: its input and its replies.
+struct RawClient {
+    _temp: tempfile::TempDir,
+    server: factlog::server::Server,
+    input: UnixStream,
+    replies: BufReader<UnixStream>,
+}
+
+fn raw_client_after_a_first_append(fs: &FaultyFs) -> RawClient {
+    let (temp, dir, store) = served_on(fs);
+    let server = store.serve(ServeOptions::new()).expect("serve");
+    Client::connect(&dir)
+        .expect("connect")
+        .append("t", &message("first"), synced())
+        .expect("first append");
+    let input = UnixStream::connect(server.socket_path()).expect("connect");
+    let replies = BufReader::new(input.try_clone().expect("clone"));
+    RawClient { _temp: temp, server, input, replies }
+}
+
 fn wait_until(condition: impl Fn() -> bool, what: &str) {
     let start = std::time::Instant::now();
     while !condition() {
@@ -136,15 +157,7 @@ fn a_failed_group_commit_is_answered_with_the_error() {
 fn a_failed_group_commit_answers_the_lines_its_reply_would_have_covered() {
     let fs = FaultyFs::new();
     let faults = Arc::clone(&fs.faults);
-    let (_temp, dir, store) = served_on(&fs);
-    let server = store.serve(ServeOptions::new()).expect("serve");
-    Client::connect(&dir)
-        .expect("connect")
-        .append("t", &message("first"), synced())
-        .expect("first append");
-    let stream = UnixStream::connect(server.socket_path()).expect("connect");
-    let mut replies = BufReader::new(stream.try_clone().expect("clone"));
-    let mut input = stream;
+    let RawClient { _temp, server, mut input, mut replies } = raw_client_after_a_first_append(&fs);
     let mut lines =
         String::from("{\"hello\":\"factlog\",\"version\":1,\"acks\":\"durable-only\"}\n");
     // Fragments get no reply of their own: the synced append's reply would cover them.
@@ -180,15 +193,7 @@ fn a_failed_group_commit_answers_the_lines_its_reply_would_have_covered() {
 fn a_reply_taken_back_for_a_waiting_line_still_waits_for_its_sync_and_comes_first() {
     let fs = FaultyFs::new();
     let faults = Arc::clone(&fs.faults);
-    let (_temp, dir, store) = served_on(&fs);
-    let server = store.serve(ServeOptions::new()).expect("serve");
-    Client::connect(&dir)
-        .expect("connect")
-        .append("t", &message("first"), synced())
-        .expect("first append");
-    let stream = UnixStream::connect(server.socket_path()).expect("connect");
-    let mut replies = BufReader::new(stream.try_clone().expect("clone"));
-    let mut input = stream;
+    let RawClient { _temp, server, mut input, mut replies } = raw_client_after_a_first_append(&fs);
     input.write_all(b"{\"hello\":\"factlog\",\"version\":1}\n").expect("hello");
     let mut line = String::new();
     replies.read_line(&mut line).expect("hello reply");
