@@ -87,6 +87,12 @@ impl Reply {
         }
     }
 
+    /// The request's id, as the reply names it (`None` when it has none).
+    #[must_use]
+    pub fn id(&self) -> Option<Value> {
+        self.object().get(KEY_ID).cloned()
+    }
+
     /// The reply object, taken.
     #[must_use]
     pub fn into_object(self) -> Map<String, Value> {

@@ -291,7 +291,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if let Err(error) = self.output.flush() {
             return Handled::Deferred(Some(End::WriteFailed(error)));
         }
-        let id = reply.object().get(request::KEY_ID).cloned();
+        let id = reply.id();
         let mut bytes = Vec::new();
         let unanswered = self.acks.pending();
         match self.acks.answer(self.store, reply, &mut bytes) {
@@ -326,7 +326,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         }
         match log.sync_through(through) {
             Ok(()) => reply,
-            Err(error) => Reply::from_error(&error, reply.object().get(request::KEY_ID).cloned()),
+            Err(error) => Reply::from_error(&error, reply.id()),
         }
     }
 
@@ -861,7 +861,7 @@ impl Answer {
     /// The request's id, as its reply says it.
     fn id(&self) -> Option<Value> {
         let (Answer::Append(reply) | Answer::Read(reply)) = self;
-        reply.object().get(request::KEY_ID).cloned()
+        reply.id()
     }
 }
 

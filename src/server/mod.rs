@@ -155,7 +155,7 @@ struct Shared {
     next_client: AtomicU64,
     /// Each open connection's outbox (a handle of its own on its socket), to shut its input
     /// down at stop.
-    streams: Mutex<HashMap<u64, Arc<Outbox>>>,
+    outboxes: Mutex<HashMap<u64, Arc<Outbox>>>,
     /// Each connection's thread, reaped as they finish.
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// How many open connections touched each task.
@@ -255,7 +255,7 @@ impl Server {
             clients: AtomicUsize::new(0),
             per_user: Mutex::new(HashMap::new()),
             next_client: AtomicU64::new(1),
-            streams: Mutex::new(HashMap::new()),
+            outboxes: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
             holders: Mutex::new(HashMap::new()),
             budget: RequestBudget::new(SERVER_REQUEST_BYTES_SHARED),
@@ -263,30 +263,21 @@ impl Server {
             uid: rustix::process::geteuid().as_raw(),
             pid: std::process::id(),
         });
+        let waker =
+            listener.try_clone().map_err(|e| Error::io("dup the socket", &shared.path, e))?;
         let delivering = Arc::clone(&shared);
         let delivering = std::thread::Builder::new()
             .name("factlog-deliver".to_owned())
             .spawn(move || deliver(&delivering))
             .map_err(|e| Error::io("spawn the delivering thread", &shared.path, e))?;
-        let stop_delivering = |shared: &Shared| {
-            shared.deliverer.stop();
-        };
-        let waker = match listener.try_clone() {
-            Ok(waker) => waker,
-            Err(e) => {
-                stop_delivering(&shared);
-                let _ = delivering.join();
-                return Err(Error::io("dup the socket", &shared.path, e));
-            }
-        };
         let accepting = Arc::clone(&shared);
-        let listener = std::thread::Builder::new()
+        let listener = match std::thread::Builder::new()
             .name("factlog-serve".to_owned())
-            .spawn(move || accept_loop(&accepting, &listener));
-        let listener = match listener {
+            .spawn(move || accept_loop(&accepting, &listener))
+        {
             Ok(listener) => listener,
             Err(e) => {
-                stop_delivering(&shared);
+                shared.deliverer.stop();
                 let _ = delivering.join();
                 return Err(Error::io("spawn the listener thread", &shared.path, e));
             }
@@ -334,7 +325,7 @@ impl Server {
         drop(UnixStream::connect(&shared.path));
         let _ = listener.join();
         // Every connection ends after the request it is running: its input is shut down.
-        for outbox in shared.streams.lock().values() {
+        for outbox in shared.outboxes.lock().values() {
             outbox.shutdown(std::net::Shutdown::Read);
         }
         let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *shared.threads.lock());
@@ -365,7 +356,7 @@ fn deliver(shared: &Shared) {
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
         (shared.options.log)("the delivering thread failed: connections sync for themselves");
         shared.deliverer.died();
-        for outbox in shared.streams.lock().values() {
+        for outbox in shared.outboxes.lock().values() {
             outbox.shutdown(std::net::Shutdown::Read);
         }
     }
@@ -433,7 +424,7 @@ fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
     // connection waits for its syncs itself.
     let outbox = stream.try_clone().ok().map(|clone| Arc::new(Outbox::new(clone)));
     if let Some(outbox) = &outbox {
-        shared.streams.lock().insert(number, Arc::clone(outbox));
+        shared.outboxes.lock().insert(number, Arc::clone(outbox));
     }
     let connection = Arc::clone(shared);
     let spawned = std::thread::Builder::new()
@@ -443,7 +434,7 @@ fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
         Ok(thread) => shared.threads.lock().push(thread),
         Err(error) => {
             (shared.options.log)(&format!("could not start a client thread: {error}"));
-            shared.streams.lock().remove(&number);
+            shared.outboxes.lock().remove(&number);
             give_slot_back(shared, uid);
         }
     }
@@ -596,7 +587,7 @@ impl Holds for ClientHolds<'_> {
     }
 
     fn clients(&self) -> Option<(usize, usize)> {
-        Some((self.0.streams.lock().len(), self.0.options.clients_max))
+        Some((self.0.outboxes.lock().len(), self.0.options.clients_max))
     }
 
     fn holders(&self, task: &str) -> Option<usize> {
@@ -645,7 +636,7 @@ fn serve_client(
     let holds = ClientHolds(shared, &deadline, outbox);
     let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, &deadline, stream);
     let _ = stream.shutdown(std::net::Shutdown::Both);
-    shared.streams.lock().remove(&number);
+    shared.outboxes.lock().remove(&number);
     // The tasks no other connection holds are handed over now: what this client left open
     // gets explicit outcomes, its one-time authority expires.
     let mut released = 0;
