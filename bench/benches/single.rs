@@ -1,13 +1,15 @@
 //! One session, one process (issue 29, "The single-session path"): the agent-session workload
 //! (`/work/shared/mission/workload.md`, 40,950 events) through the typed store, through the raw
-//! `Log` (the very records the typed store wrote, synced where the store syncs) and through the
-//! floor (the same bytes into a preallocated file: one `pwrite` a MiB and one `fdatasync` at
-//! each sync point), each with its syncs and without them, every measurement in a fresh process
+//! `Log` (the very records the typed store wrote, each at the tier the store gave it: synced
+//! where the store syncs, written out where it writes out) and through the floor (the same
+//! bytes into a preallocated file: one `pwrite` a MiB, one at each point the store writes out
+//! and one `fdatasync` at each sync point), each with its syncs and without them, every measurement in a fresh process
 //! of its own (this executable again) so that no run inherits another's page cache, heap or
 //! threads. Policies rotate from run to run; ratios are taken within a run.
 //!
 //! Per policy: wall time of the appends (the final write of what is buffered included), ns per
-//! event, and the resident memory the store adds to its process: the peak during the open, the
+//! event, the appending thread's own time on a CPU over the same span (user and system: where a
+//! wall time above the floor's is work rather than waiting), and the resident memory the store adds to its process: the peak during the open, the
 //! appends and the close (`VmHWM`, its mark reset before the open) minus the resident size
 //! before the open, with the workload already in memory.
 //!
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 use factlog::harness::codec;
 use factlog::harness::event::EventType;
 use factlog::{Durability, Log, Options, Seq, Store, StoreOptions};
+use factlog_bench::many::Usage;
 use factlog_bench::workload::{self, Shape, StepClose};
 
 const RUNS_DEFAULT: usize = 11;
@@ -87,22 +90,25 @@ fn main() {
     report(&results, turns);
 }
 
-/// One measurement, as a child prints it: `events wall_ns rss_added_kib`.
+/// One measurement, as a child prints it: `events wall_ns cpu_ns rss_added_kib`.
 #[derive(Debug, Clone, Copy)]
 struct Measured {
     events: u64,
     wall_ns: u64,
+    /// The appending thread's time on a CPU while the clock ran.
+    cpu_ns: u64,
     rss_added_kib: i64,
 }
 
 impl Measured {
     fn parse(text: &str) -> Measured {
         let fields: Vec<&str> = text.split_whitespace().collect();
-        assert_eq!(fields.len(), 3, "a child printed {text:?}");
+        assert_eq!(fields.len(), 4, "a child printed {text:?}");
         Measured {
             events: fields[0].parse().expect("events"),
             wall_ns: fields[1].parse().expect("wall"),
-            rss_added_kib: fields[2].parse().expect("memory"),
+            cpu_ns: fields[2].parse().expect("cpu"),
+            rss_added_kib: fields[3].parse().expect("memory"),
         }
     }
 
@@ -120,18 +126,20 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn report(results: &[Vec<Measured>], turns: u32) {
     let runs = results[0].len();
     println!("one session of {turns} turns, {runs} runs, medians (min-max):");
-    println!("| policy | wall ms | ns per event | store RSS added |");
-    println!("|---|---|---|---|");
+    println!("| policy | wall ms | ns per event | appending thread CPU ms | store RSS added |");
+    println!("|---|---|---|---|---|");
     for (policy, measured) in POLICIES.iter().zip(results) {
         let wall: Vec<f64> = measured.iter().map(|m| m.wall_ns as f64 / 1e6).collect();
         let ns: Vec<f64> = measured.iter().map(|m| m.ns_per_event()).collect();
         let rss: Vec<f64> = measured.iter().map(|m| m.rss_added_kib as f64 / 1024.0).collect();
+        let cpu: Vec<f64> = measured.iter().map(|m| m.cpu_ns as f64 / 1e6).collect();
         println!(
-            "| {policy} | {:.1} ({:.1}-{:.1}) | {:.0} | {:.2} MiB ({:.2}-{:.2}) |",
+            "| {policy} | {:.1} ({:.1}-{:.1}) | {:.0} | {:.1} | {:.2} MiB ({:.2}-{:.2}) |",
             median(wall.clone()),
             wall.iter().copied().fold(f64::MAX, f64::min),
             wall.iter().copied().fold(0.0, f64::max),
             median(ns),
+            median(cpu),
             median(rss.clone()),
             rss.iter().copied().fold(f64::MAX, f64::min),
             rss.iter().copied().fold(f64::MIN, f64::max),
@@ -178,10 +186,11 @@ fn reset_peak() {
     std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak resident set");
 }
 
-/// The records the typed store writes for the session, each with whether the store syncs at
-/// it (a type whose default tier is `Synced`; a `tool/result` closing a step with its
-/// `step/end` in one batch syncs at the batch's end), from an untimed run in `scratch`.
-fn records(scratch: &Path, shape: Shape) -> Vec<(Vec<u8>, bool)> {
+/// The records the typed store writes for the session, each with the tier the store gives it
+/// (its type's default; a `tool/result` closing a step with its `step/end` in one batch is
+/// written with the batch, which takes the stronger tier at its end), from an untimed run in
+/// `scratch`.
+fn records(scratch: &Path, shape: Shape) -> Vec<(Vec<u8>, Durability)> {
     let store = Store::open(scratch, StoreOptions::new()).expect("open the reference store");
     let session = workload::session(shape, 1);
     let task = store.task(&session.task).expect("a task");
@@ -191,41 +200,44 @@ fn records(scratch: &Path, shape: Shape) -> Vec<(Vec<u8>, bool)> {
     for record in store.log().read_from(Seq(1)).expect("read back") {
         let record = record.expect("a record");
         let tag = codec::peek(record.seq, &record.payload).expect("an event").tag;
-        let synced =
-            EventType::from_tag(tag).is_some_and(|t| t.default_durability() == Durability::Synced);
-        records.push((record.payload.to_vec(), synced));
+        let tier =
+            EventType::from_tag(tag).map_or(Durability::Buffered, |t| t.default_durability());
+        records.push((record.payload.to_vec(), tier));
     }
     drop(task);
     store.close().expect("close the reference store");
     for i in 1..records.len() {
         let step_end = codec::peek(Seq(0), &records[i].0).map(|e| e.tag).ok()
             == Some(EventType::StepEnd.tag());
-        if step_end && records[i - 1].1 {
-            records[i - 1].1 = false;
-            records[i].1 = true;
+        if step_end {
+            records[i].1 = records[i].1.max(records[i - 1].1);
+            records[i - 1].1 = Durability::Buffered;
         }
     }
     records
 }
 
-/// `records` as `[u32 length][u8 synced][bytes]...`.
-fn save(path: &Path, records: &[(Vec<u8>, bool)]) {
+/// A tier as one byte of the records' file.
+const TIERS: [Durability; 3] = [Durability::Buffered, Durability::Flushed, Durability::Synced];
+
+/// `records` as `[u32 length][u8 tier [bytes]...`, the tier an index into [`TIERS`].
+fn save(path: &Path, records: &[(Vec<u8>, Durability)]) {
     let mut bytes = Vec::new();
-    for (record, synced) in records {
+    for (record, tier) in records {
         bytes.extend_from_slice(&(record.len() as u32).to_le_bytes());
-        bytes.push(u8::from(*synced));
+        bytes.push(TIERS.iter().position(|t| t == tier).expect("a tier the store uses") as u8);
         bytes.extend_from_slice(record);
     }
     std::fs::write(path, bytes).expect("save the records");
 }
 
-fn load(path: &Path) -> Vec<(Vec<u8>, bool)> {
+fn load(path: &Path) -> Vec<(Vec<u8>, Durability)> {
     let bytes = std::fs::read(path).expect("load the records");
     let mut records = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        records.push((bytes[at + 5..at + 5 + len].to_vec(), bytes[at + 4] == 1));
+        records.push((bytes[at + 5..at + 5 + len].to_vec(), TIERS[usize::from(bytes[at + 4])]));
         at += 5 + len;
     }
     records
@@ -234,7 +246,7 @@ fn load(path: &Path) -> Vec<(Vec<u8>, bool)> {
 fn child(policy: &str, dir: &Path, records_file: &Path, turns: u32) {
     let shape = Shape { turns, ..Shape::DEFAULT };
     std::fs::create_dir_all(dir).expect("the measurement's directory");
-    let (events, wall, added) = match policy {
+    let (events, wall, cpu, added) = match policy {
         "store" => {
             let session = workload::session(shape, 1);
             let events = shape.events();
@@ -243,13 +255,14 @@ fn child(policy: &str, dir: &Path, records_file: &Path, turns: u32) {
             let store = Store::open(dir.join("store"), StoreOptions::new()).expect("open");
             std::thread::sleep(SETTLE);
             let task = store.task(&session.task).expect("a task");
+            let cpu0 = Usage::thread_cpu_ns();
             let started = Instant::now();
             workload::run(&task, session, StepClose::Batch);
             store.flush(Durability::Flushed).expect("write out");
-            let wall = started.elapsed();
+            let (wall, cpu) = (started.elapsed(), Usage::thread_cpu_ns() - cpu0);
             drop(task);
             store.close().expect("close");
-            (events, wall, peak_kib() - before)
+            (events, wall, cpu, peak_kib() - before)
         }
         "log" | "log-nosync" => {
             let records = load(records_file);
@@ -258,26 +271,28 @@ fn child(policy: &str, dir: &Path, records_file: &Path, turns: u32) {
             reset_peak();
             let log = Log::open(dir.join("log"), Options::new()).expect("open");
             std::thread::sleep(SETTLE);
+            let cpu0 = Usage::thread_cpu_ns();
             let started = Instant::now();
-            for (record, synced) in &records {
-                let tier = if syncs && *synced { Durability::Synced } else { Durability::Buffered };
+            for (record, tier) in &records {
+                let tier = if syncs { *tier } else { Durability::Buffered };
                 log.append(record, tier).expect("append");
             }
             log.flush(Durability::Flushed).expect("write out");
-            let wall = started.elapsed();
+            let (wall, cpu) = (started.elapsed(), Usage::thread_cpu_ns() - cpu0);
             log.close().expect("close");
-            (records.len() as u64, wall, peak_kib() - before)
+            (records.len() as u64, wall, cpu, peak_kib() - before)
         }
         "floor" | "floor-nosync" => {
             let records = load(records_file);
             let file = preallocated(&dir.join("floor"));
+            let cpu0 = Usage::thread_cpu_ns();
             let started = Instant::now();
             floor(&file, &records, policy == "floor");
-            (records.len() as u64, started.elapsed(), 0)
+            (records.len() as u64, started.elapsed(), Usage::thread_cpu_ns() - cpu0, 0)
         }
         other => panic!("no policy {other}"),
     };
-    println!("{events} {} {added}", wall.as_nanos());
+    println!("{events} {} {cpu} {added}", wall.as_nanos());
 }
 
 fn preallocated(path: &Path) -> File {
@@ -294,8 +309,9 @@ fn preallocated(path: &Path) -> File {
 }
 
 /// The records' bytes into `file` as a store's buffer would write them: copied into a buffer,
-/// written when it is full, at each sync point (then synced, with `syncs`) and at the end.
-fn floor(file: &File, records: &[(Vec<u8>, bool)], syncs: bool) {
+/// written when it is full, at each record of a tier above `Buffered` (then synced at a
+/// `Synced` one), with `syncs`, and at the end.
+fn floor(file: &File, records: &[(Vec<u8>, Durability)], syncs: bool) {
     let mut buffer = Vec::with_capacity(FLOOR_BUFFER_BYTES);
     let mut offset = 0u64;
     let mut write = |buffer: &mut Vec<u8>| {
@@ -303,14 +319,16 @@ fn floor(file: &File, records: &[(Vec<u8>, bool)], syncs: bool) {
         offset += buffer.len() as u64;
         buffer.clear();
     };
-    for (record, synced) in records {
+    for (record, tier) in records {
         if buffer.len() + record.len() > FLOOR_BUFFER_BYTES {
             write(&mut buffer);
         }
         buffer.extend_from_slice(record);
-        if syncs && *synced {
+        if syncs && *tier > Durability::Buffered {
             write(&mut buffer);
-            file.sync_data().expect("floor sync");
+            if *tier == Durability::Synced {
+                file.sync_data().expect("floor sync");
+            }
         }
     }
     write(&mut buffer);
