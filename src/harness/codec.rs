@@ -299,11 +299,35 @@ pub fn encode(
 /// Encodes a whole record from a body already encoded by [`encode_body`].
 #[must_use]
 pub fn encode_parts(task: &str, revision: u64, timestamp_us: u64, body: &EncodedBody) -> Vec<u8> {
-    let EncodedBody { tag, schema, encoding, bytes } = body;
-    let mut out = vec![0; record_bytes(task, bytes.len())];
-    let at = write_raw_envelope(&mut out, *tag, *schema, *encoding, task, revision, timestamp_us);
-    out[at..].copy_from_slice(bytes);
+    // Only the envelope is zeroed first: a body may be hundreds of KiB.
+    let mut out = Vec::with_capacity(record_bytes(task, body.bytes.len()));
+    out.resize(record_bytes(task, 0), 0);
+    write_raw_envelope(
+        &mut out,
+        body.tag,
+        body.schema,
+        body.encoding,
+        task,
+        revision,
+        timestamp_us,
+    );
+    out.extend_from_slice(&body.bytes);
     out
+}
+
+/// Writes the record of [`encode_parts`] into `out`, which holds exactly
+/// [`record_bytes`]`(task, body.bytes.len())` bytes: a record built where it is stored (a
+/// log's buffer) rather than copied there.
+pub fn write_parts(
+    out: &mut [u8],
+    task: &str,
+    revision: u64,
+    timestamp_us: u64,
+    body: &EncodedBody,
+) {
+    let at =
+        write_raw_envelope(out, body.tag, body.schema, body.encoding, task, revision, timestamp_us);
+    out[at..].copy_from_slice(&body.bytes);
 }
 
 /// Encodes `event` in its own body schema, `event.schema` (its `seq` is not part of the

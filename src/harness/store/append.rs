@@ -214,16 +214,14 @@ impl Store {
         if let Some(duplicate) = check_batch(cell, &locked, &bodies, now, by_recovery)? {
             return Ok(duplicate);
         }
-        let task = cell.id.as_str();
-        let mut records: Vec<Vec<u8>> =
-            encoded.iter().map(|body| codec::encode_parts(task, 0, now, body)).collect();
-        let first = self.write_batch(cell, &mut records, options.expected_revision, durability)?;
+        let (first, first_revision) =
+            self.write_batch(cell, &encoded, now, options.expected_revision, durability)?;
         // Fold in log order, the task lock still held: the events are durable as asked, or,
         // in a served connection's deferral scope, their sync is owed before any reply.
         let (revision, turn_ended) =
-            fold_written(cell, &mut locked, bodies, &records, &encoded, first, now);
+            fold_written(cell, &mut locked, bodies, &encoded, first, first_revision, now);
         drop(locked);
-        let last = Seq(first.0 + records.len() as u64 - 1);
+        let last = Seq(first.0 + encoded.len() as u64 - 1);
         self.after_append(last, turn_ended);
         if let Some(progress) = replica {
             // Shipped means synced first, even when a served connection deferred the sync.
@@ -289,21 +287,25 @@ impl Store {
         Ok((encoded, durability))
     }
 
-    /// Writes `records`, the encoded events of the task of `cell`, as one atomic batch at
-    /// `durability`, and returns the first one's seq. Under the log's lock, the gate refuses a
-    /// revision other than `expected_revision` (compare-and-set), sets each record's revision
-    /// and moves the task's counters, so that revisions follow log order.
+    /// Writes the events `encoded` of the task of `cell`, stamped `now`, as one atomic batch at
+    /// `durability`, and returns the first one's seq and revision. Under the log's lock, the
+    /// gate refuses a revision other than `expected_revision` (compare-and-set), numbers the
+    /// records and moves the task's counters, so that revisions follow log order. A single
+    /// event is built in the log's buffer itself; a batch's records are built first.
     fn write_batch(
         &self,
         cell: &TaskCell,
-        records: &mut [Vec<u8>],
+        encoded: &[codec::EncodedBody],
+        now: u64,
         expected_revision: Option<u64>,
         durability: Durability,
-    ) -> Result<Seq> {
+    ) -> Result<(Seq, u64)> {
         let task = cell.id.as_str();
-        let bytes: usize = records.iter().map(Vec::len).sum();
-        let count = records.len() as u64;
-        let gate = |seq: Seq, records: &mut [Vec<u8>]| -> Result<()> {
+        let bytes: usize =
+            encoded.iter().map(|body| codec::record_bytes(task, body.bytes.len())).sum();
+        let count = encoded.len() as u64;
+        // The first revision of the batch, once the gate let it through.
+        let gate = |seq: Seq| -> Result<u64> {
             let current = cell.revision.load(Ordering::Acquire);
             if let Some(expected) = expected_revision
                 && expected != current
@@ -315,24 +317,30 @@ impl Store {
                 }
                 .into());
             }
-            for (i, record) in records.iter_mut().enumerate() {
-                codec::set_revision(record, current + 1 + i as u64);
-            }
             cell.revision.store(current + count, Ordering::Release);
             cell.last_seq.store(seq.0 + count - 1, Ordering::Release);
             bump(&self.inner.appended_bytes, bytes as u64);
-            Ok(())
+            Ok(current + 1)
         };
-        if let [record] = records {
-            let len = record.len();
-            self.inner.log.append_with(len, durability, |seq, out| {
-                gate(seq, std::slice::from_mut(record))?;
-                out.copy_from_slice(record);
+        let mut first_revision = 0;
+        let first = if let [body] = encoded {
+            self.inner.log.append_with(bytes, durability, |seq, out| {
+                first_revision = gate(seq)?;
+                codec::write_parts(out, task, first_revision, now, body);
                 Ok(())
-            })
+            })?
         } else {
-            self.inner.log.append_batch_with(records, durability, gate)
-        }
+            let mut records: Vec<Vec<u8>> =
+                encoded.iter().map(|body| codec::encode_parts(task, 0, now, body)).collect();
+            self.inner.log.append_batch_with(&mut records, durability, |seq, records| {
+                first_revision = gate(seq)?;
+                for (i, record) in records.iter_mut().enumerate() {
+                    codec::set_revision(record, first_revision + i as u64);
+                }
+                Ok(())
+            })?
+        };
+        Ok((first, first_revision))
     }
 
     /// The snapshot policy: counts what was appended and writes a snapshot when one is due.
@@ -423,26 +431,24 @@ fn check_batch(
     Ok(None)
 }
 
-/// Folds the events just written (`records`, from seq `first`) into the task's state
-/// `locked`, in log order; returns the task's revision after them and whether one ended a
-/// turn.
+/// Folds the events just written (`encoded`, from seq `first` and revision `first_revision`)
+/// into the task's state `locked`, in log order; returns the task's revision after them and
+/// whether one ended a turn.
 fn fold_written(
     cell: &TaskCell,
     locked: &mut TaskState,
     bodies: Vec<Body>,
-    records: &[Vec<u8>],
     encoded: &[codec::EncodedBody],
     first: Seq,
+    first_revision: u64,
     now: u64,
 ) -> (u64, bool) {
     let mut revision = 0;
     let mut turn_ended = false;
-    for (i, ((body, record), codec::EncodedBody { schema, .. })) in
-        bodies.into_iter().zip(records).zip(encoded).enumerate()
+    for (i, (body, codec::EncodedBody { schema, .. })) in
+        bodies.into_iter().zip(encoded).enumerate()
     {
-        revision = u64::from_le_bytes(
-            record[codec::REVISION_OFFSET..codec::REVISION_OFFSET + 8].try_into().expect("8 bytes"),
-        );
+        revision = first_revision + i as u64;
         turn_ended |= matches!(body, Body::TurnEnd(_));
         let event = Event {
             seq: Seq(first.0 + i as u64),
