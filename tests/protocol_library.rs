@@ -79,6 +79,36 @@ fn codes_go_on_or_end_the_stream_as_the_spec_says() {
 }
 
 #[test]
+fn a_batch_warns_of_unmarked_credentials_only_when_asked_to_scan() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
+    let task = store.task("t1").expect("task");
+    let parse = |line: &str| Request::parse(line.as_bytes()).expect("valid request");
+    let batch = |n: u32| {
+        vec![
+            parse(&format!(
+                r#"{{"task":"t1","type":"record/put","kind":"k","key":"{n}","value":"AKIAIOSFODNN7EXAMPLE"}}"#
+            )),
+            parse(&format!(
+                r#"{{"task":"t1","type":"record/put","kind":"k","key":"{n}b","value":1}}"#
+            )),
+        ]
+    };
+    let scanned = protocol::execute_batch(&task, batch(1), AppendOptions::default(), true);
+    assert_eq!(
+        scanned.object().get("warnings").map(|w| &w[0]["shape"]),
+        Some(&"aws_access_key_id".into()),
+        "{:?}",
+        scanned.object()
+    );
+    let unscanned = protocol::execute_batch(&task, batch(2), AppendOptions::default(), false);
+    assert_eq!(unscanned.object()["count"], 2, "{:?}", unscanned.object());
+    assert!(unscanned.object().get("warnings").is_none(), "{:?}", unscanned.object());
+    drop(task);
+    store.close().expect("close");
+}
+
+#[test]
 fn a_batch_is_all_or_nothing() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let store = Store::open(dir.path(), StoreOptions::new()).expect("open");
@@ -91,6 +121,7 @@ fn a_batch_is_all_or_nothing() {
             parse(r#"{"task":"t1","type":"turn/start"}"#),
         ],
         AppendOptions::default(),
+        true,
     );
     assert_eq!(refused.object()["error"], "INVALID_EVENT");
     assert_eq!(task.revision(), 0);
@@ -101,6 +132,7 @@ fn a_batch_is_all_or_nothing() {
             parse(r#"{"task":"t1","type":"turn/end"}"#),
         ],
         AppendOptions::default(),
+        true,
     );
     assert_eq!(
         serde_json::to_string(written.object()).expect("json"),

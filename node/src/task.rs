@@ -177,7 +177,7 @@ impl Inner {
                         Err(refusal) => return answer(refusal.into_reply()),
                     }
                 }
-                answer(protocol::execute_batch(&task, requests, options))
+                answer(protocol::execute_batch(&task, requests, options, true))
             }
             Handle::Remote(remote) => {
                 let batch = Op::batch(self.id.as_str(), objects, options).to_object();

@@ -181,6 +181,7 @@ class Task:
         *,
         expected_revision: Optional[int] = None,
         durability: Optional[str] = None,
+        warnings: bool = True,
     ) -> Dict[str, Any]:
         """Appends one event given as a protocol request without ``task``: ``{"type":
         "tool/call", "call_id": ..., ...}`` (``format-spec/events.md``). Waits for its
@@ -192,7 +193,10 @@ class Task:
         store they travel in base64 on the socket).
 
         Returns the protocol's reply: ``{"seq", "task", "revision", "durability"}`` (plus
-        ``"warnings"``), or for a repeated call that already has a result ``{..., "duplicate":
+        ``"warnings"`` for values shaped like credentials and not marked as secrets; with
+        ``warnings=False`` the embedded store skips that search, which costs a pass over the
+        event's bytes, and the reply has none: a store opened with
+        ``refuse_unmarked_secrets`` still refuses them), or for a repeated call that already has a result ``{..., "duplicate":
         True, "call_id", "receipt"}``: do not run the tool again. Raises the
         ``FactlogError`` subclass of the error code otherwise."""
     def append_batch(
@@ -201,9 +205,11 @@ class Task:
         *,
         expected_revision: Optional[int] = None,
         durability: Optional[str] = None,
+        warnings: bool = True,
     ) -> Dict[str, Any]:
         """Appends events as one atomic batch (all or none after a crash). Returns
-        ``{"seq": first, "task", "revision": last, "durability", "count"}``."""
+        ``{"seq": first, "task", "revision": last, "durability", "count"}`` (plus
+        ``"warnings"`` unless ``warnings=False``, as for :meth:`append`)."""
     def events(self, from_seq: int = 1) -> Events:
         """This task's events from ``from_seq`` on (``store.events(from_seq, task=id)``)."""
     def state(self) -> Dict[str, Any]:

@@ -594,16 +594,21 @@ impl Task {
         Ok(Ok(request))
     }
 
-    /// Sends `object` to the served store; the reply dict or the exception of its error.
+    /// Sends `object` to the served store; the reply dict (without its `warnings` unless
+    /// `warnings`: the serving store searches anyway) or the exception of its error.
     fn send(
         &self,
         py: Python<'_>,
         remote: &Remote,
         object: Map<String, Value>,
+        warnings: bool,
     ) -> PyResult<Py<PyAny>> {
         let own_id = object.contains_key(protocol::request::KEY_ID);
-        let reply =
+        let mut reply =
             remote.request(py, object).map_err(|failed| self.remote_err(py, failed, own_id))?;
+        if !warnings {
+            reply.shift_remove("warnings");
+        }
         Ok(object_to_py(py, &reply)?.into_any().unbind())
     }
 }
@@ -730,18 +735,21 @@ impl Task {
     }
 
     /// Appends one event given as a dict of the protocol's shape; returns the reply dict.
-    #[pyo3(signature = (event, *, expected_revision = None, durability = None))]
+    /// `warnings=False` skips the search for unmarked credential shapes that only feeds the
+    /// reply's `warnings` (a store that refuses unmarked secrets still refuses them).
+    #[pyo3(signature = (event, *, expected_revision = None, durability = None, warnings = true))]
     fn append(
         &self,
         py: Python<'_>,
         event: &Bound<'_, PyAny>,
         expected_revision: Option<u64>,
         durability: Option<String>,
+        warnings: bool,
     ) -> PyResult<Py<PyAny>> {
         let reply = match self.handle()? {
             Handle::Local(task, _) => {
                 match self.request(event, expected_revision, durability.as_deref())? {
-                    Ok(request) => py.detach(|| protocol::execute_on(&task, request, true)),
+                    Ok(request) => py.detach(|| protocol::execute_on(&task, request, warnings)),
                     Err(reply) => reply,
                 }
             }
@@ -751,7 +759,7 @@ impl Task {
                     // socket would read as another request (an `op` without `type`) is refused
                     // here, as an invalid event, never run.
                     Ok(object) => match Request::from_object(object.clone()) {
-                        Ok(_) => return self.send(py, &remote, object),
+                        Ok(_) => return self.send(py, &remote, object, warnings),
                         Err(refusal) => refusal.into_reply(),
                     },
                     Err(reply) => reply,
@@ -761,14 +769,16 @@ impl Task {
         reply_to_py(py, reply)
     }
 
-    /// Appends events as one atomic batch; returns the batch's reply dict.
-    #[pyo3(signature = (events, *, expected_revision = None, durability = None))]
+    /// Appends events as one atomic batch; returns the batch's reply dict. `warnings` as for
+    /// [`Task::append`].
+    #[pyo3(signature = (events, *, expected_revision = None, durability = None, warnings = true))]
     fn append_batch(
         &self,
         py: Python<'_>,
         events: &Bound<'_, PyAny>,
         expected_revision: Option<u64>,
         durability: Option<String>,
+        warnings: bool,
     ) -> PyResult<Py<PyAny>> {
         let handle = self.handle()?;
         // A bad durability is refused as the protocol refuses it: an invalid event.
@@ -787,7 +797,8 @@ impl Task {
                         Err(reply) => return reply_to_py(py, reply),
                     }
                 }
-                let reply = py.detach(|| protocol::execute_batch(&task, requests, options));
+                let reply =
+                    py.detach(|| protocol::execute_batch(&task, requests, options, warnings));
                 reply_to_py(py, reply)
             }
             Handle::Remote(remote) => {
@@ -799,7 +810,7 @@ impl Task {
                     }
                 }
                 let batch = Op::batch(self.id.as_str(), members, options).to_object();
-                self.send(py, &remote, batch)
+                self.send(py, &remote, batch, warnings)
             }
         }
     }

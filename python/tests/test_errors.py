@@ -123,6 +123,29 @@ def test_unmarked_secret_is_refused_when_asked_and_warned_otherwise(path):
         assert [w["path"] for w in reply["warnings"]] == ["$.args.key"]
 
 
+def test_warnings_false_skips_the_search_but_not_the_refusal(store_path):
+    with factlog.Store(store_path) as store:
+        task = store.task("t1")
+        put = {"type": "record/put", "kind": "k", "key": "a", "value": AWS_KEY}
+        assert [w["path"] for w in task.append(put)["warnings"]] == ["$.value"]
+        assert "warnings" not in task.append(dict(put, key="b"), warnings=False)
+        batch = [dict(put, key="c"), dict(put, key="d")]
+        assert task.append_batch(batch)["warnings"]
+        reply = task.append_batch([dict(put, key="e"), dict(put, key="f")], warnings=False)
+        assert "warnings" not in reply and reply["count"] == 2
+
+
+def test_warnings_false_still_refuses_when_the_store_refuses_unmarked_secrets(path):
+    with factlog.Store(path, refuse_unmarked_secrets=True) as store:
+        task = store.task("t1")
+        put = {"type": "record/put", "kind": "k", "key": "a", "value": AWS_KEY}
+        with pytest.raises(factlog.UnmarkedSecret):
+            task.append(put, warnings=False)
+        with pytest.raises(factlog.UnmarkedSecret):
+            task.append_batch([put], warnings=False)
+        assert task.revision == 0
+
+
 def test_limit_exceeded(path):
     with factlog.Store(path) as store:
         task = store.task("t1")

@@ -185,9 +185,15 @@ fn appended(
 /// must be absent. The reply is a written reply whose `seq` is the first event's,
 /// `revision` the task's after the last, and `durability` what the batch waited for (the
 /// strongest of its events), followed by `"count"`, the number of events. A batch cannot
-/// hold a duplicate dispatch (send it alone to get its receipt).
+/// hold a duplicate dispatch (send it alone to get its receipt). With `scan`, the bodies are
+/// searched for unmarked credential-shaped values to warn about, as in [`execute`].
 #[must_use]
-pub fn execute_batch(task: &Task, requests: Vec<Request>, options: AppendOptions) -> Reply {
+pub fn execute_batch(
+    task: &Task,
+    requests: Vec<Request>,
+    options: AppendOptions,
+    scan: bool,
+) -> Reply {
     let task_id = task.id().as_str().to_owned();
     let mut bodies = Vec::with_capacity(requests.len());
     let mut default = Durability::Buffered;
@@ -207,7 +213,12 @@ pub fn execute_batch(task: &Task, requests: Vec<Request>, options: AppendOptions
     }
     let count = bodies.len();
     let durability = options.durability.unwrap_or(default);
-    match task.append_batch_warned(bodies, options) {
+    let appended_batch = if scan {
+        task.append_batch_warned(bodies, options)
+    } else {
+        task.append_batch_with(bodies, options).map(|outcome| (outcome, Vec::new()))
+    };
+    match appended_batch {
         Ok((outcome, findings)) => {
             let replicated = options.replicated;
             let mut reply = appended(None, &task_id, outcome, durability, replicated, &findings);

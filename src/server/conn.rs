@@ -679,7 +679,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             return refused;
         }
         let reply = match self.store.client_task(task) {
-            Ok(handle) => protocol::execute_batch(&handle, requests, options),
+            Ok(handle) => protocol::execute_batch(&handle, requests, options, true),
             Err(error) => return Reply::from_error(&error, id),
         };
         with_id_first(reply, id)
