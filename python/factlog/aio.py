@@ -49,9 +49,16 @@ async def append(
     *,
     expected_revision: Optional[int] = None,
     durability: Optional[str] = None,
+    warnings: bool = True,
 ) -> Dict[str, Any]:
     """``task.append(...)`` without blocking the event loop."""
-    return await _run(task.append, event, expected_revision=expected_revision, durability=durability)
+    return await _run(
+        task.append,
+        event,
+        expected_revision=expected_revision,
+        durability=durability,
+        warnings=warnings,
+    )
 
 
 async def append_batch(
@@ -60,10 +67,15 @@ async def append_batch(
     *,
     expected_revision: Optional[int] = None,
     durability: Optional[str] = None,
+    warnings: bool = True,
 ) -> Dict[str, Any]:
     """``task.append_batch(...)`` without blocking the event loop."""
     return await _run(
-        task.append_batch, events, expected_revision=expected_revision, durability=durability
+        task.append_batch,
+        events,
+        expected_revision=expected_revision,
+        durability=durability,
+        warnings=warnings,
     )
 
 
@@ -128,10 +140,15 @@ class AsyncTask:
         *,
         expected_revision: Optional[int] = None,
         durability: Optional[str] = None,
+        warnings: bool = True,
     ) -> Dict[str, Any]:
         """Awaitable ``Task.append``."""
         return await append(
-            self.sync, event, expected_revision=expected_revision, durability=durability
+            self.sync,
+            event,
+            expected_revision=expected_revision,
+            durability=durability,
+            warnings=warnings,
         )
 
     async def append_batch(
@@ -140,10 +157,15 @@ class AsyncTask:
         *,
         expected_revision: Optional[int] = None,
         durability: Optional[str] = None,
+        warnings: bool = True,
     ) -> Dict[str, Any]:
         """Awaitable ``Task.append_batch``."""
         return await append_batch(
-            self.sync, events, expected_revision=expected_revision, durability=durability
+            self.sync,
+            events,
+            expected_revision=expected_revision,
+            durability=durability,
+            warnings=warnings,
         )
 
     async def state(self) -> Dict[str, Any]:

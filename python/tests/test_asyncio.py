@@ -62,3 +62,25 @@ def test_errors_propagate_through_await(path):
         await store.close()
 
     asyncio.run(main())
+
+
+def test_awaitable_appends_pass_warnings_on(path):
+    key = "AKIA" + "IOSFODNN7EXAMPLE"
+
+    async def main() -> None:
+        async with await aio.open(path) as store:
+            task = await store.task("t1")
+            put = {"type": "record/put", "kind": "k", "key": "a", "value": key}
+            assert (await task.append(put))["warnings"]
+            assert "warnings" not in await task.append(dict(put, key="b"), warnings=False)
+            assert "warnings" not in await aio.append(task.sync, dict(put, key="c"), warnings=False)
+            batch = [dict(put, key="d"), dict(put, key="e")]
+            assert (await task.append_batch(batch))["warnings"]
+            assert "warnings" not in await task.append_batch(
+                [dict(put, key="f")], warnings=False
+            )
+            assert "warnings" not in await aio.append_batch(
+                task.sync, [dict(put, key="g")], warnings=False
+            )
+
+    asyncio.run(main())
