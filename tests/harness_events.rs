@@ -697,7 +697,7 @@ fn a_typed_append_allocates_only_what_the_performance_notes_name() {
             let allocations = allocations_during(|| {
                 task.append(body).expect("append");
             });
-            assert!(allocations <= 6, "round {round}: {name} made {allocations} allocations");
+            assert!(allocations <= 4, "round {round}: {name} made {allocations} allocations");
         }
         let id = format!("c{round}");
         for body in [call(&id, "search", Effect::ReadOnly, None), result(&id, None)] {
@@ -705,7 +705,7 @@ fn a_typed_append_allocates_only_what_the_performance_notes_name() {
             let allocations = allocations_during(|| {
                 task.append(body).expect("append");
             });
-            assert!(allocations <= 9, "round {round}: {name} made {allocations} allocations");
+            assert!(allocations <= 7, "round {round}: {name} made {allocations} allocations");
         }
         task.append(common::harness::step_end()).expect("step/end");
         task.append(common::harness::turn_end()).expect("turn/end");

@@ -3,6 +3,8 @@ the same protocol code as `factlog emit` (codes, messages, extra keys)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 
 import pytest
@@ -222,3 +224,13 @@ def test_closed_store_and_task_raise_value_error(path):
             action()
     # The directory is free again.
     factlog.Store(path).close()
+
+
+def test_the_warnings_example_of_docs_python_runs(tmp_path, monkeypatch, readme_python_block):
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")
+    code = readme_python_block("The API", docs)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/python.md (The API)", "exec"), {"__name__": "docs"})
+    assert out.getvalue() == "UNMARKED_SECRET $.text\n"
