@@ -739,7 +739,22 @@ fn vector_050_event_record_blob() {
             }
             other => panic!("expected CorruptEvent, got {other:?}"),
         }
+        // The lending decode refuses what the copying one refuses, with the same words.
+        let lending = codec::decode_lending_blob(SEQ, &bad).map(|_| ()).map_err(|e| e.to_string());
+        let copying = codec::decode(SEQ, &bad).map(|_| ()).map_err(|e| e.to_string());
+        assert_eq!(lending, copying, "050, damaged: the lending decode's refusal");
     }
+    // The lending decode gives the same event, its bytes borrowed from the record.
+    let (mut lent_event, lent) = codec::decode_lending_blob(SEQ, &bytes).expect("050 lends");
+    assert_eq!(lent, Some(&[0x81, 0xa1, b'v', 0x01, 0x00, 0xff][..]), "050: the lent bytes");
+    let Body::RecordBlob(blob) = &mut lent_event.body else { panic!("a record/blob") };
+    assert!(blob.bytes.is_empty(), "050: the lending decode copies no bytes");
+    blob.bytes = lent.expect("lent").to_vec();
+    assert_eq!(lent_event, event, "050: the lending decode's event, its bytes put back");
+    // Any other event is decoded as `decode` does, nothing lent.
+    let call = fs::read(vectors::dir().join("021-event-tool-call.bin")).expect("021");
+    let (call_event, none) = codec::decode_lending_blob(SEQ, &call).expect("021 decodes");
+    assert_eq!((call_event, none), (codec::decode(SEQ, &call).expect("021"), None));
 }
 
 #[test]

@@ -5,14 +5,14 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use factlog::harness::{Body, codec};
+use factlog::harness::codec;
 use factlog::protocol::views;
 use factlog::{Reader, Seq};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use serde_json::{Map, Value};
 
-use crate::convert::{RAW_BYTES_KEY, WithRaw, object_to_py};
+use crate::convert::{RAW_BYTES_KEY, object_to_py};
 use crate::remote::{self, Remote};
 use crate::{Access, errors, to_py_err};
 
@@ -101,7 +101,7 @@ impl Events {
                 // as a bytes object, as from an embedded store.
                 let raw = match (event.get("type"), event.get(RAW_BYTES_KEY)) {
                     (Some(Value::String(t)), Some(Value::String(text))) if t == BLOB_TYPE => {
-                        codec::blob_bytes_from_base64(text)
+                        codec::blob_bytes_from_base64(text).map(|bytes| PyBytes::new(py, &bytes))
                     }
                     _ => None,
                 };
@@ -119,22 +119,26 @@ const BLOB_TYPE: &str = "record/blob";
 fn event_to_py<'py>(
     py: Python<'py>,
     event: &Map<String, Value>,
-    raw: Option<Vec<u8>>,
+    raw: Option<Bound<'py, PyBytes>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = object_to_py(py, event)?;
     if let Some(raw) = raw {
-        dict.set_item(RAW_BYTES_KEY, PyBytes::new(py, &raw))?;
+        dict.set_item(RAW_BYTES_KEY, raw)?;
     }
     Ok(dict)
 }
 
+/// An event as a dump-line object, and the bytes of a record/blob as a bytes object.
+type WithBytes<'py> = (Map<String, Value>, Option<Bound<'py, PyBytes>>);
+
 /// The next event of a local reader (of `task` only, when given), as a dump-line object, and
-/// the bytes of a record/blob, taken out of it (the object's `bytes` is then empty).
-fn next_local(
-    py: Python<'_>,
+/// the bytes of a record/blob as a bytes object, kept out of it (the object's `bytes` is then
+/// empty).
+fn next_local<'py>(
+    py: Python<'py>,
     reader: &mut Reader,
     task: Option<&str>,
-) -> PyResult<Option<WithRaw>> {
+) -> PyResult<Option<WithBytes<'py>>> {
     // Skipping other tasks' records reads the disk: the interpreter is free meanwhile.
     let next = py.detach(|| {
         loop {
@@ -153,14 +157,14 @@ fn next_local(
     match next {
         None => Ok(None),
         Some(record) => {
-            let mut event = record
-                .and_then(|record| codec::decode(record.seq, &record.payload))
+            let record = record.map_err(|error| errors::from_error(py, &error))?;
+            // A blob's bytes go from the log's map straight into their bytes object.
+            let (event, lent) = codec::decode_lending_blob(record.seq, &record.payload)
                 .map_err(|error| errors::from_error(py, &error))?;
-            let raw = match &mut event.body {
-                Body::RecordBlob(blob) => Some(std::mem::take(&mut blob.bytes)),
-                _ => None,
-            };
-            Ok(Some((views::event_object(&event, false), raw)))
+            Ok(Some((
+                views::event_object(&event, false),
+                lent.map(|bytes| PyBytes::new(py, bytes)),
+            )))
         }
     }
 }

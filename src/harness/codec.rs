@@ -383,20 +383,39 @@ pub fn peek(seq: Seq, record: &[u8]) -> Result<EnvelopeRef<'_>> {
 /// Decodes the record `record` of sequence number `seq`.
 pub fn decode(seq: Seq, record: &[u8]) -> Result<Event> {
     let env = peek(seq, record)?;
-    let body = decode_body(seq, &env)?;
+    let body = decode_body(seq, &env, true)?;
+    Ok(event_of(seq, &env, body))
+}
+
+/// [`decode`], except that a `record/blob`'s bytes are not copied into the event (its `bytes`
+/// is left empty): they are returned borrowed from `record`, for a caller that copies them
+/// once, where they go (a Python `bytes` object). `None` for any other event.
+pub fn decode_lending_blob(seq: Seq, record: &[u8]) -> Result<(Event, Option<&[u8]>)> {
+    let env = peek(seq, record)?;
+    let body = decode_body(seq, &env, false)?;
+    // The body was split when it was decoded: a blob here splits again.
+    let lent = match body {
+        Body::RecordBlob(_) => split_blob(env.body).ok().map(|(_, bytes)| bytes),
+        _ => None,
+    };
+    Ok((event_of(seq, &env, body), lent))
+}
+
+/// The event of a record whose envelope is `env` and whose body decoded to `body`.
+fn event_of(seq: Seq, env: &EnvelopeRef<'_>, body: Body) -> Event {
     // An upcast body is in the newest schema of its type, and says so.
     let schema = match body {
         Body::ToolResult(_) => TOOL_RESULT_SCHEMA,
         _ => env.schema,
     };
-    Ok(Event {
+    Event {
         seq,
         task: TaskId(env.task.to_owned()),
         revision: env.revision,
         timestamp_us: env.timestamp_us,
         schema,
         body,
-    })
+    }
 }
 
 /// The text of an `assistant/delta` record, borrowed from it: `Ok(None)` when `env` is not a
@@ -422,7 +441,8 @@ pub fn delta_text<'a>(seq: Seq, env: &EnvelopeRef<'a>) -> Result<Option<&'a str>
     Ok(Some(text))
 }
 
-fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
+/// The body of `env`; a `record/blob`'s bytes are copied into it only with `blob_bytes`.
+fn decode_body(seq: Seq, env: &EnvelopeRef<'_>, blob_bytes: bool) -> Result<Body> {
     let opaque = || {
         Body::Opaque(Opaque {
             tag: env.tag,
@@ -452,7 +472,7 @@ fn decode_body(seq: Seq, env: &EnvelopeRef<'_>) -> Result<Body> {
         }));
     }
     if event_type == EventType::RecordBlob {
-        return decode_blob(env.body).map(Body::RecordBlob).map_err(bad);
+        return decode_blob(env.body, blob_bytes).map(Body::RecordBlob).map_err(bad);
     }
     if event_type == EventType::ToolResult && env.schema == 1 {
         let v1: ToolResultV1 = serde_json::from_slice(env.body).map_err(|e| bad(e.to_string()))?;
@@ -656,7 +676,10 @@ pub fn blob_parts(encoded: &EncodedBody) -> Option<(&[u8], &[u8])> {
 }
 
 /// Decodes the binary body of a `record/blob`; the reason when it is not one.
-fn decode_blob(body: &[u8]) -> std::result::Result<crate::harness::event::RecordBlob, String> {
+fn decode_blob(
+    body: &[u8],
+    copy_bytes: bool,
+) -> std::result::Result<crate::harness::event::RecordBlob, String> {
     let (head, bytes) = split_blob(body)?;
     let head: BlobHeadOwned = serde_json::from_slice(head).map_err(|e| format!("head: {e}"))?;
     if head.extra.contains_key("bytes") {
@@ -666,7 +689,7 @@ fn decode_blob(body: &[u8]) -> std::result::Result<crate::harness::event::Record
         kind: head.kind,
         key: head.key,
         value: head.value,
-        bytes: bytes.to_vec(),
+        bytes: if copy_bytes { bytes.to_vec() } else { Vec::new() },
         extra: head.extra,
     })
 }
