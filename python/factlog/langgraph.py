@@ -133,8 +133,7 @@ try:
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         f"factlog.langgraph needs LangGraph's checkpoint package ({error}): install the extra, "
-        "pip install 'factlog[langgraph]' (from a clone: pip install './python[langgraph]'), "
-        "on Python 3.10 or later"
+        "pip install 'factlog[langgraph]' (from a clone: pip install './python[langgraph]')"
     ) from error
 
 from . import _langgraph_values as _values
