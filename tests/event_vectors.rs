@@ -751,6 +751,13 @@ fn vector_050_event_record_blob() {
     assert!(blob.bytes.is_empty(), "050: the lending decode copies no bytes");
     blob.bytes = lent.expect("lent").to_vec();
     assert_eq!(lent_event, event, "050: the lending decode's event, its bytes put back");
+    // A record built in place (a log's buffer) is the record `encode_parts` builds.
+    let body = codec::encode_body(&event.body, 2).expect("050 encodes");
+    let built = codec::encode_parts("thread-1", 12, TIMESTAMP_US, &body);
+    let mut in_place = vec![0xAA; codec::record_bytes("thread-1", body.bytes.len())];
+    codec::write_parts(&mut in_place, "thread-1", 12, TIMESTAMP_US, &body);
+    assert_eq!(in_place, built, "050: write_parts and encode_parts build the same record");
+    assert_eq!(codec::decode(SEQ, &built).expect("decodes").body, event.body);
     // Any other event is decoded as `decode` does, nothing lent.
     let call = fs::read(vectors::dir().join("021-event-tool-call.bin")).expect("021");
     let (call_event, none) = codec::decode_lending_blob(SEQ, &call).expect("021 decodes");

@@ -3,15 +3,17 @@
 //! `Log` (the very records the typed store wrote, each at the tier the store gave it: synced
 //! where the store syncs, written out where it writes out) and through the floor (the same
 //! bytes into a preallocated file: one `pwrite` a MiB, one at each point the store writes out
-//! and one `fdatasync` at each sync point), each with its syncs and without them, every measurement in a fresh process
-//! of its own (this executable again) so that no run inherits another's page cache, heap or
-//! threads. Policies rotate from run to run; ratios are taken within a run.
+//! and one `fdatasync` at each sync point), each with its syncs and without them, every
+//! measurement in a fresh process of its own (this executable again) so that no run inherits
+//! another's page cache, heap or threads. Policies rotate from run to run; ratios are taken
+//! within a run.
 //!
 //! Per policy: wall time of the appends (the final write of what is buffered included), ns per
 //! event, the appending thread's own time on a CPU over the same span (user and system: where a
-//! wall time above the floor's is work rather than waiting), and the resident memory the store adds to its process: the peak during the open, the
-//! appends and the close (`VmHWM`, its mark reset before the open) minus the resident size
-//! before the open, with the workload already in memory.
+//! wall time above the floor's is work rather than waiting), and the resident memory the store
+//! adds to its process: the peak during the open, the appends and the close (`VmHWM`, its mark
+//! reset before the open) minus the resident size before the open, with the workload already
+//! in memory.
 //!
 //! Run with `cargo bench --bench single` (11 runs; `FACTLOG_RUNS` to change). Smoke test:
 //! `cargo bench --bench single -- --test` (one run of a one-turn session).
@@ -220,7 +222,7 @@ fn records(scratch: &Path, shape: Shape) -> Vec<(Vec<u8>, Durability)> {
 /// A tier as one byte of the records' file.
 const TIERS: [Durability; 3] = [Durability::Buffered, Durability::Flushed, Durability::Synced];
 
-/// `records` as `[u32 length][u8 tier [bytes]...`, the tier an index into [`TIERS`].
+/// `records` as `[u32 length][u8 tier][bytes]...`, the tier an index into [`TIERS`].
 fn save(path: &Path, records: &[(Vec<u8>, Durability)]) {
     let mut bytes = Vec::new();
     for (record, tier) in records {

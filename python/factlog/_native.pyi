@@ -195,10 +195,11 @@ class Task:
         Returns the protocol's reply: ``{"seq", "task", "revision", "durability"}`` (plus
         ``"warnings"`` for values shaped like credentials and not marked as secrets; with
         ``warnings=False`` the embedded store skips that search, which costs a pass over the
-        event's bytes, and the reply has none: a store opened with
-        ``refuse_unmarked_secrets`` still refuses them), or for a repeated call that already has a result ``{..., "duplicate":
-        True, "call_id", "receipt"}``: do not run the tool again. Raises the
-        ``FactlogError`` subclass of the error code otherwise."""
+        event's bytes, and the reply has none; through a served store the serving process
+        still searches and the warnings are dropped; a store opened with
+        ``refuse_unmarked_secrets`` still refuses them), or for a repeated call that already
+        has a result ``{..., "duplicate": True, "call_id", "receipt"}``: do not run the tool
+        again. Raises the ``FactlogError`` subclass of the error code otherwise."""
     def append_batch(
         self,
         events: List[Dict[str, Any]],

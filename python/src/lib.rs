@@ -735,8 +735,9 @@ impl Task {
     }
 
     /// Appends one event given as a dict of the protocol's shape; returns the reply dict.
-    /// `warnings=False` skips the search for unmarked credential shapes that only feeds the
-    /// reply's `warnings` (a store that refuses unmarked secrets still refuses them).
+    /// `warnings=False`: no `warnings` in the reply; an embedded store skips the search for
+    /// unmarked credential shapes that only feeds them (a served store's process still
+    /// searches), and a store that refuses unmarked secrets still refuses them.
     #[pyo3(signature = (event, *, expected_revision = None, durability = None, warnings = true))]
     fn append(
         &self,

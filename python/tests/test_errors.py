@@ -234,3 +234,14 @@ def test_the_warnings_example_of_docs_python_runs(tmp_path, monkeypatch, readme_
     with contextlib.redirect_stdout(out):
         exec(compile(code, "docs/python.md (The API)", "exec"), {"__name__": "docs"})
     assert out.getvalue() == "UNMARKED_SECRET $.text\n"
+
+
+def test_warnings_false_still_replaces_marked_secrets(path):
+    with factlog.Store(path) as store:
+        task = store.task("t1")
+        put = {"type": "record/put", "kind": "k", "key": "a", "value": {"$secret": "hunter2"}}
+        task.append(put, warnings=False)
+        task.append_batch([dict(put, key="b")], warnings=False)
+        stored = [e["value"] for e in task.events()]
+        assert len(stored) == 2
+        assert "hunter2" not in repr(stored)

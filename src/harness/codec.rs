@@ -393,9 +393,13 @@ pub fn decode(seq: Seq, record: &[u8]) -> Result<Event> {
 pub fn decode_lending_blob(seq: Seq, record: &[u8]) -> Result<(Event, Option<&[u8]>)> {
     let env = peek(seq, record)?;
     let body = decode_body(seq, &env, false)?;
-    // The body was split when it was decoded: a blob here splits again.
+    // The body was split when it was decoded: a blob here splits again (in constant time).
     let lent = match body {
-        Body::RecordBlob(_) => split_blob(env.body).ok().map(|(_, bytes)| bytes),
+        Body::RecordBlob(_) => Some(
+            split_blob(env.body)
+                .map_err(|reason| ErrorKind::CorruptEvent { seq: seq.0, reason })?
+                .1,
+        ),
         _ => None,
     };
     Ok((event_of(seq, &env, body), lent))
@@ -678,7 +682,7 @@ pub fn blob_parts(encoded: &EncodedBody) -> Option<(&[u8], &[u8])> {
 /// Decodes the binary body of a `record/blob`; the reason when it is not one.
 fn decode_blob(
     body: &[u8],
-    copy_bytes: bool,
+    blob_bytes: bool,
 ) -> std::result::Result<crate::harness::event::RecordBlob, String> {
     let (head, bytes) = split_blob(body)?;
     let head: BlobHeadOwned = serde_json::from_slice(head).map_err(|e| format!("head: {e}"))?;
@@ -689,7 +693,7 @@ fn decode_blob(
         kind: head.kind,
         key: head.key,
         value: head.value,
-        bytes: if copy_bytes { bytes.to_vec() } else { Vec::new() },
+        bytes: if blob_bytes { bytes.to_vec() } else { Vec::new() },
         extra: head.extra,
     })
 }

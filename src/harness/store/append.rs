@@ -325,6 +325,7 @@ impl Store {
         let mut first_revision = 0;
         let first = if let [body] = encoded {
             self.inner.log.append_with(bytes, durability, |seq, out| {
+                debug_assert_eq!(out.len(), bytes, "the log hands the record's exact length");
                 first_revision = gate(seq)?;
                 codec::write_parts(out, task, first_revision, now, body);
                 Ok(())
