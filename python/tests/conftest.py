@@ -4,6 +4,8 @@ waits (the GIL released)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import sys
@@ -16,6 +18,7 @@ import pytest
 from served_holder import StoreHolder
 
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+DOCS_PYTHON = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")
 
 
 @pytest.fixture
@@ -56,6 +59,22 @@ def _readme_python_block(section: str, document: str = README) -> str:
     match = re.search(r"```python\n(.*?)```", body, re.DOTALL)
     assert match, f"{document}: the {section!r} section has no python block"
     return match.group(1)
+
+
+def _run_python_block(section: str, document: str = DOCS_PYTHON) -> str:
+    code = _readme_python_block(section, document)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        name = f"{os.path.basename(document)} ({section})"
+        exec(compile(code, name, "exec"), {"__name__": "docs"})
+    return out.getvalue()
+
+
+@pytest.fixture
+def run_python_block() -> Callable[..., str]:
+    """Runs the first ```python block of a section of docs/python.md (or of the document
+    given) in the current directory; returns what it printed."""
+    return _run_python_block
 
 
 @pytest.fixture

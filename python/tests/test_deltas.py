@@ -6,16 +6,11 @@ the docs' example of it runs."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
-import os
 
 import pytest
 
 import factlog
 import factlog.aio
-
-DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")
 
 
 def delta_texts(store, task_id):
@@ -74,10 +69,6 @@ def test_the_async_forms(path):
         assert delta_texts(store, "t1") == ["a", "b", "c"]
 
 
-def test_the_docs_example_runs(tmp_path, monkeypatch, readme_python_block):
-    code = readme_python_block("Streaming fragments", DOCS)
+def test_the_docs_example_runs(tmp_path, monkeypatch, run_python_block):
     monkeypatch.chdir(tmp_path)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "docs/python.md (Streaming fragments)", "exec"), {"__name__": "docs"})
-    assert out.getvalue() == "6 Hello, world! It is sunny.\n"
+    assert run_python_block("Streaming fragments") == "6 Hello, world! It is sunny.\n"

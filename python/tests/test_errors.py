@@ -3,8 +3,6 @@ the same protocol code as `factlog emit` (codes, messages, extra keys)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 
 import pytest
@@ -226,14 +224,9 @@ def test_closed_store_and_task_raise_value_error(path):
     factlog.Store(path).close()
 
 
-def test_the_warnings_example_of_docs_python_runs(tmp_path, monkeypatch, readme_python_block):
-    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")
-    code = readme_python_block("The API", docs)
+def test_the_warnings_example_of_docs_python_runs(tmp_path, monkeypatch, run_python_block):
     monkeypatch.chdir(tmp_path)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "docs/python.md (The API)", "exec"), {"__name__": "docs"})
-    assert out.getvalue() == "UNMARKED_SECRET $.text\n"
+    assert run_python_block("The API") == "UNMARKED_SECRET $.text\n"
 
 
 def test_warnings_false_still_replaces_marked_secrets(path):
