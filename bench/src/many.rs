@@ -74,13 +74,9 @@ impl Usage {
 
     /// The processor time, user and system, the calling thread has used so far, in
     /// nanoseconds (exact to the call: the running slice is counted).
-    #[expect(unsafe_code, reason = "clock_gettime is the one call for a thread's own time")]
     #[must_use]
     pub fn thread_cpu_ns() -> u64 {
-        let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `clock_gettime` only fills the struct it is given.
-        let read = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
-        assert_eq!(read, 0, "read this thread's processor time");
+        let time = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
         time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64
     }
 

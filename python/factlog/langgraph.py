@@ -175,6 +175,8 @@ _COPY_BATCH_EVENTS_MAX = 512
 _COPY_BATCH_BYTES_MAX = 8 * 1024 * 1024
 # list reads the bytes of this many checkpoints at a time.
 _LIST_PAGE = 64
+# alist hands items from the worker thread to the event loop this many at a time.
+_ALIST_CHUNK = 16
 
 
 class _Snapshot(NamedTuple):
@@ -185,8 +187,6 @@ class _Snapshot(NamedTuple):
     typed: Optional[Tuple[str, bytes]]
     metadata: Any
     parent_id: Optional[str]
-# alist hands items from the worker thread to the event loop this many at a time.
-_ALIST_CHUNK = 16
 
 
 # The serialized parts of an event this saver just appended: the checkpoint, or each write's
@@ -691,7 +691,7 @@ class FactlogSaver(BaseCheckpointSaver):
         thread_id: str,
         ns: str,
         checkpoint_id: str,
-        entry: "_Snapshot",
+        entry: _Snapshot,
         writes: List[Tuple[str, int, int, str, Optional[Tuple[str, bytes]]]],
         config: Optional[RunnableConfig],
         cached: Dict[Tuple[Any, ...], Tuple[str, bytes]],
