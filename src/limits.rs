@@ -262,9 +262,13 @@ pub const SNAPSHOT_EVERY_EVENTS_DEFAULT: u64 = 1_000_000;
 /// refuses with `LimitExceeded` rather than write a log that every open must wade through.
 pub const GAPS_MAX: usize = 65_536;
 
-/// Most clients a served store (`format-spec/server.md`) serves at once, one thread each: a
-/// client beyond this is answered `SERVER_BUSY` and disconnected.
+/// Most clients a served store (`format-spec/server.md`) serves at once: a client beyond this
+/// is answered `SERVER_BUSY` and disconnected.
 pub const SERVER_CLIENTS_MAX: usize = 128;
+
+/// Most event loops of a served store (`format-spec/server.md`, "One event loop"): one a
+/// processor core, up to this many; each serves its share of the connections on one thread.
+pub const SERVER_EVENT_LOOPS_MAX: usize = 4;
 
 /// Bytes of `assistant/delta` request lines a client of a served store buffers before it
 /// sends them and reads their replies (`Client::delta`): its memory for pipelined fragments

@@ -61,7 +61,7 @@ use crate::protocol::op::{
 use crate::protocol::reply::error_object;
 use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::protocol::session::SERVER_PROTOCOL_VERSION;
-use crate::protocol::session::{KEY_ACKS, KEY_HELLO, KEY_VERSION};
+use crate::protocol::session::{KEY_ACKS, KEY_HELLO, KEY_TEXTS, KEY_VERSION};
 use crate::{AppendOptions, Appended, Durability, Seq};
 
 /// What went wrong talking to a served store.
@@ -221,6 +221,12 @@ pub struct Client {
     deltas: Vec<u8>,
     /// Deltas sent or buffered whose replies are not read yet.
     pending: u64,
+    /// The server offers fragments lines (its hello's `texts`).
+    texts: bool,
+    /// The length of `deltas` when its last line is a fragments line of `texts_task`, which
+    /// the next fragment of that task joins.
+    texts_end: Option<usize>,
+    texts_task: String,
     /// A fragment refused, read with the replies before a request's: returned by that
     /// request once its own reply is read.
     delta_error: Option<ClientError>,
@@ -318,6 +324,9 @@ impl Client {
             line: Vec::new(),
             deltas: Vec::new(),
             pending: 0,
+            texts: false,
+            texts_end: None,
+            texts_task: String::new(),
             delta_error: None,
             read_timeout: timeout,
             abandoned: false,
@@ -346,6 +355,7 @@ impl Client {
         // Only what the server said back holds: an older server ignores the key.
         let granted = reply.get(KEY_ACKS).and_then(Value::as_str).and_then(AckMode::from_name);
         client.acks = granted.unwrap_or(AckMode::Every);
+        client.texts = reply.get(KEY_TEXTS) == Some(&Value::Bool(true));
         Ok(client)
     }
 
@@ -364,6 +374,14 @@ impl Client {
         self.reader.get_ref().set_read_timeout(timeout).map_err(|error| self.gone(&error))?;
         self.read_timeout = timeout;
         Ok(())
+    }
+
+    /// Whether [`Client::delta`] joins a task's consecutive fragments into one fragments line
+    /// (`format-spec/server.md`, "Fragments lines"): when the server's hello offers them, as
+    /// a server of this release does; otherwise each fragment is a line of its own.
+    #[must_use]
+    pub fn joins_fragments(&self) -> bool {
+        self.texts
     }
 
     /// The process id of the server, from its hello.
@@ -460,8 +478,20 @@ impl Client {
     /// away.
     pub fn delta(&mut self, task: &str, text: &str) -> Result<(), ClientError> {
         Client::check_delta(task, text)?;
-        delta_line::write_line(&mut self.deltas, task, text);
-        self.pending += 1;
+        if self.texts {
+            if self.texts_end == Some(self.deltas.len()) && self.texts_task == task {
+                delta_line::add_text(&mut self.deltas, text);
+            } else {
+                delta_line::start_texts(&mut self.deltas, task, text);
+                self.texts_task.clear();
+                self.texts_task.push_str(task);
+                self.pending += 1;
+            }
+            self.texts_end = Some(self.deltas.len());
+        } else {
+            delta_line::write_line(&mut self.deltas, task, text);
+            self.pending += 1;
+        }
         if self.deltas.len() >= CLIENT_DELTA_BUFFER_BYTES {
             self.buffer_full()?;
         }
@@ -595,6 +625,7 @@ impl Client {
         // The buffer's memory is kept for the next lines.
         self.deltas = bytes;
         self.deltas.clear();
+        self.texts_end = None;
         result
     }
 
@@ -696,6 +727,7 @@ impl Client {
         }
         let sent = send_all(&self.writer, &self.deltas);
         self.deltas.clear();
+        self.texts_end = None;
         sent.map_err(|error| {
             self.pending = 0;
             self.gone(&error)

@@ -10,6 +10,12 @@
 //! serialises it, and [`write_line`] is a client's side: the request line of one fragment,
 //! into a buffer it reuses.
 //!
+//! A served store also reads a **fragments line** ([`parse_texts`], `format-spec/server.md`,
+//! "Fragments lines"): the same keys with `texts`, a non-empty array of strings, in place of
+//! `text`: one line for the consecutive fragments of one task, each appended in order as its
+//! bare delta line would be (a refused fragment ends the line: those before it stay). A client of a server that offers them ([`start_texts`],
+//! [`add_text`]) writes a task's fragments into one such line until something else is sent.
+//!
 //! The answers are the general path's (`tests/protocol_delta_line.rs` compares both on many
 //! lines): the same task checks, the same [`crate::Task::delta_revision`], the same reply.
 
@@ -38,6 +44,75 @@ pub struct DeltaLine<'a> {
     /// The fragment.
     #[serde(borrow)]
     pub text: Cow<'a, str>,
+}
+
+/// A fragments line: consecutive `assistant/delta` fragments of one task, in order, their
+/// strings borrowed from the line where they hold no escape.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextsLine<'a> {
+    /// The request's `id`, when it has one (only non-negative integers are read).
+    #[serde(default)]
+    pub id: Id,
+    /// The task appended to.
+    #[serde(borrow)]
+    pub task: Cow<'a, str>,
+    #[serde(borrow, rename = "type")]
+    event_type: Cow<'a, str>,
+    /// The fragments, in order (at least one).
+    #[serde(borrow)]
+    pub texts: Vec<Text<'a>>,
+}
+
+/// One fragment of a [`TextsLine`].
+#[derive(Debug, Deserialize)]
+pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+/// The key that makes a line a fragments line.
+const TEXTS_KEY: &[u8] = b"\"texts\"";
+
+/// Whether `line` may be a fragments line (it names `texts`): the server charges such a line
+/// as a parsed tree before [`parse_texts`] reads it, since its array costs more than the line.
+#[must_use]
+pub fn names_texts(line: &[u8]) -> bool {
+    memchr::memmem::find(line, TEXTS_KEY).is_some()
+}
+
+/// The line as a fragments line (keys `task`, `type` = `"assistant/delta"`, `texts` a
+/// non-empty array of strings, optionally an `id` that is a non-negative integer, nothing
+/// else), or `None`: then the general path answers it (it refuses `texts`).
+#[must_use]
+pub fn parse_texts(line: &[u8]) -> Option<TextsLine<'_>> {
+    if !names_texts(line) {
+        return None;
+    }
+    let parsed: TextsLine<'_> = serde_json::from_slice(line).ok()?;
+    let valid = parsed.event_type == DELTA_TYPE && !parsed.task.is_empty();
+    (valid && !parsed.texts.is_empty()).then_some(parsed)
+}
+
+/// Appends a fragments line of `task` holding `text` (no `id`, newline included) to `out`;
+/// [`add_text`] adds the task's next fragments to it while it is the last line of `out`.
+pub fn start_texts(out: &mut Vec<u8>, task: &str, text: &str) {
+    out.extend_from_slice(b"{\"task\":");
+    // Serialising a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, task);
+    out.extend_from_slice(b",\"type\":\"assistant/delta\",\"texts\":[");
+    let _ = serde_json::to_writer(&mut *out, text);
+    out.extend_from_slice(TEXTS_END);
+}
+
+/// How a fragments line written by [`start_texts`] ends.
+const TEXTS_END: &[u8] = b"]}\n";
+
+/// Adds `text` to the fragments line that ends `out`, written by [`start_texts`] (the
+/// caller knows it is the last line). Allocates only when `out` must grow.
+pub fn add_text(out: &mut Vec<u8>, text: &str) {
+    debug_assert!(out.ends_with(TEXTS_END), "a fragments line ends the buffer");
+    out.truncate(out.len() - TEXTS_END.len());
+    out.push(b',');
+    let _ = serde_json::to_writer(&mut *out, text);
+    out.extend_from_slice(TEXTS_END);
 }
 
 /// The `id` of a [`DeltaLine`]: absent, or a non-negative integer. Any other `id` (a string,

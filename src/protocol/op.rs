@@ -187,6 +187,9 @@ impl Op {
         "batch",
     ];
 
+    /// The name of [`Op::Batch`], the one operation that appends events.
+    pub const BATCH_NAME: &'static str = "batch";
+
     /// The operation's name: the value of its `op` key.
     #[must_use]
     pub fn name(&self) -> &'static str {
@@ -202,7 +205,7 @@ impl Op {
             Op::Clients => "clients",
             Op::Sync => "sync",
             Op::Purge { .. } => "purge",
-            Op::Batch { .. } => "batch",
+            Op::Batch { .. } => Op::BATCH_NAME,
         }
     }
 
@@ -313,7 +316,7 @@ impl OpRequest {
                         };
                         Op::History { task, from }
                     }
-                    "batch" => return batch(id, task, object),
+                    Op::BATCH_NAME => return batch(id, task, object),
                     _ => return Err(refuse(&unknown_op(&name))),
                 }
             }

@@ -20,6 +20,11 @@ pub const KEY_VERSION: &str = "version";
 /// default, or `"durable-only"`: [`super::acks::AckMode`]); the server's hello says it back.
 pub const KEY_ACKS: &str = "acks";
 
+/// The key of the server's hello offering fragments lines (`true`; `format-spec/server.md`,
+/// "Fragments lines"): a client sends a task's consecutive fragments in one line only to a
+/// server whose hello has it (a server of an earlier release would refuse the line).
+pub const KEY_TEXTS: &str = "texts";
+
 /// The error code of a first line that is not a hello.
 pub const CODE_HELLO_REQUIRED: &str = "HELLO_REQUIRED";
 /// The error code of a hello asking for a server protocol version this server does not speak.

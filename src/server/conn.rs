@@ -1,6 +1,8 @@
 //! One client connection of a served store, over any byte stream: the seam between the
-//! socket and the protocol. The listener ([`super::Server`]) hands each accepted socket to
-//! [`serve_stream`]; tests hand it readers and writers that cut, stall or corrupt the bytes.
+//! socket and the protocol. The server's event loops run a [`Connection`] over each accepted
+//! socket ([`super::event_loop`], `Connection::nonblocking`), moving it to a thread of its own
+//! when it could keep them waiting; [`serve_stream`] runs one that blocks over any reader and
+//! writer (tests hand it readers and writers that cut, stall or corrupt the bytes).
 //!
 //! The stream rules are `format-spec/server.md`: a hello line first, then request lines
 //! answered in order; blank lines get no reply; a line that is not a request gets an error
@@ -33,8 +35,8 @@ use crate::protocol::op::{
 use crate::protocol::reply::{self, error_object, with_id, write_line};
 use crate::protocol::request::{self, KEY_TYPE, Refusal};
 use crate::protocol::session::{
-    CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_ACKS, KEY_HELLO, KEY_OP, KEY_VERSION,
-    SERVER_PROTOCOL_VERSION,
+    CODE_HELLO_REQUIRED, CODE_UNSUPPORTED_VERSION, KEY_ACKS, KEY_HELLO, KEY_OP, KEY_TEXTS,
+    KEY_VERSION, SERVER_PROTOCOL_VERSION,
 };
 use crate::protocol::{self, Reply, Request, delta_line, pages, views};
 use crate::{AppendOptions, Store, Task};
@@ -121,6 +123,40 @@ pub trait Holds {
     }
 }
 
+impl<T: Holds + ?Sized> Holds for &T {
+    fn touch(&self, task: &str) {
+        (**self).touch(task);
+    }
+
+    fn hello_done(&self) {
+        (**self).hello_done();
+    }
+
+    fn request_done(&self) {
+        (**self).request_done();
+    }
+
+    fn clients(&self) -> Option<(usize, usize)> {
+        (**self).clients()
+    }
+
+    fn holders(&self, task: &str) -> Option<usize> {
+        (**self).holders(task)
+    }
+
+    fn stopping(&self) -> bool {
+        (**self).stopping()
+    }
+
+    fn outbox(&self) -> Option<(&Deliverer, &Arc<Outbox>)> {
+        (**self).outbox()
+    }
+
+    fn budget(&self) -> &RequestBudget {
+        (**self).budget()
+    }
+}
+
 /// A connection that touches no shared bookkeeping (tests of the stream rules).
 #[derive(Debug, Default)]
 pub struct NoHolds;
@@ -140,33 +176,48 @@ pub fn serve_stream<R: Read, W: Write>(
     input: R,
     output: W,
 ) -> (End, HashSet<String>) {
-    let mut connection = Connection {
-        store,
-        holds,
-        touched: HashSet::new(),
-        lines: LineReader::new(input, holds.budget()),
-        output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
-        last_task: None,
-        acks: Acks::new(AckMode::Every),
-        handed: false,
+    let mut connection = Connection::new(store, holds, holds.budget(), input, output);
+    let end = match connection.run(pid) {
+        Step::Ended(end) => end,
+        // Only a connection of the event loop suspends or moves to a thread.
+        Step::Suspended { .. } | Step::Promote => End::Closed,
     };
-    let end = connection.run(pid);
-    // A reply still waiting for its sync is written (or its error) before the end.
-    let end = match connection.deliver_own() {
-        None => match connection.output.flush() {
-            Ok(()) => end,
-            Err(error) if matches!(end, End::Closed) => End::WriteFailed(error),
-            Err(_) => end,
-        },
-        Some(failed) if matches!(end, End::Closed | End::IdleTimedOut) => failed,
-        Some(_) => end,
-    };
+    let end = connection.ended(end);
     (end, connection.touched)
 }
 
-struct Connection<'a, R: Read, W: Write> {
+/// What [`Connection::resume`] left a connection of the event loop in.
+#[derive(Debug)]
+pub(super) enum Step {
+    /// It ended (its last replies written, or their error).
+    Ended(End),
+    /// Its input has no whole line now; `more` when it stopped early with lines still read
+    /// ahead (its turn was up), so that it must be resumed without waiting for its socket.
+    Suspended {
+        /// Lines are waiting in its buffer.
+        more: bool,
+    },
+    /// Its next line may block (a read, `follow`, an operator request): it goes on in a
+    /// thread of its own ([`Connection::set_blocking`]), which runs that line first.
+    Promote,
+}
+
+/// The lines a connection of the event loop runs before the next connection's turn.
+const LINES_PER_TURN: usize = 256;
+
+pub(super) struct Connection<'a, R: Read, W: Write, H: Holds> {
     store: &'a Store,
-    holds: &'a dyn Holds,
+    holds: H,
+    /// A connection of the event loop: a read that would block suspends it, and a line that
+    /// could block the loop promotes it to a thread of its own.
+    nonblocking: bool,
+    /// The hello was answered.
+    hello_done: bool,
+    /// The line in `lines` runs again before the next is read (a promoted connection's).
+    replay: bool,
+    /// The bytes written to `output` that its socket has not taken yet (`|_| 0`: none ever
+    /// wait, the writes block).
+    backlog: fn(&W) -> usize,
     touched: HashSet<String>,
     lines: LineReader<'a, R>,
     output: BufWriter<W>,
@@ -180,27 +231,179 @@ struct Connection<'a, R: Read, W: Write> {
     handed: bool,
 }
 
-impl<R: Read, W: Write> Connection<'_, R, W> {
-    fn run(&mut self, pid: u32) -> End {
-        if let Some(end) = self.hello(pid) {
-            return end;
+impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
+    /// A connection that blocks on its reads and writes ([`serve_stream`]).
+    pub(super) fn new(
+        store: &'a Store,
+        holds: H,
+        budget: &'a RequestBudget,
+        input: R,
+        output: W,
+    ) -> Connection<'a, R, W, H> {
+        Connection {
+            store,
+            holds,
+            nonblocking: false,
+            hello_done: false,
+            replay: false,
+            backlog: |_| 0,
+            touched: HashSet::new(),
+            lines: LineReader::new(input, budget),
+            output: BufWriter::with_capacity(SERVER_REPLY_BUFFER_BYTES, output),
+            last_task: None,
+            acks: Acks::new(AckMode::Every),
+            handed: false,
         }
-        loop {
-            // The next read may block: whoever waits for the replies written so far must
-            // get them first.
-            if !self.lines.line_waiting()
-                && let Err(error) = self.output.flush()
-            {
-                return End::WriteFailed(error);
+    }
+
+    /// A connection of the event loop, whose `input` returns `WouldBlock` instead of
+    /// waiting and whose `output` keeps what its socket does not take (`backlog` says how
+    /// much).
+    pub(super) fn nonblocking(
+        store: &'a Store,
+        holds: H,
+        budget: &'a RequestBudget,
+        input: R,
+        output: W,
+        backlog: fn(&W) -> usize,
+    ) -> Connection<'a, R, W, H> {
+        let mut connection = Connection::new(store, holds, budget, input, output);
+        connection.nonblocking = true;
+        connection.backlog = backlog;
+        connection
+    }
+
+    /// Runs what the connection's input holds now: until a read would block, its turn is
+    /// up, a line must run in a thread of its own, or the connection ends (an end is settled
+    /// as [`serve_stream`] settles it).
+    pub(super) fn resume(&mut self, pid: u32) -> Step {
+        match self.run(pid) {
+            Step::Ended(end) => Step::Ended(self.ended(end)),
+            other => other,
+        }
+    }
+
+    /// From now on the connection's reads and writes block (its input and output were
+    /// switched by the caller): it runs in a thread of its own, the line it stopped at first.
+    pub(super) fn set_blocking(&mut self) {
+        self.nonblocking = false;
+    }
+
+    /// The connection's input and output (to switch them to blocking).
+    pub(super) fn streams(&mut self) -> (&mut R, &mut W) {
+        (self.lines.input_mut(), self.output.get_mut())
+    }
+
+    /// The bytes of replies its socket has not taken yet.
+    pub(super) fn backlog(&self) -> usize {
+        self.output.buffer().len() + (self.backlog)(self.output.get_ref())
+    }
+
+    /// The connection's hello or idle bound passed with no line (the event loop keeps them):
+    /// it ends as a blocked read timing out ends it.
+    pub(super) fn expire(&mut self) -> End {
+        let end = if self.hello_done { self.finish(End::IdleTimedOut) } else { End::HelloTimedOut };
+        self.ended(end)
+    }
+
+    /// Whether the connection touched a task (its end hands tasks over).
+    pub(super) fn touched_any(&self) -> bool {
+        !self.touched.is_empty()
+    }
+
+    /// The tasks the connection touched, for the hand-over once it has ended.
+    pub(super) fn into_touched(self) -> HashSet<String> {
+        self.touched
+    }
+
+    /// A reply still waiting for its sync is written (or its error) before the end.
+    fn ended(&mut self, end: End) -> End {
+        match self.deliver_own() {
+            None => match self.output.flush() {
+                Ok(()) => end,
+                Err(error) if matches!(end, End::Closed) => End::WriteFailed(error),
+                Err(_) => end,
+            },
+            Some(failed) if matches!(end, End::Closed | End::IdleTimedOut) => failed,
+            Some(_) => end,
+        }
+    }
+
+    /// Whether this connection's last reply still waits in its outbox for its sync.
+    fn reply_waits(&self) -> bool {
+        self.handed && self.holds.outbox().is_some_and(|(_, outbox)| outbox.waits())
+    }
+
+    /// Whether `error` is a read of the event loop that would block (not a timeout).
+    fn suspends(&self, error: &io::Error) -> bool {
+        self.nonblocking && error.kind() == io::ErrorKind::WouldBlock
+    }
+
+    /// The connection's turn on the event loop ends: what it wrote goes to its socket (as
+    /// much as the socket takes).
+    fn suspend(&mut self, more: bool) -> Step {
+        match self.output.flush() {
+            Ok(()) => Step::Suspended { more },
+            Err(error) => Step::Ended(End::WriteFailed(error)),
+        }
+    }
+
+    /// The line read must run in a thread of its own: what was written before it goes to
+    /// the socket first (the thread writes the rest of it, blocking).
+    fn suspend_for_promotion(&mut self) -> Step {
+        match self.output.flush() {
+            Ok(()) => Step::Promote,
+            Err(error) => Step::Ended(End::WriteFailed(error)),
+        }
+    }
+
+    fn run(&mut self, pid: u32) -> Step {
+        if !self.hello_done {
+            match self.hello(pid) {
+                Some(step) => return step,
+                None => self.hello_done = true,
             }
-            let line = match self.lines.read_line(SERVER_LINE_BYTES_MAX) {
-                Ok(line) => line,
-                Err(error) if timed_out(&error) => return self.finish(End::IdleTimedOut),
-                Err(error) => return End::ReadFailed(error),
+        }
+        let mut turn = 0;
+        loop {
+            let line = if self.replay {
+                self.replay = false;
+                Line::Complete
+            } else {
+                // A turn on the loop ends after its lines, or once its socket has not taken
+                // a reply buffer's worth (its loop then moves it to a thread of its own).
+                if self.nonblocking
+                    && (turn == LINES_PER_TURN
+                        || (self.backlog)(self.output.get_ref()) > SERVER_REPLY_BUFFER_BYTES)
+                {
+                    return self.suspend(self.lines.line_waiting());
+                }
+                turn += 1;
+                // The next read may block: whoever waits for the replies written so far must
+                // get them first.
+                if !self.lines.line_waiting()
+                    && let Err(error) = self.output.flush()
+                {
+                    return Step::Ended(End::WriteFailed(error));
+                }
+                match self.lines.read_line(SERVER_LINE_BYTES_MAX) {
+                    Ok(line) => line,
+                    Err(error) if self.suspends(&error) => return self.suspend(false),
+                    Err(error) if timed_out(&error) => {
+                        return Step::Ended(self.finish(End::IdleTimedOut));
+                    }
+                    Err(error) => return Step::Ended(End::ReadFailed(error)),
+                }
             };
-            // The client sent more before its last reply was written: that reply goes first.
+            // The client sent more before its last reply was written: that reply goes first,
+            // after its sync, for which a connection of the loop waits in a thread of its own.
+            if self.nonblocking && matches!(line, Line::Complete | Line::End) && self.reply_waits()
+            {
+                self.replay = matches!(line, Line::Complete);
+                return self.suspend_for_promotion();
+            }
             if let Some(end) = self.deliver_own() {
-                return end;
+                return Step::Ended(end);
             }
             if matches!(line, Line::Complete)
                 && !self.lines.line().iter().all(u8::is_ascii_whitespace)
@@ -208,14 +411,18 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 self.holds.request_done();
             }
             let reply = match line {
-                Line::End => return self.finish(End::Closed),
-                Line::Partial(bytes) => return self.finish(End::PartialLineDiscarded { bytes }),
+                Line::End => return Step::Ended(self.finish(End::Closed)),
+                Line::Partial(bytes) => {
+                    return Step::Ended(self.finish(End::PartialLineDiscarded { bytes }));
+                }
                 Line::TooLong(bytes) => {
                     let reply = line_too_long(bytes, SERVER_LINE_BYTES_MAX);
-                    return match self.acks.answer(self.store, reply, &mut self.output) {
-                        Ok(_) => self.finish(End::LineTooLong),
-                        Err(error) => End::WriteFailed(error),
-                    };
+                    return Step::Ended(
+                        match self.acks.answer(self.store, reply, &mut self.output) {
+                            Ok(_) => self.finish(End::LineTooLong),
+                            Err(error) => End::WriteFailed(error),
+                        },
+                    );
                 }
                 Line::Refused(shortfall) => shortfall.reply(),
                 Line::Complete if self.lines.line().iter().all(u8::is_ascii_whitespace) => {
@@ -229,7 +436,9 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                             self.lines.settle();
                             continue;
                         }
-                        Delta::Answered(Err(error)) => return End::WriteFailed(error),
+                        Delta::Answered(Err(error)) => {
+                            return Step::Ended(End::WriteFailed(error));
+                        }
                         Delta::Refused(reply) => reply,
                         Delta::General => match self.lines.charge(Parse::Tree) {
                             Err(shortfall) => shortfall.reply(),
@@ -238,7 +447,11 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                                     self.lines.settle();
                                     continue;
                                 }
-                                Handled::Deferred(Some(end)) => return end,
+                                Handled::Deferred(Some(end)) => return Step::Ended(end),
+                                Handled::Now(Answer::Promote) => {
+                                    self.replay = true;
+                                    return self.suspend_for_promotion();
+                                }
                                 Handled::Now(Answer::Append(reply)) => reply,
                                 Handled::Now(Answer::Read(reply)) => {
                                     let reply = self.after_others_deferred(reply, true);
@@ -248,7 +461,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                                         &mut self.output,
                                     );
                                     match self.answered(answered) {
-                                        Some(end) => return end,
+                                        Some(end) => return Step::Ended(end),
                                         None => continue,
                                     }
                                 }
@@ -260,7 +473,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             let reply = self.after_others_deferred(reply, false);
             let answered = self.acks.answer(self.store, reply, &mut self.output);
             if let Some(end) = self.answered(answered) {
-                return end;
+                return Step::Ended(end);
             }
         }
     }
@@ -270,35 +483,47 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
     /// server's deliverer, which writes it after the group commit that covers it
     /// ([`super::deliver`]), and this thread goes back to reading.
     fn handle_deferring(&mut self) -> Handled {
-        let holds = self.holds;
-        let Some((deliverer, outbox)) = holds.outbox().filter(|(d, _)| d.is_alive()) else {
+        if !self.holds.outbox().is_some_and(|(deliverer, _)| deliverer.is_alive()) {
             return Handled::Now(self.handle());
-        };
+        }
         let scope = self.store.log().defer_syncs();
         let answer = self.handle();
         let Some(seq) = scope.and_then(DeferredSyncs::close) else { return Handled::Now(answer) };
         let reply = match answer {
             Answer::Append(reply @ Reply::Written { .. }) => reply,
             // Anything else waits for the sync here, as without a deliverer.
-            other => {
-                return Handled::Now(match self.store.log().sync_through(seq) {
-                    Ok(()) => other,
-                    Err(error) => Answer::Append(Reply::from_error(&error, other.id())),
-                });
-            }
+            other => return Handled::Now(self.after_sync(seq, other)),
         };
         // What was written before goes first.
         if let Err(error) = self.output.flush() {
             return Handled::Deferred(Some(End::WriteFailed(error)));
+        }
+        // On the event loop, a socket that has not taken all of it yet: the deliverer cannot
+        // write after it, so the reply waits for its sync here.
+        if self.backlog() > 0 {
+            return Handled::Now(self.after_sync(seq, Answer::Append(reply)));
         }
         let id = reply.id();
         let mut bytes = Vec::new();
         let unanswered = self.acks.pending();
         match self.acks.answer(self.store, reply, &mut bytes) {
             Ok(None) => {
-                deliverer.hand(outbox, Pending::new(seq, id, unanswered, bytes));
-                self.handed = true;
-                Handled::Deferred(None)
+                if let Some((deliverer, outbox)) = self.holds.outbox() {
+                    deliverer.hand(outbox, Pending::new(seq, id, unanswered, bytes));
+                    self.handed = true;
+                    return Handled::Deferred(None);
+                }
+                // Not reached: the outbox was there above. Written after the sync, as
+                // without a deliverer.
+                let written = match self.store.log().sync_through(seq) {
+                    Ok(()) => self.output.write_all(&bytes),
+                    Err(error) => {
+                        self.acks.reopen(unanswered);
+                        let reply = Reply::from_error(&error, id);
+                        return Handled::Now(Answer::Append(reply));
+                    }
+                };
+                Handled::Deferred(written.err().map(End::WriteFailed))
             }
             // A covering sync failed: the store's error is written now, and ends the stream.
             Ok(Some(Fatal { message, .. })) => {
@@ -309,6 +534,15 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 }))
             }
             Err(error) => Handled::Deferred(Some(End::WriteFailed(error))),
+        }
+    }
+
+    /// `answer` once the records its request deferred through `seq` are durable, or the
+    /// store's error when that sync failed.
+    fn after_sync(&self, seq: u64, answer: Answer) -> Answer {
+        match self.store.log().sync_through(seq) {
+            Ok(()) => answer,
+            Err(error) => Answer::Append(Reply::from_error(&error, answer.id())),
         }
     }
 
@@ -337,9 +571,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         if !self.handed {
             return None;
         }
-        let holds = self.holds;
-        let (_, outbox) = holds.outbox()?;
-        let pending = outbox.take();
+        let pending = self.holds.outbox()?.1.take();
         self.handed = false;
         let pending = pending?;
         match self.store.log().sync_through(pending.seq) {
@@ -370,28 +602,42 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         }
     }
 
-    /// Reads and answers the hello line; `Some` when the connection ends there.
-    fn hello(&mut self, pid: u32) -> Option<End> {
+    /// Reads and answers the hello line; `Some` when the connection ends there (or, on the
+    /// event loop, waits for the rest of it).
+    fn hello(&mut self, pid: u32) -> Option<Step> {
+        let mut blank = 0;
         let line = loop {
             match self.lines.read_line(SERVER_HELLO_BYTES_MAX) {
-                Ok(Line::Complete) if self.lines.line().iter().all(u8::is_ascii_whitespace) => {}
+                Ok(Line::Complete) if self.lines.line().iter().all(u8::is_ascii_whitespace) => {
+                    // Blank lines take turns on the loop as requests do.
+                    blank += 1;
+                    if self.nonblocking && blank == LINES_PER_TURN {
+                        return Some(self.suspend(self.lines.line_waiting()));
+                    }
+                }
                 Ok(line) => break line,
-                Err(error) if timed_out(&error) => return Some(End::HelloTimedOut),
-                Err(error) => return Some(End::ReadFailed(error)),
+                Err(error) if self.suspends(&error) => return Some(self.suspend(false)),
+                Err(error) if timed_out(&error) => return Some(Step::Ended(End::HelloTimedOut)),
+                Err(error) => return Some(Step::Ended(End::ReadFailed(error))),
             }
         };
-        match line {
-            Line::End => return Some(End::Closed),
-            Line::Partial(bytes) => return Some(End::PartialLineDiscarded { bytes }),
+        let end = match line {
+            Line::End => End::Closed,
+            Line::Partial(bytes) => End::PartialLineDiscarded { bytes },
             Line::TooLong(bytes) => {
                 let reply = line_too_long(bytes, SERVER_HELLO_BYTES_MAX);
-                return Some(self.write_and_end(reply.object(), End::HelloRefused));
+                self.write_and_end(reply.object(), End::HelloRefused)
             }
             Line::Refused(shortfall) => {
-                return Some(self.write_and_end(shortfall.reply().object(), End::HelloRefused));
+                self.write_and_end(shortfall.reply().object(), End::HelloRefused)
             }
-            Line::Complete => {}
-        }
+            Line::Complete => return self.answer_hello(pid).map(Step::Ended),
+        };
+        Some(Step::Ended(end))
+    }
+
+    /// Answers the hello line read; `Some` when the connection ends there.
+    fn answer_hello(&mut self, pid: u32) -> Option<End> {
         let (reply, mode) = hello_reply(self.lines.line(), pid);
         self.acks = Acks::new(mode);
         let refused = reply.contains_key(reply::KEY_ERROR);
@@ -405,28 +651,41 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
         None
     }
 
-    /// A bare `assistant/delta` line through the fast path ([`delta_line`]): the same task
-    /// checks, append and reply as [`Self::handle`], without building JSON trees. The task
-    /// handle of the last delta is kept, so a stream of fragments looks its task up once.
+    /// A bare `assistant/delta` line, or a fragments line of several, through the fast path
+    /// ([`delta_line`]): the same task checks, appends and reply as [`Self::handle`], without
+    /// building JSON trees. The task handle of the last line is kept, so a stream of fragments
+    /// looks its task up once.
     fn delta(&mut self) -> Delta {
-        let Some(line) = delta_line::parse(self.lines.line()) else { return Delta::General };
-        let id = line.id.0.map(Value::from);
+        let (line_id, task_id, fragments) = if let Some(line) = delta_line::parse(self.lines.line())
+        {
+            (line.id, line.task, Fragments::One(line.text))
+        } else if delta_line::names_texts(self.lines.line()) {
+            // A fragments line's array costs more than its bytes: charged first.
+            if let Err(shortfall) = self.lines.charge(Parse::Texts) {
+                return Delta::Refused(shortfall.reply());
+            }
+            match delta_line::parse_texts(self.lines.line()) {
+                Some(line) => (line.id, line.task, Fragments::Many(line.texts)),
+                None => return Delta::General,
+            }
+        } else {
+            return Delta::General;
+        };
+        let id = line_id.0.map(Value::from);
         // A handle whose task was handed over since (it is no longer held) is not used: the
         // store takes the task over again first, as for any new handle.
-        let cached = self
-            .last_task
-            .as_ref()
-            .filter(|task| task.id().as_str() == line.task && task.is_held());
+        let cached =
+            self.last_task.as_ref().filter(|task| task.id().as_str() == task_id && task.is_held());
         // The cached handle's task was touched when it was cached (and `touched` only grows).
         if cached.is_none()
-            && let Some(refused) = touch(&mut self.touched, self.holds, &line.task, id.clone())
+            && let Some(refused) = touch(&mut self.touched, &self.holds, &task_id, id.clone())
         {
             return Delta::Refused(refused);
         }
         let fresh;
         let task = match cached {
             Some(task) => task,
-            None => match self.store.client_task(&line.task) {
+            None => match self.store.client_task(&task_id) {
                 Ok(task) => {
                     fresh = task;
                     &fresh
@@ -434,18 +693,31 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 Err(error) => return Delta::Refused(Reply::from_error(&error, id)),
             },
         };
-        match task.delta_revision(&line.text) {
+        // The fragments of a line are appended in order; a refusal answers the line, and
+        // the fragments before the refused one stay appended, as separate lines would.
+        let appended = match &fragments {
+            Fragments::One(text) => task.delta_revision(text),
+            Fragments::Many(texts) => {
+                // They arrived together: one reading of the clock stamps them all.
+                let now = self.store.now_us();
+                texts
+                    .iter()
+                    .try_fold((crate::Seq(0), 0), |_, text| task.delta_revision_at(&text.0, now))
+            }
+        };
+        if cached.is_none() {
+            self.last_task = Some(task.clone());
+        }
+        match appended {
             Ok((seq, revision)) => {
                 // A fragment's written reply carries no warnings: under durable-only acks it
-                // is skipped, and a later durable reply covers it.
+                // is skipped, and a later durable reply covers it. A fragments line is
+                // answered as its last fragment would be.
                 let written = if self.acks.skips_buffered() {
                     Ok(())
                 } else {
-                    delta_line::write_reply(&mut self.output, line.id, seq.0, &line.task, revision)
+                    delta_line::write_reply(&mut self.output, line_id, seq.0, &task_id, revision)
                 };
-                if cached.is_none() {
-                    self.last_task = Some(task.clone());
-                }
                 Delta::Answered(written)
             }
             Err(error) => Delta::Refused(Reply::from_error(&error, id)),
@@ -458,6 +730,9 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
             Ok(object) => object,
             Err(refusal) => return Answer::Append(refusal.into_reply()),
         };
+        if self.nonblocking && (!runs_on_the_loop(&object) || self.store.replicates_by_type()) {
+            return Answer::Promote;
+        }
         if !object.contains_key(KEY_TYPE) && object.contains_key(KEY_OP) {
             return match OpRequest::from_object(object) {
                 Ok(OpRequest { id, op }) => {
@@ -517,7 +792,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
 
     /// Records that this connection touches `task`; a refusal once it touched too many.
     fn touch(&mut self, task: &str, id: Option<Value>) -> Option<Reply> {
-        touch(&mut self.touched, self.holds, task, id)
+        touch(&mut self.touched, &self.holds, task, id)
     }
 
     /// A request with `op` and no `type`: the operation's reply.
@@ -544,7 +819,7 @@ impl<R: Read, W: Write> Connection<'_, R, W> {
                 }
             }
             Op::Follow { from_seq, task, limit, timeout_ms } => {
-                let (store, holds) = (self.store, self.holds);
+                let (store, holds) = (self.store, &self.holds);
                 let timeout = timeout_ms.unwrap_or(SERVER_FOLLOW_TIMEOUT_MS_MAX);
                 let timeout = std::time::Duration::from_millis(timeout);
                 let stopping = || holds.stopping();
@@ -760,6 +1035,7 @@ fn hello_reply(line: &[u8], pid: u32) -> (Map<String, Value>, AckMode) {
     reply.insert(KEY_VERSION.to_owned(), json!(SERVER_PROTOCOL_VERSION));
     reply.insert("protocol".to_owned(), json!(protocol::PROTOCOL_VERSION));
     reply.insert("pid".to_owned(), json!(pid));
+    reply.insert(KEY_TEXTS.to_owned(), json!(true));
     if asked.is_some() {
         // Said back, so that a client knows the server took it (an older server would
         // answer every line, and say nothing).
@@ -839,6 +1115,16 @@ fn touch(
     None
 }
 
+/// Whether a request runs on the event loop: an append or a batch, whose `Synced` reply the
+/// deliverer writes, unless it waits for a replica. Anything else may wait for a sync, for
+/// events (`follow`) or for a long report, and runs in a thread of its own.
+fn runs_on_the_loop(object: &Map<String, Value>) -> bool {
+    let appends = object.contains_key(KEY_TYPE)
+        || object.get(KEY_OP).and_then(Value::as_str) == Some(Op::BATCH_NAME);
+    appends
+        && object.get(request::KEY_DURABILITY).and_then(Value::as_str) != Some(reply::REPLICATED)
+}
+
 /// The reply to a request line of the general path, by what the request was.
 enum Answer {
     /// An append (or a batch, a sync, a refusal): its written reply says what it made
@@ -846,6 +1132,8 @@ enum Answer {
     Append(Reply),
     /// A read or a report: its reply says nothing of durability.
     Read(Reply),
+    /// Not run: on the event loop, the request runs in a thread of its own.
+    Promote,
 }
 
 /// What [`Connection::handle_deferring`] made of a request.
@@ -860,9 +1148,19 @@ enum Handled {
 impl Answer {
     /// The request's id, as its reply says it.
     fn id(&self) -> Option<Value> {
-        let (Answer::Append(reply) | Answer::Read(reply)) = self;
-        reply.id()
+        match self {
+            Answer::Append(reply) | Answer::Read(reply) => reply.id(),
+            Answer::Promote => None,
+        }
     }
+}
+
+/// The fragments of a fast-path line.
+enum Fragments<'a> {
+    /// A bare delta line's `text`.
+    One(std::borrow::Cow<'a, str>),
+    /// A fragments line's `texts`, in order.
+    Many(Vec<delta_line::Text<'a>>),
 }
 
 /// What the fast path made of a line.

@@ -3,10 +3,10 @@
 //!
 //! A connection's `Synced` append returns as soon as its records are written
 //! ([`crate::engine::writer::DeferredSyncs`]); the connection puts its encoded reply in its
-//! [`Outbox`], hands the outbox to the server's [`Deliverer`] and goes back to reading its
-//! socket. The deliverer's thread leads one `fdatasync` for every reply handed to it since
-//! the last one, then writes each reply to its socket without blocking. A connection thread
-//! is thus woken once per request (by its client's next line), not also by the sync.
+//! [`Outbox`], hands the outbox to the server's [`Deliverer`] and goes on with its next lines
+//! (on its event loop, or in its thread). The deliverer's thread leads one `fdatasync` for
+//! every reply handed to it since the last one, then writes each reply to its socket without
+//! blocking. No thread sleeps through a sync for a connection.
 //!
 //! Rules:
 //! - A reply is written only once `durable_seq` covers what its request deferred.
@@ -15,8 +15,8 @@
 //!   itself and writes the rest ([`Outbox::take`]). The deliverer writes under the outbox's
 //!   lock, so the two never interleave.
 //! - A client that leaves a reply unread for the server's write timeout is disconnected, as
-//!   a connection thread's own blocked write would be: its socket is shut down, and its thread
-//!   ends the connection.
+//!   a connection's own blocked write would be: its socket is shut down, and its connection
+//!   ends.
 //! - When the sync fails, the connections waiting for it are woken (their input is shut
 //!   down): each takes its reply back and answers the store's error instead.
 
@@ -82,6 +82,12 @@ impl Outbox {
         let _ = self.stream.shutdown(how);
     }
 
+    /// Whether a reply waits in the outbox (its sync has not come, or its socket has not taken
+    /// it whole yet).
+    pub fn waits(&self) -> bool {
+        self.pending.lock().is_some()
+    }
+
     /// Takes the connection's waiting reply back (what the deliverer has not written of
     /// it); `None` when there is none.
     pub fn take(&self) -> Option<Pending> {
@@ -134,7 +140,7 @@ impl Deliverer {
         self.queue.lock().handed.push(Arc::clone(outbox));
         self.wake.notify_one();
         if !self.is_alive() {
-            // The thread is gone: the connection's thread writes the reply itself.
+            // The thread is gone: the connection writes the reply itself.
             outbox.shutdown(std::net::Shutdown::Read);
         }
     }

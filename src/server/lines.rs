@@ -32,6 +32,9 @@ use crate::protocol::reply::error_object;
 /// encoded and its frame, each at most as long as the line that spelled it.
 const RUN_BYTES_PER_LINE_BYTE: usize = 2;
 
+/// The bytes of one fragment's slot in a parsed fragments line (a borrowed or owned string).
+const TEXT_SLOT_BYTES: usize = std::mem::size_of::<crate::protocol::delta_line::Text<'static>>();
+
 /// The memory that the connections of one served store share for requests longer than each
 /// connection's own [`SERVER_REQUEST_BYTES_PER_CLIENT`] (`format-spec/server.md`, "Memory").
 /// When it falls back to nothing after having held at least [`SERVER_HEAP_TRIM_BYTES_MIN`],
@@ -197,6 +200,9 @@ pub(super) enum Line {
 pub(super) enum Parse {
     /// The fast path of a bare fragment: its strings are borrowed or decoded once.
     Plain,
+    /// A fragments line: its strings as `Plain`, and one slot of the array a fragment
+    /// (counted as the line's commas, an upper bound).
+    Texts,
     /// A JSON tree.
     Tree,
 }
@@ -208,6 +214,9 @@ pub(super) struct LineReader<'a, R: Read> {
     budget: &'a RequestBudget,
     /// What this connection holds of `budget`.
     held: usize,
+    /// A line whose reading stopped at a read that would block (the event loop's): how many
+    /// of its bytes were read (those kept are in `line`) and what the budget refused of it.
+    resume: Option<(usize, Option<Shortfall>)>,
 }
 
 impl<'a, R: Read> LineReader<'a, R> {
@@ -217,7 +226,13 @@ impl<'a, R: Read> LineReader<'a, R> {
             line: Vec::new(),
             budget,
             held: 0,
+            resume: None,
         }
+    }
+
+    /// The input read from.
+    pub(super) fn input_mut(&mut self) -> &mut R {
+        self.input.get_mut()
     }
 
     /// The line last read ([`Line::Complete`]), without its newline.
@@ -231,16 +246,24 @@ impl<'a, R: Read> LineReader<'a, R> {
     }
 
     /// Reads one line (its newline removed), at most `limit` bytes of it, newline included.
+    /// A read that would block (`WouldBlock`) returns its error and keeps the part of the line
+    /// read so far: the next call goes on with it.
     pub(super) fn read_line(&mut self, limit: usize) -> io::Result<Line> {
-        self.line.clear();
-        let mut read = 0;
-        let mut short = None;
+        let (mut read, mut short) = self.resume.take().unwrap_or_else(|| {
+            self.line.clear();
+            (0, None)
+        });
         loop {
             let (take, complete) = {
                 let available = match self.input.fill_buf() {
                     Ok(available) => available,
                     Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(error) => return Err(error),
+                    Err(error) => {
+                        if error.kind() == io::ErrorKind::WouldBlock {
+                            self.resume = Some((read, short));
+                        }
+                        return Err(error);
+                    }
                 };
                 if available.is_empty() {
                     if read == 0 {
@@ -291,6 +314,10 @@ impl<'a, R: Read> LineReader<'a, R> {
         let run = bytes.saturating_mul(RUN_BYTES_PER_LINE_BYTE);
         let parsed = match parse {
             Parse::Plain => bytes,
+            Parse::Texts => {
+                let slots = memchr::memchr_iter(b',', &self.line).count().saturating_add(1);
+                slots.saturating_mul(TEXT_SLOT_BYTES).saturating_add(bytes)
+            }
             Parse::Tree => {
                 // Every byte a value is the most a line can cost: no need to count then.
                 let most = bytes.saturating_add(1).saturating_mul(SERVER_PARSE_BYTES_PER_TOKEN);

@@ -15,12 +15,16 @@
 //!   group or others. Each peer's credentials (`SO_PEERCRED`) are checked at accept: the
 //!   server's own user, or the allowed group (the peer's primary group), else it is answered
 //!   `PERMISSION_DENIED` naming the reason and closed.
-//! - **Bounds.** At most [`ServeOptions::clients_max`] connections (one thread each; the next
-//!   is answered `SERVER_BUSY`); one request in flight per connection (the others wait in the
-//!   socket, which pushes back on the client); bounded line, input and reply buffers, and a
-//!   budget of memory for long requests that all connections share ([`lines`]); a client
-//!   that stops reading is disconnected once a reply waits [`ServeOptions::write_timeout`] for
-//!   it, and never holds a lock meanwhile.
+//! - **Event loops.** One thread a core serves its share of the connections ([`event_loop`]):
+//!   it runs the lines of each connection whose socket is readable, without a thread to wake
+//!   per request. A connection whose next line could keep it waiting (a read, `follow`, an
+//!   operator request) or whose client is slow to read goes on in a thread of its own.
+//! - **Bounds.** At most [`ServeOptions::clients_max`] connections (the next is answered
+//!   `SERVER_BUSY`); one request in flight per connection (the others wait in the socket,
+//!   which pushes back on the client); bounded line, input and reply buffers, and a budget of
+//!   memory for long requests that all connections share ([`lines`]); a client that stops
+//!   reading is disconnected once a reply waits [`ServeOptions::write_timeout`] for it, and
+//!   never holds a lock meanwhile.
 //! - **Holders.** Each connection is a holder of the tasks it appends to: when the last
 //!   connection that touched a task is gone, the task is handed over at once
 //!   ([`Store::release_task`]): the calls it left open get `tool/outcome_unknown`, its
@@ -28,12 +32,13 @@
 
 pub mod conn;
 mod deliver;
+mod event_loop;
 mod heap;
 pub mod lines;
+mod socket;
 
-use std::cell::Cell;
-use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -44,9 +49,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::limits::{
-    SERVER_CLIENTS_MAX, SERVER_HELLO_TIMEOUT_MS_DEFAULT, SERVER_IDLE_TIMEOUT_MS_DEFAULT,
-    SERVER_REQUEST_BYTES_SHARED, SERVER_SLOTS_SHARE_DENOMINATOR, SERVER_SLOTS_SHARE_NUMERATOR,
-    SERVER_WRITE_TIMEOUT_MS_DEFAULT,
+    SERVER_CLIENTS_MAX, SERVER_EVENT_LOOPS_MAX, SERVER_HELLO_TIMEOUT_MS_DEFAULT,
+    SERVER_IDLE_TIMEOUT_MS_DEFAULT, SERVER_REQUEST_BYTES_SHARED, SERVER_SLOTS_SHARE_DENOMINATOR,
+    SERVER_SLOTS_SHARE_NUMERATOR, SERVER_WRITE_TIMEOUT_MS_DEFAULT,
 };
 use crate::protocol::reply::error_object;
 use crate::{Durability, Store};
@@ -54,7 +59,9 @@ use parking_lot::Mutex;
 
 use conn::{End, Holds};
 use deliver::{Deliverer, Outbox};
+use event_loop::{Arrival, Seat};
 use lines::RequestBudget;
+use socket::Deadline;
 
 pub use crate::fs::lock_holder;
 pub use crate::harness::{SOCKET_FILE, socket_path};
@@ -156,8 +163,10 @@ struct Shared {
     /// Each open connection's outbox (a handle of its own on its socket), to shut its input
     /// down at stop.
     outboxes: Mutex<HashMap<u64, Arc<Outbox>>>,
-    /// Each connection's thread, reaped as they finish.
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The event loops' places: each one's `epoll` set, wake-up and arrivals.
+    loops: Vec<Seat>,
+    /// Set at stop once the listener has ended: the loops end their connections and return.
+    closing: AtomicBool,
     /// How many open connections touched each task.
     holders: Mutex<HashMap<String, usize>>,
     /// The memory for long requests that the connections share.
@@ -174,6 +183,7 @@ pub struct Server {
     shared: Arc<Shared>,
     listener: Option<JoinHandle<()>>,
     delivering: Option<JoinHandle<()>>,
+    looping: Vec<JoinHandle<()>>,
     /// The listening socket, to wake the blocked `accept` at stop.
     waker: UnixListener,
 }
@@ -247,6 +257,18 @@ impl Server {
             return Err(Error::io("move the socket into place", &path, error));
         }
         let write_timeout = options.write_timeout;
+        // One event loop a core: each runs its connections' lines on one thread.
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let loops = match (0..cores.clamp(1, SERVER_EVENT_LOOPS_MAX))
+            .map(|_| Seat::new())
+            .collect::<std::io::Result<Vec<Seat>>>()
+        {
+            Ok(loops) => loops,
+            Err(error) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::io("create the event loops' epoll sets", &path, error));
+            }
+        };
         let shared = Arc::new(Shared {
             store: store.clone(),
             options,
@@ -256,7 +278,8 @@ impl Server {
             per_user: Mutex::new(HashMap::new()),
             next_client: AtomicU64::new(1),
             outboxes: Mutex::new(HashMap::new()),
-            threads: Mutex::new(Vec::new()),
+            loops,
+            closing: AtomicBool::new(false),
             holders: Mutex::new(HashMap::new()),
             budget: RequestBudget::new(SERVER_REQUEST_BYTES_SHARED),
             deliverer: Deliverer::new(write_timeout),
@@ -270,6 +293,23 @@ impl Server {
             .name("factlog-deliver".to_owned())
             .spawn(move || deliver(&delivering))
             .map_err(|e| Error::io("spawn the delivering thread", &shared.path, e))?;
+        let mut looping = Vec::new();
+        for index in 0..shared.loops.len() {
+            let serving = Arc::clone(&shared);
+            match std::thread::Builder::new()
+                .name("factlog-loop".to_owned())
+                .spawn(move || event_loop::run(&serving, index))
+            {
+                Ok(handle) => looping.push(handle),
+                Err(e) => {
+                    close_loops(&shared, looping);
+                    shared.deliverer.stop();
+                    let _ = delivering.join();
+                    let _ = std::fs::remove_file(&shared.path);
+                    return Err(Error::io("spawn an event loop's thread", &shared.path, e));
+                }
+            }
+        }
         let accepting = Arc::clone(&shared);
         let listener = match std::thread::Builder::new()
             .name("factlog-serve".to_owned())
@@ -277,8 +317,10 @@ impl Server {
         {
             Ok(listener) => listener,
             Err(e) => {
+                close_loops(&shared, looping);
                 shared.deliverer.stop();
                 let _ = delivering.join();
+                let _ = std::fs::remove_file(&shared.path);
                 return Err(Error::io("spawn the listener thread", &shared.path, e));
             }
         };
@@ -287,7 +329,13 @@ impl Server {
             shared.store.dir().display(),
             shared.path.display()
         ));
-        Ok(Server { shared, listener: Some(listener), delivering: Some(delivering), waker })
+        Ok(Server {
+            shared,
+            listener: Some(listener),
+            delivering: Some(delivering),
+            looping,
+            waker,
+        })
     }
 
     /// The socket's path (`DIR/factlog.sock`).
@@ -328,10 +376,8 @@ impl Server {
         for outbox in shared.outboxes.lock().values() {
             outbox.shutdown(std::net::Shutdown::Read);
         }
-        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *shared.threads.lock());
-        for thread in threads {
-            let _ = thread.join();
-        }
+        // The loops end their connections, and wait for those they moved to threads.
+        close_loops(shared, std::mem::take(&mut self.looping));
         // Every connection wrote its own waiting reply as it ended.
         shared.deliverer.stop();
         if let Some(delivering) = self.delivering.take() {
@@ -359,6 +405,18 @@ fn deliver(shared: &Shared) {
         for outbox in shared.outboxes.lock().values() {
             outbox.shutdown(std::net::Shutdown::Read);
         }
+    }
+}
+
+/// Ends the event loops (once no connection can be handed to them any more): each ends its
+/// connections and waits for those it moved to threads.
+fn close_loops(shared: &Shared, looping: Vec<JoinHandle<()>>) {
+    shared.closing.store(true, Ordering::SeqCst);
+    for seat in &shared.loops {
+        seat.wake();
+    }
+    for handle in looping {
+        let _ = handle.join();
     }
 }
 
@@ -395,11 +453,10 @@ fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {
             }
         };
         accept(shared, stream);
-        shared.threads.lock().retain(|thread| !thread.is_finished());
     }
 }
 
-/// Checks the peer and the client count, then starts the connection's thread.
+/// Checks the peer and the client count, then hands the connection to an event loop.
 fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
     let accepted = Instant::now();
     let _ = stream.set_write_timeout(Some(shared.options.write_timeout));
@@ -426,18 +483,8 @@ fn accept(shared: &Arc<Shared>, mut stream: UnixStream) {
     if let Some(outbox) = &outbox {
         shared.outboxes.lock().insert(number, Arc::clone(outbox));
     }
-    let connection = Arc::clone(shared);
-    let spawned = std::thread::Builder::new()
-        .name(format!("factlog-client-{number}"))
-        .spawn(move || serve_client(&connection, number, uid, &stream, accepted, outbox));
-    match spawned {
-        Ok(thread) => shared.threads.lock().push(thread),
-        Err(error) => {
-            (shared.options.log)(&format!("could not start a client thread: {error}"));
-            shared.outboxes.lock().remove(&number);
-            give_slot_back(shared, uid);
-        }
-    }
+    let seat = &shared.loops[number as usize % shared.loops.len()];
+    seat.hand(Arrival { number, uid, stream, accepted, outbox });
 }
 
 /// The most connections one user may hold: every slot when only the server's user is
@@ -523,120 +570,64 @@ fn refuse(stream: &mut UnixStream, code: &str, reason: &str) {
     }
 }
 
-/// Counts the connection as a holder of each task it touches; its outbox for the replies
-/// that wait for a group commit (none when its socket could not be duplicated).
-struct ClientHolds<'a>(&'a Shared, &'a Deadline<'a>, Option<Arc<Outbox>>);
-
-/// A connection's socket as it is read: with a deadline that a trickle of bytes does not
-/// push back (`format-spec/server.md`, "Bounds"): the hello's runs from the accept, then the
-/// idle one from the last request (a blank line is not one). The socket's read timeout is
-/// moved toward the deadline as it nears, never more than twice the time left, so a read
-/// blocks past the deadline by at most the time that was left, and the timeout is set again
-/// only when it is off by more than a factor of two (a few system calls per bound, not one
-/// per read).
-struct Deadline<'a> {
-    stream: &'a UnixStream,
-    at: Cell<Instant>,
-    /// The read timeout the socket has now.
-    timeout: Cell<Duration>,
-    /// A request came since the last read: the idle bound restarts at the next read (one
-    /// look at the clock a read, not one a request line).
-    active: Cell<bool>,
-    /// The idle bound.
-    idle: Duration,
-}
-
-impl Deadline<'_> {
-    fn restart(&self, bound: Duration) {
-        self.at.set(deadline_after(Instant::now(), bound));
-    }
-}
-
-/// `from + bound`, or a year from `from` when the bound is further than a clock can count
-/// (a huge `--idle-timeout-ms` means "never", not a panic).
-fn deadline_after(from: Instant, bound: Duration) -> Instant {
-    let year = Duration::from_secs(365 * 24 * 3600);
-    from.checked_add(bound.min(year)).unwrap_or(from)
-}
-
-impl Read for &Deadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let now = Instant::now();
-        if self.active.take() {
-            // The lines read from the last buffer held a request: the idle time starts
-            // again from now, when this connection asks for more.
-            self.at.set(deadline_after(now, self.idle));
-        }
-        let left = self.at.get().saturating_duration_since(now);
-        if left.is_zero() {
-            return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
-        }
-        let timeout = self.timeout.get();
-        if timeout > left.saturating_mul(2) || timeout.saturating_mul(2) < left {
-            let _ = self.stream.set_read_timeout(Some(left));
-            self.timeout.set(left);
-        }
-        let mut stream = self.stream;
-        stream.read(buf)
-    }
+/// A served connection's part of the server's bookkeeping: the tasks it touches, its bounds
+/// ([`Deadline`]), and its outbox for the replies that wait for a group commit (none when its
+/// socket could not be duplicated).
+struct ClientHolds<'a> {
+    shared: &'a Shared,
+    deadline: Arc<Deadline>,
+    outbox: Option<Arc<Outbox>>,
 }
 
 impl Holds for ClientHolds<'_> {
     fn touch(&self, task: &str) {
-        *self.0.holders.lock().entry(task.to_owned()).or_insert(0) += 1;
+        *self.shared.holders.lock().entry(task.to_owned()).or_insert(0) += 1;
     }
 
     fn clients(&self) -> Option<(usize, usize)> {
-        Some((self.0.outboxes.lock().len(), self.0.options.clients_max))
+        Some((self.shared.outboxes.lock().len(), self.shared.options.clients_max))
     }
 
     fn holders(&self, task: &str) -> Option<usize> {
-        Some(self.0.holders.lock().get(task).copied().unwrap_or(0))
+        Some(self.shared.holders.lock().get(task).copied().unwrap_or(0))
     }
 
     fn stopping(&self) -> bool {
-        self.0.stopping.load(Ordering::SeqCst)
+        self.shared.stopping.load(Ordering::SeqCst)
     }
 
     fn hello_done(&self) {
         // From now on the bound is the idle one.
-        self.1.restart(self.0.options.idle_timeout);
+        self.deadline.restart(self.shared.options.idle_timeout);
     }
 
     fn request_done(&self) {
-        self.1.active.set(true);
+        self.deadline.request_done();
     }
 
     fn budget(&self) -> &RequestBudget {
-        &self.0.budget
+        &self.shared.budget
     }
 
     fn outbox(&self) -> Option<(&Deliverer, &Arc<Outbox>)> {
-        self.2.as_ref().map(|outbox| (&self.0.deliverer, outbox))
+        self.outbox.as_ref().map(|outbox| (&self.shared.deliverer, outbox))
     }
 }
 
-fn serve_client(
+/// Ends a connection that has ended: its socket is closed, the tasks no other connection
+/// holds are handed over, its end is logged and its slot given back.
+fn finish_client(
     shared: &Shared,
     number: u64,
     uid: u32,
     stream: &UnixStream,
-    accepted: Instant,
-    outbox: Option<Arc<Outbox>>,
+    end: &End,
+    touched: HashSet<String>,
 ) {
-    // The hello's bound runs from the accept (the socket's read timeout was set to it there).
-    let hello_timeout = shared.options.hello_timeout;
-    let deadline = Deadline {
-        stream,
-        at: Cell::new(deadline_after(accepted, hello_timeout)),
-        timeout: Cell::new(hello_timeout),
-        active: Cell::new(false),
-        idle: shared.options.idle_timeout,
-    };
-    let holds = ClientHolds(shared, &deadline, outbox);
-    let (end, touched) = conn::serve_stream(&shared.store, &holds, shared.pid, &deadline, stream);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     shared.outboxes.lock().remove(&number);
+    // Its slot goes back whatever happens to the hand-over below.
+    let _slot = SlotBack(shared, uid);
     // The tasks no other connection holds are handed over now: what this client left open
     // gets explicit outcomes, its one-time authority expires.
     let mut released = 0;
@@ -663,7 +654,7 @@ fn serve_client(
         }
         drop(holders);
     }
-    let how = match &end {
+    let how = match end {
         End::Closed => "closed".to_owned(),
         End::PartialLineDiscarded { bytes } => {
             format!(
@@ -688,5 +679,13 @@ fn serve_client(
     (shared.options.log)(&format!(
         "client {number} disconnected: {how}; {released} task(s) handed over"
     ));
-    give_slot_back(shared, uid);
+}
+
+/// Gives a connection's slot back when dropped (also when the hand-over of its tasks panics).
+struct SlotBack<'a>(&'a Shared, u32);
+
+impl Drop for SlotBack<'_> {
+    fn drop(&mut self) {
+        give_slot_back(self.0, self.1);
+    }
 }

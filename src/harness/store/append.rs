@@ -115,10 +115,15 @@ impl Task {
     /// [`Task::delta`], also returning the task's revision after the fragment: exact even
     /// while other threads append to the task (it is assigned under the log's lock).
     pub fn delta_revision(&self, text: &str) -> Result<(Seq, u64)> {
+        self.delta_revision_at(text, self.store.now_us())
+    }
+
+    /// [`Task::delta_revision`] stamped `now` (the store's clock, read once for fragments
+    /// that arrived together: a served fragments line's).
+    pub(crate) fn delta_revision_at(&self, text: &str, now: u64) -> Result<(Seq, u64)> {
         check_delta_text(text)?;
         let task = self.cell.id.as_str();
         let len = codec::record_bytes(task, text.len());
-        let now = self.store.now_us();
         let cell = &*self.cell;
         let inner = &*self.store.inner;
         let mut assigned = 0;
@@ -174,6 +179,13 @@ impl Task {
 }
 
 impl Store {
+    /// Whether some event types wait for a replica ([`StoreOptions::replicated_types`]): an
+    /// append may then wait for a shipment (a served store runs appends in a connection's own
+    /// thread).
+    pub(crate) fn replicates_by_type(&self) -> bool {
+        !self.inner.options.replicated_types.is_empty()
+    }
+
     /// Whether one of `bodies` is of a type of [`StoreOptions::replicated_types`] (none by
     /// default: then nothing is looked at).
     fn replicated_by_type(&self, bodies: &[Body]) -> bool {
