@@ -132,10 +132,10 @@ pub(super) fn run(shared: &Shared, index: usize) {
             // handed to this loop after it is seen.
             let closing = shared.closing.load(Ordering::SeqCst);
             state.wait(&mut events, closing);
-            state.admit();
             for event in &events {
-                if event.data.u64() != WAKE_KEY {
-                    state.enqueue(event.data.u64());
+                match event.data.u64() {
+                    WAKE_KEY => state.admit(),
+                    number => state.enqueue(number),
                 }
             }
             state.run_queue(scope);
