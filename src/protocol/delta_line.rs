@@ -72,7 +72,7 @@ pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
 const TEXTS_KEY: &[u8] = b"\"texts\"";
 
 /// Whether `line` may be a fragments line (it names `texts`): the server charges such a line
-/// as a parsed tree before [`parse_texts`] reads it, since its array costs more than the line.
+/// for its array before [`parse_texts`] reads it, since the array costs more than the line.
 #[must_use]
 pub fn names_texts(line: &[u8]) -> bool {
     memchr::memmem::find(line, TEXTS_KEY).is_some()

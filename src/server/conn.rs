@@ -213,8 +213,8 @@ pub(super) struct Connection<'a, R: Read, W: Write, H: Holds> {
     nonblocking: bool,
     /// The hello was answered.
     hello_done: bool,
-    /// The line in `lines` runs again before the next is read (a promoted connection's).
-    replay: bool,
+    /// The line read last, run again before the next is read (a promoted connection's).
+    replay: Option<Line>,
     /// The bytes written to `output` that its socket has not taken yet (`|_| 0`: none ever
     /// wait, the writes block).
     backlog: fn(&W) -> usize,
@@ -245,7 +245,7 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
             holds,
             nonblocking: false,
             hello_done: false,
-            replay: false,
+            replay: None,
             backlog: |_| 0,
             touched: HashSet::new(),
             lines: LineReader::new(input, budget),
@@ -278,9 +278,26 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
     /// as [`serve_stream`] settles it).
     pub(super) fn resume(&mut self, pid: u32) -> Step {
         match self.run(pid) {
+            // On the loop, a reply that still waits for its sync is left to [`Self::settle`]
+            // in a thread.
+            Step::Ended(end) if self.nonblocking && self.reply_waits() => Step::Ended(end),
             Step::Ended(end) => Step::Ended(self.ended(end)),
             other => other,
         }
+    }
+
+    /// Settles a connection's end as [`serve_stream`] does (its reply that waits for a sync
+    /// written after it, or its error; what its socket has not taken written), its reads and
+    /// writes blocking from now on: in a thread of its own.
+    pub(super) fn settle(&mut self, end: End) -> End {
+        self.nonblocking = false;
+        self.ended(end)
+    }
+
+    /// Whether the connection's end is still to be settled in a thread ([`Self::settle`]): a
+    /// reply waits for its sync, or its socket has not taken all of its replies.
+    pub(super) fn unsettled(&self) -> bool {
+        self.reply_waits() || self.backlog() > 0
     }
 
     /// From now on the connection's reads and writes block (its input and output were
@@ -303,6 +320,9 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
     /// it ends as a blocked read timing out ends it.
     pub(super) fn expire(&mut self) -> End {
         let end = if self.hello_done { self.finish(End::IdleTimedOut) } else { End::HelloTimedOut };
+        if self.nonblocking && self.reply_waits() {
+            return end;
+        }
         self.ended(end)
     }
 
@@ -366,15 +386,13 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
         }
         let mut turn = 0;
         loop {
-            let line = if self.replay {
-                self.replay = false;
-                Line::Complete
+            let line = if let Some(line) = self.replay.take() {
+                line
             } else {
                 // A turn on the loop ends after its lines, or once its socket has not taken
                 // a reply buffer's worth (its loop then moves it to a thread of its own).
                 if self.nonblocking
-                    && (turn == LINES_PER_TURN
-                        || (self.backlog)(self.output.get_ref()) > SERVER_REPLY_BUFFER_BYTES)
+                    && (turn == LINES_PER_TURN || self.backlog() > SERVER_REPLY_BUFFER_BYTES)
                 {
                     return self.suspend(self.lines.line_waiting());
                 }
@@ -397,9 +415,8 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
             };
             // The client sent more before its last reply was written: that reply goes first,
             // after its sync, for which a connection of the loop waits in a thread of its own.
-            if self.nonblocking && matches!(line, Line::Complete | Line::End) && self.reply_waits()
-            {
-                self.replay = matches!(line, Line::Complete);
+            if self.nonblocking && self.reply_waits() {
+                self.replay = Some(line);
                 return self.suspend_for_promotion();
             }
             if let Some(end) = self.deliver_own() {
@@ -449,7 +466,7 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                                 }
                                 Handled::Deferred(Some(end)) => return Step::Ended(end),
                                 Handled::Now(Answer::Promote) => {
-                                    self.replay = true;
+                                    self.replay = Some(Line::Complete);
                                     return self.suspend_for_promotion();
                                 }
                                 Handled::Now(Answer::Append(reply)) => reply,
@@ -730,7 +747,12 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
             Ok(object) => object,
             Err(refusal) => return Answer::Append(refusal.into_reply()),
         };
-        if self.nonblocking && (!runs_on_the_loop(&object) || self.store.replicates_by_type()) {
+        // On the loop, an append waits for no sync and no replica: with no deliverer to hand
+        // its `Synced` reply to, or event types that wait for a replica, it runs in a thread.
+        let delivered = self.holds.outbox().is_some_and(|(deliverer, _)| deliverer.is_alive());
+        if self.nonblocking
+            && (!runs_on_the_loop(&object) || !delivered || self.store.replicates_by_type())
+        {
             return Answer::Promote;
         }
         if !object.contains_key(KEY_TYPE) && object.contains_key(KEY_OP) {

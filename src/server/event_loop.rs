@@ -8,11 +8,11 @@
 //! A connection that could keep the loop waiting goes on in a thread of its own for the rest
 //! of its life, running the same connection code with reads and writes that block: when its
 //! next line is anything but an append or a batch (a read, `follow`, an operator request, a
-//! `sync`), an append that waits for a replica, a line sent while its last reply still waits
-//! for its sync, or when its socket did not take all of its replies (a client slow to read).
-//! The line it stopped at runs first in the thread. A connection that ends on the loop with
-//! replies its socket has not taken, or with tasks to hand over (which may sync), is ended by
-//! a thread too.
+//! `sync`), an append that may wait for a replica or for its own sync (no deliverer), a line
+//! sent while its last reply still waits for its sync, or when its socket did not take all of
+//! its replies (a client slow to read). The line it stopped at runs first in the thread. A
+//! connection that ends on the loop while a reply waits for its sync, with replies its socket
+//! has not taken, or with tasks to hand over (which may sync), is ended by a thread too.
 //!
 //! The loop keeps each connection's hello and idle bounds ([`super::socket::Deadline`]): it
 //! waits no longer than the nearest one and ends the connections whose bound passed. A panic
@@ -22,7 +22,6 @@
 //! them.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -256,7 +255,7 @@ impl<'a> Loop<'a> {
                 }
                 Ok(Step::Promote) => self.hand_to_thread(number, Then::Run, scope),
                 Ok(Step::Ended(end)) => self.end(number, end, scope),
-                Err(_) => self.failed(number),
+                Err(_) => self.failed(number, scope),
             }
         }
     }
@@ -284,19 +283,20 @@ impl<'a> Loop<'a> {
             let Some(client) = self.clients.get_mut(&number) else { continue };
             match catch_unwind(AssertUnwindSafe(|| client.connection.expire())) {
                 Ok(end) => self.end(number, end, scope),
-                Err(_) => self.failed(number),
+                Err(_) => self.failed(number, scope),
             }
         }
     }
 
-    /// A connection has ended: it is closed here, unless its socket has not taken its last
-    /// replies or it has tasks to hand over (which may sync): a thread does that.
+    /// A connection has ended: it is closed here, unless its last reply waits for its sync, its
+    /// socket has not taken its last replies or it has tasks to hand over (which may sync): a
+    /// thread does that.
     fn end<'scope>(&mut self, number: u64, end: End, scope: &'scope std::thread::Scope<'scope, '_>)
     where
         'a: 'scope,
     {
         let Some(client) = self.clients.get(&number) else { return };
-        if client.connection.backlog() > 0 || client.connection.touched_any() {
+        if client.connection.unsettled() || client.connection.touched_any() {
             self.hand_to_thread(number, Then::Finish(end), scope);
         } else {
             self.end_here(number, end);
@@ -305,10 +305,13 @@ impl<'a> Loop<'a> {
 
     /// Running a connection's line panicked: the connection ends, its slot given back and its
     /// tasks handed over.
-    fn failed(&mut self, number: u64) {
+    fn failed<'scope>(&mut self, number: u64, scope: &'scope std::thread::Scope<'scope, '_>)
+    where
+        'a: 'scope,
+    {
         let message = "the server failed while it ran this connection's line";
         (self.shared.options.log)(&format!("client {number}: {message}"));
-        self.end_here(number, End::Fatal { message: message.to_owned() });
+        self.end(number, End::Fatal { message: message.to_owned() }, scope);
     }
 
     /// Ends a connection on the loop: its socket closed, its tasks handed over, its slot given
@@ -381,8 +384,8 @@ impl<'a> Loop<'a> {
 enum Then {
     /// Runs to its end, its reads and writes blocking, the line it stopped at first.
     Run,
-    /// Writes the replies its socket has not taken yet and hands its tasks over, then ends as
-    /// it ended on the loop.
+    /// Writes its reply that waits for a sync and those its socket has not taken yet, hands
+    /// its tasks over, then ends as it ended on the loop.
     Finish(End),
 }
 
@@ -393,10 +396,7 @@ impl Then {
             Then::Finish(end) => {
                 let (_, output) = client.connection.streams();
                 output.set_blocking();
-                match (output.flush(), end) {
-                    (Err(error), End::Closed) => End::WriteFailed(error),
-                    (_, end) => end,
-                }
+                client.connection.settle(end)
             }
         }));
         let end = ran.unwrap_or_else(|_| {

@@ -32,8 +32,11 @@ use crate::protocol::reply::error_object;
 /// encoded and its frame, each at most as long as the line that spelled it.
 const RUN_BYTES_PER_LINE_BYTE: usize = 2;
 
-/// The bytes of one fragment's slot in a parsed fragments line (a borrowed or owned string).
-const TEXT_SLOT_BYTES: usize = std::mem::size_of::<crate::protocol::delta_line::Text<'static>>();
+/// The most one fragment of a parsed fragments line takes besides its bytes: its slot in the
+/// array twice over (the array doubles as it grows) and the smallest allocation of a fragment
+/// that holds an escape (its own string).
+const TEXT_SLOT_BYTES: usize =
+    2 * std::mem::size_of::<crate::protocol::delta_line::Text<'static>>() + 32;
 
 /// The memory that the connections of one served store share for requests longer than each
 /// connection's own [`SERVER_REQUEST_BYTES_PER_CLIENT`] (`format-spec/server.md`, "Memory").
@@ -182,6 +185,7 @@ impl Shortfall {
 }
 
 /// One line of input, as read.
+#[derive(Debug, Clone, Copy)]
 pub(super) enum Line {
     /// The input ended before a line began.
     End,
@@ -200,7 +204,7 @@ pub(super) enum Line {
 pub(super) enum Parse {
     /// The fast path of a bare fragment: its strings are borrowed or decoded once.
     Plain,
-    /// A fragments line: its strings as `Plain`, and one slot of the array a fragment
+    /// A fragments line: its strings as `Plain`, and up to [`TEXT_SLOT_BYTES`] a fragment
     /// (counted as the line's commas, an upper bound).
     Texts,
     /// A JSON tree.

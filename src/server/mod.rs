@@ -644,11 +644,20 @@ fn finish_client(
                 holders.remove(&task);
             }
         }
-        match shared.store.release_task(&task) {
-            Ok(()) => released += 1,
-            Err(error) => {
+        // A panic here fails this task's hand-over only: the others are still handed over.
+        let release = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            shared.store.release_task(&task)
+        }));
+        match release {
+            Ok(Ok(())) => released += 1,
+            Ok(Err(error)) => {
                 (shared.options.log)(&format!(
                     "client {number}: handing task {task:?} over failed: {error}"
+                ));
+            }
+            Err(_) => {
+                (shared.options.log)(&format!(
+                    "client {number}: handing task {task:?} over failed"
                 ));
             }
         }
