@@ -91,36 +91,13 @@ fn a_dropped_client_sends_its_buffered_fragments() {
     store.close().expect("close");
 }
 
-/// A fake server on a socket of its own: it answers the hello, then gives each request line
-/// (parsed) to `answer`, which returns the reply line or `None` to close the connection.
-/// Returns the socket's path (in `temp`) and the server's thread.
+/// A fake server of an earlier release on a socket of its own ([`common::server::fake_server`]).
 fn fake_server(
     temp: &tempfile::TempDir,
-    mut answer: impl FnMut(&serde_json::Value) -> Option<String> + Send + 'static,
-) -> (std::path::PathBuf, std::thread::JoinHandle<()>) {
-    use std::io::{BufRead, BufReader, Write};
-
+    answer: impl FnMut(&serde_json::Value) -> Option<String> + Send + 'static,
+) -> (std::path::PathBuf, std::thread::JoinHandle<(String, Vec<String>)>) {
     let socket = temp.path().join("fake.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("accept");
-        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-        let mut writer = stream;
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("hello");
-        writer
-            .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1}\n")
-            .expect("hello reply");
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).expect("read") == 0 {
-                return;
-            }
-            let request = serde_json::from_str(&line).expect("json");
-            let Some(reply) = answer(&request) else { return };
-            writer.write_all(reply.as_bytes()).and_then(|()| writer.write_all(b"\n")).unwrap();
-        }
-    });
+    let server = common::server::fake_server(&socket, common::server::FAKE_HELLO_REPLY, answer);
     (socket, server)
 }
 

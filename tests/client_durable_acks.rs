@@ -7,10 +7,8 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Write};
-
 use common::schema::assert_valid;
-use common::server::{delta_texts, store_dir};
+use common::server::{FAKE_HELLO_REPLY, delta_texts, fake_server, fake_written_reply, store_dir};
 use factlog::client::{Client, ClientError};
 use factlog::harness::Body;
 use factlog::harness::event::{StepStart, TurnStart, UserMessage};
@@ -184,33 +182,10 @@ fn a_durable_only_client_streams_without_waiting_and_its_requests_vouch_for_the_
 #[test]
 fn a_server_that_does_not_say_the_option_back_is_answered_line_by_line() {
     let (_temp, dir) = store_dir();
-    let listener = std::os::unix::net::UnixListener::bind(dir.join("factlog.sock")).expect("bind");
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("accept");
-        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-        let mut writer = stream;
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("hello");
-        assert!(line.contains("\"acks\":\"durable-only\""), "{line}");
-        writer
-            .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1}\n")
-            .unwrap();
-        let mut lines = 0;
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).expect("read") == 0 {
-                return lines;
-            }
-            lines += 1;
-            let request: Value = serde_json::from_str(&line).expect("json");
-            let reply = match request.get("id") {
-                Some(id) => format!("{{\"id\":{id},\"task\":\"t\",\"revision\":{lines}}}\n"),
-                None => format!(
-                    "{{\"seq\":{lines},\"task\":\"t\",\"revision\":{lines},\"durability\":\"buffered\"}}\n"
-                ),
-            };
-            writer.write_all(reply.as_bytes()).expect("reply");
-        }
+    let mut n = 0;
+    let server = fake_server(&dir.join("factlog.sock"), FAKE_HELLO_REPLY, move |request| {
+        n += 1;
+        Some(fake_written_reply(request, n))
     });
     let mut client = Client::connect_acks(&dir, AckMode::DurableOnly).expect("connect");
     assert_eq!(client.acks(), AckMode::Every, "not granted");
@@ -219,7 +194,9 @@ fn a_server_that_does_not_say_the_option_back_is_answered_line_by_line() {
     client.flush().expect("flush reads the two replies");
     assert_eq!(client.revision("t").expect("revision"), 3);
     drop(client);
-    assert_eq!(server.join().expect("the fake server"), 3);
+    let (hello, lines) = server.join().expect("the fake server");
+    assert!(hello.contains("\"acks\":\"durable-only\""), "{hello}");
+    assert_eq!(lines.len(), 3);
 }
 
 /// An awaited append (or batch) of events that are buffered by default gets a reply under

@@ -8,9 +8,7 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Write};
-
-use common::server::{delta_texts, store_dir};
+use common::server::{FAKE_HELLO_REPLY, delta_texts, fake_server, fake_written_reply, store_dir};
 use factlog::client::Client;
 use factlog::limits::DELTA_TEXT_BYTES_MAX;
 use factlog::protocol::acks::AckMode;
@@ -168,43 +166,21 @@ fn a_refused_fragment_keeps_the_ones_before_it_and_the_stream_goes_on() {
     assert_eq!(delta_texts(&store, "t1"), ["a", "d"]);
 }
 
-/// A fake server whose hello says `hello_extra`: the lines the client sent after its hello,
-/// each answered as a written fragment (or a request with an id).
-fn lines_sent_to(hello_extra: &'static str, send: impl FnOnce(&mut Client)) -> Vec<String> {
+/// The lines a client sent to a fake server whose hello says `hello_extra` after its `pid`
+/// ([`common::server::fake_server`]), each answered as a written fragment (or a request with
+/// an id).
+fn lines_sent_to(hello_extra: &str, send: impl FnOnce(&mut Client)) -> Vec<String> {
     let (_temp, dir) = store_dir();
-    let listener = std::os::unix::net::UnixListener::bind(dir.join("factlog.sock")).expect("bind");
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("accept");
-        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-        let mut writer = stream;
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("hello");
-        let hello = format!(
-            "{{\"hello\":\"factlog\",\"version\":1,\"protocol\":1,\"pid\":1{hello_extra}}}\n"
-        );
-        writer.write_all(hello.as_bytes()).expect("hello reply");
-        let mut lines = Vec::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).expect("read") == 0 {
-                return lines;
-            }
-            lines.push(line.trim_end().to_owned());
-            let request: Value = serde_json::from_str(&line).expect("json");
-            let n = lines.len();
-            let reply = match request.get("id") {
-                Some(id) => format!("{{\"id\":{id},\"task\":\"t\",\"revision\":{n}}}\n"),
-                None => format!(
-                    "{{\"seq\":{n},\"task\":\"t\",\"revision\":{n},\"durability\":\"buffered\"}}\n"
-                ),
-            };
-            writer.write_all(reply.as_bytes()).expect("reply");
-        }
+    let hello = FAKE_HELLO_REPLY.replace("\"pid\":1", &format!("\"pid\":1{hello_extra}"));
+    let mut n = 0;
+    let server = fake_server(&dir.join("factlog.sock"), &hello, move |request| {
+        n += 1;
+        Some(fake_written_reply(request, n))
     });
     let mut client = Client::connect(&dir).expect("connect");
     send(&mut client);
     drop(client);
-    server.join().expect("the fake server")
+    server.join().expect("the fake server").1
 }
 
 #[test]

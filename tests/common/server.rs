@@ -175,3 +175,51 @@ pub fn delta_texts(store: &factlog::Store, task: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// The hello reply of a fake server of an earlier release: no `texts`, no `acks`.
+pub const FAKE_HELLO_REPLY: &str = r#"{"hello":"factlog","version":1,"protocol":1,"pid":1}"#;
+
+/// A fake server on `socket`: it reads the hello and answers `hello_reply` (a line without
+/// its newline), then gives each request line (parsed) to `answer`, which returns the reply
+/// line (without its newline) or `None` to close the connection. The thread returns the hello
+/// line it read and the request lines, without their newlines.
+pub fn fake_server(
+    socket: &Path,
+    hello_reply: &str,
+    mut answer: impl FnMut(&Value) -> Option<String> + Send + 'static,
+) -> std::thread::JoinHandle<(String, Vec<String>)> {
+    let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind");
+    let hello_reply = format!("{hello_reply}\n");
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut writer = stream;
+        let mut hello = String::new();
+        reader.read_line(&mut hello).expect("hello");
+        writer.write_all(hello_reply.as_bytes()).expect("hello reply");
+        let mut lines = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).expect("read") == 0 {
+                return (hello.trim_end().to_owned(), lines);
+            }
+            let request: Value = serde_json::from_str(&line).expect("json");
+            lines.push(line.trim_end().to_owned());
+            let Some(reply) = answer(&request) else {
+                return (hello.trim_end().to_owned(), lines);
+            };
+            writer.write_all(format!("{reply}\n").as_bytes()).expect("reply");
+        }
+    })
+}
+
+/// A fake server's answer to a request line: the written reply of a fragment (no `id`) or a
+/// `revision` reply (with one), the `n`-th line answered (from 1).
+pub fn fake_written_reply(request: &Value, n: usize) -> String {
+    match request.get("id") {
+        Some(id) => format!("{{\"id\":{id},\"task\":\"t\",\"revision\":{n}}}"),
+        None => {
+            format!("{{\"seq\":{n},\"task\":\"t\",\"revision\":{n},\"durability\":\"buffered\"}}")
+        }
+    }
+}
