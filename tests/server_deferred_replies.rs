@@ -108,7 +108,15 @@ fn a_synced_reply_and_a_read_of_its_task_wait_for_the_sync() {
         let appended = writer.append("t", &message("second"), synced());
         wrote.send(appended).expect("send");
     });
-    wait_until(|| faults.held.load(Ordering::SeqCst) > 0, "the group commit to stall");
+    // The second record is written (it is in the task's state in the serving process) and
+    // a sync is held: not another file's sync that came first (a segment prepared ahead).
+    wait_until(
+        || {
+            faults.held.load(Ordering::SeqCst) > 0
+                && store.task_revision("t").is_some_and(|(revision, _)| revision == 2)
+        },
+        "the second append to be written and its group commit to stall",
+    );
     let (read, state) = mpsc::channel();
     let reading = std::thread::spawn(move || {
         read.send(reader.revision("t")).expect("send");
