@@ -302,10 +302,7 @@ impl Server {
             {
                 Ok(handle) => looping.push(handle),
                 Err(e) => {
-                    close_loops(&shared, looping);
-                    shared.deliverer.stop();
-                    let _ = delivering.join();
-                    let _ = std::fs::remove_file(&shared.path);
+                    abandon_start(&shared, looping, delivering);
                     return Err(Error::io("spawn an event loop's thread", &shared.path, e));
                 }
             }
@@ -317,10 +314,7 @@ impl Server {
         {
             Ok(listener) => listener,
             Err(e) => {
-                close_loops(&shared, looping);
-                shared.deliverer.stop();
-                let _ = delivering.join();
-                let _ = std::fs::remove_file(&shared.path);
+                abandon_start(&shared, looping, delivering);
                 return Err(Error::io("spawn the listener thread", &shared.path, e));
             }
         };
@@ -406,6 +400,15 @@ fn deliver(shared: &Shared) {
             outbox.shutdown(std::net::Shutdown::Read);
         }
     }
+}
+
+/// Undoes a start that failed after its threads began: the loops and the delivering thread
+/// end, and the socket file goes.
+fn abandon_start(shared: &Shared, looping: Vec<JoinHandle<()>>, delivering: JoinHandle<()>) {
+    close_loops(shared, looping);
+    shared.deliverer.stop();
+    let _ = delivering.join();
+    let _ = std::fs::remove_file(&shared.path);
 }
 
 /// Ends the event loops (once no connection can be handed to them any more): each ends its
