@@ -2,7 +2,8 @@
 //! (`engine::seeks`): every record still reads back as written, from any seq, single and
 //! batch frames alike, in the active segment as it grows and after a reopen; and a read that
 //! starts at a recorded start does not check the frames before it (a flipped byte there is
-//! found by a read from before it, not by one from after it).
+//! found by a read from before it, not by one from after it), nor map the segment's header
+//! again.
 
 use std::sync::Arc;
 
@@ -79,4 +80,26 @@ fn a_read_from_a_recorded_start_does_not_check_the_frames_before_it() {
     let from_start = log.read_from(Seq(1)).expect("reader").find_map(Result::err);
     assert!(from_start.is_some(), "a read from the start finds the flipped byte");
     assert_eq!(first_from(&log, count - 10), (count - 10, record(count - 10)));
+}
+
+#[test]
+fn a_read_from_a_recorded_start_maps_one_window() {
+    use factlog::engine::counting_fs::CountingFs;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (fs, counters) = CountingFs::new();
+    let log = Log::open(dir.path(), Options::new().fs(fs)).expect("open");
+    let count = 20_000;
+    fill(&log, count);
+    assert_eq!(log.read_from(Seq(1)).expect("reader").count() as u64, count);
+    for from in [count / 2, count - 3, 7_777] {
+        let before = counters.window_maps();
+        assert_eq!(first_from(&log, from), (from, record(from)), "from {from}");
+        // The window from the recorded start, not the segment's header's window too.
+        assert_eq!(counters.window_maps() - before, 1, "from {from}");
+    }
+    // A read from the first records starts at the header, which it checks.
+    let before = counters.window_maps();
+    assert_eq!(first_from(&log, 2), (2, record(2)));
+    assert_eq!(counters.window_maps() - before, 1);
+    log.close().expect("close");
 }

@@ -83,6 +83,8 @@ pub struct FsCounters {
     mapped_bytes: AtomicU64,
     /// Bytes of the file mapped last.
     last_mapped_bytes: AtomicU64,
+    /// Windows mapped by readers ([`Fs::map_range`]).
+    window_maps: AtomicU64,
 }
 
 /// A copy of the counters at one moment; [`FsCounts::since`] gives what happened between two.
@@ -243,6 +245,12 @@ impl FsCounters {
         self.chunks.lock().clone()
     }
 
+    /// The windows of files readers mapped ([`Fs::map_range`] calls).
+    #[must_use]
+    pub fn window_maps(&self) -> u64 {
+        self.window_maps.load(Ordering::Acquire)
+    }
+
     /// The bytes of the files mapped for reading before the last one: those a scan that maps
     /// one file after the other has gone through.
     #[must_use]
@@ -331,6 +339,15 @@ impl Fs for CountingFs {
         self.counters.last_mapped_bytes.store(len, Ordering::Release);
         self.counters.mapped_bytes.fetch_add(len, Ordering::AcqRel);
         Ok(bytes)
+    }
+
+    fn map_range(&self, path: &Path, offset: u64, len: u64) -> io::Result<Bytes> {
+        self.counters.window_maps.fetch_add(1, Ordering::AcqRel);
+        // Through `map`, counted as a whole file (what the progress of a scan shows).
+        let all = self.map(path)?;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(all.len());
+        let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(all.len());
+        Ok(all.slice(start..end))
     }
 
     fn random_u64(&self) -> u64 {

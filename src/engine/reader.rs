@@ -98,27 +98,34 @@ impl Reader {
     }
 
     fn open_segment(&mut self) -> Result<()> {
-        self.map_window(0, READ_WINDOW_BYTES)?;
         let meta = &self.segments[self.index];
-        let header = segment::decode_header(&self.map, &meta.path)?;
-        if header != meta.header {
-            return Err(Error::corruption(
-                Some(meta.header.id),
-                &meta.path,
-                0,
-                CorruptionReason::BadHeaderChecksum,
-            ));
-        }
-        self.salt_crc = header.salt_crc();
-        self.offset = SEGMENT_HEADER_BYTES;
-        self.next_seq = header.first_seq.0;
-        // A frame start recorded by an earlier reader, at or before `from`: start there.
-        // Every frame from it on is checked as from the first.
+        // A frame start recorded by an earlier reader, at or before `from`: start there,
+        // mapping only the window from it. Its header was checked by the reader that recorded
+        // the start (a segment's file does not change while the log is open), and every frame
+        // from the start on is checked as from the first, against the listed header's salt and
+        // the expected seq: a frame of another file or of another place fails those checks.
         if let Some((seq, offset)) = meta.seeks.start_for(self.from)
-            && seq > self.next_seq
+            && seq > meta.header.first_seq.0
         {
+            self.salt_crc = meta.header.salt_crc();
             self.offset = usize::try_from(offset).unwrap_or(usize::MAX);
             self.next_seq = seq;
+            self.map_window(self.offset, READ_WINDOW_BYTES)?;
+        } else {
+            self.map_window(0, READ_WINDOW_BYTES)?;
+            let meta = &self.segments[self.index];
+            let header = segment::decode_header(&self.map, &meta.path)?;
+            if header != meta.header {
+                return Err(Error::corruption(
+                    Some(meta.header.id),
+                    &meta.path,
+                    0,
+                    CorruptionReason::BadHeaderChecksum,
+                ));
+            }
+            self.salt_crc = header.salt_crc();
+            self.offset = SEGMENT_HEADER_BYTES;
+            self.next_seq = header.first_seq.0;
         }
         self.next_note = self.offset + SEEK_STRIDE_BYTES;
         self.open = true;

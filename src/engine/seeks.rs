@@ -5,19 +5,23 @@
 //! so reading a record deep in a segment checks at most a stride of frames before it, not the
 //! whole segment up to it.
 //!
-//! Nothing is trusted that is not checked again: a reader that starts at an entry still
-//! checks the segment's header, every frame's CRC and the sequence from that frame on, so an
-//! entry that did not point at a frame of that seq would be reported as corruption, never read
-//! past. Entries are only ever added from frames a reader found valid, and a segment's frames
-//! never move while the log is open (its tail is repaired only at open, when the segments are
-//! listed again with empty lists).
+//! Nothing is trusted that is not checked again: a reader that starts at an entry checks
+//! every frame's CRC (seeded with the salt of the segment's header as the log listed it at
+//! open) and the sequence from that frame on, so an entry that did not point at a frame of that
+//! seq would be reported as corruption, never read past. It maps only the window from the
+//! entry, not the segment's header again: the reader that recorded the entry checked that
+//! header, and a file put in the segment's place since (a migration's rewrite, which gives
+//! every segment a new random salt) fails the frame checks. Entries are only ever
+//! added from frames a reader found valid, and a segment's frames never move while the log is
+//! open (its tail is repaired only at open, when the segments are listed again with empty
+//! lists).
 //!
 //! Memory: 16 bytes per stride of log read, kept while the log is open: 256 KiB for a 1 GiB
 //! log read whole (proportional to the log, never more than one entry per stride).
 //!
 //! What it changes: a read from seq N checks the frames from the start it begins at, not
-//! those before it in the segment, so damage before that start is reported by a read that
-//! reaches it (a read from earlier, `factlog verify`, an open), not by this one.
+//! the segment's header nor the frames before it, so damage before that start is reported by
+//! a read that reaches it (a read from earlier, `factlog verify`, an open), not by this one.
 
 use parking_lot::Mutex;
 
