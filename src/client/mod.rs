@@ -1131,6 +1131,13 @@ impl Client {
     fn read_line(&mut self) -> Result<(), ClientError> {
         self.check_abandoned()?;
         self.line.clear();
+        if !self.reader.buffer().contains(&b'\n')
+            && !wait_for_input(self.reader.get_ref(), self.read_timeout)
+        {
+            self.abandoned = true;
+            let waited = self.read_timeout.unwrap_or_default();
+            return Err(ClientError::TimedOut { path: self.path.clone(), waited });
+        }
         let read = match (&mut self.reader)
             .take(SERVER_LINE_BYTES_MAX as u64)
             .read_until(b'\n', &mut self.line)
@@ -1243,6 +1250,34 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
 
 /// Whether a reply waits in the socket now: a byte peeked without waiting (a closed
 /// connection counts, so that its end is read and reported).
+/// Waits until `stream` has input (a reply, or its end or an error, which the read after it
+/// reports), at most `timeout`; `false` when the time passed first.
+///
+/// A read blocked on the socket would wait the same, but the kernel also wakes a stream
+/// socket's sleepers each time its peer reads what it sent (its send space freed): a client
+/// blocked in `recv` for its reply is woken, and switched to and from, once more per request
+/// when the server reads the request. `poll` for input sleeps through those.
+fn wait_for_input(stream: &UnixStream, timeout: Option<std::time::Duration>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
+    loop {
+        let left = deadline.map(|deadline| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            Timespec {
+                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(left.subsec_nanos()),
+            }
+        });
+        let mut fds = [PollFd::new(stream, PollFlags::IN)];
+        match poll(&mut fds, left.as_ref()) {
+            Ok(0) => return false,
+            Err(rustix::io::Errno::INTR) => {}
+            // Input, the end, an error: the read says which.
+            Ok(_) | Err(_) => return true,
+        }
+    }
+}
+
 fn readable_now(stream: &UnixStream) -> bool {
     let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
     let mut byte = [0_u8; 1];
