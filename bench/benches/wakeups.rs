@@ -68,7 +68,7 @@ fn main() {
         // `cargo test --benches` runs this with no `--bench`: nothing to measure.
         return;
     }
-    let runs = many::env_number("FACTLOG_RUNS", 5);
+    let runs: usize = many::env_number("FACTLOG_RUNS", 5);
     let pairs: Vec<usize> = std::env::var("FACTLOG_PAIRS")
         .unwrap_or_else(|_| "1,8".to_owned())
         .split(',')
@@ -81,11 +81,10 @@ fn main() {
         }
     }
     for run in 0..runs {
-        let run: usize = run;
         // Rotated order, so that no form always runs first.
         let count = figures.len();
         for k in 0..count {
-            let (n, form, list) = &mut figures[(k + run as usize) % count];
+            let (n, form, list) = &mut figures[(k + run) % count];
             list.push(measure(*form, *n));
         }
         eprintln!("run {}/{runs} done", run + 1);
