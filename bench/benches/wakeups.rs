@@ -1,11 +1,14 @@
 //! What one awaited round trip costs on this machine before any storage work: the floor under
 //! a served store's awaited requests (`docs/performance.md`, "What an awaited request costs").
 //!
-//! `cargo bench -p factlog-bench --bench wakeups`. A requester sends 64 bytes and waits for a
-//! 64-byte answer, `ROUND_TRIPS` times, in three forms, interleaved over `FACTLOG_RUNS` runs
-//! (default 5), with `FACTLOG_PAIRS` requester/answerer pairs at once (default `1,8`):
+//! `cargo bench -p factlog-bench --bench wakeups` (`-- --test`: a smoke run of 200 round trips,
+//! one run). A requester sends 64 bytes and waits for a 64-byte answer, `ROUND_TRIPS` times, in
+//! four forms, interleaved over `FACTLOG_RUNS` runs (default 5), with `FACTLOG_PAIRS`
+//! requester/answerer pairs at once (default `1,8`):
 //! - `processes, socket`: the answerer is another process, on a Unix stream socket (what a
 //!   client of a served store and the server do for each awaited request);
+//! - `processes, poll`: as `processes, socket`, the requester waiting for its answer with
+//!   `poll` before its read (what `factlog::client::Client` does);
 //! - `threads, socket`: the answerer is a thread of the same process, on a Unix stream socket;
 //! - `threads, condvar`: the answerer is a thread of the same process, waking the requester
 //!   through a mutex and condition variable (what a thread waiting for a group commit does).
@@ -24,6 +27,8 @@ use parking_lot::{Condvar, Mutex};
 
 /// Round trips per pair and run.
 const ROUND_TRIPS: u64 = 20_000;
+/// Round trips per pair of the smoke run (`--test`).
+const SMOKE_ROUND_TRIPS: u64 = 200;
 /// The environment variable that makes this executable an answering process (the socket's
 /// path).
 const ANSWER_ENV: &str = "FACTLOG_WAKEUPS_ANSWER";
@@ -64,13 +69,15 @@ fn main() {
         answer_process(&path);
         return;
     }
-    if !std::env::args().any(|arg| arg == "--bench") {
+    let smoke = std::env::args().any(|arg| arg == "--test");
+    if !smoke && !std::env::args().any(|arg| arg == "--bench") {
         // `cargo test --benches` runs this with no `--bench`: nothing to measure.
         return;
     }
-    let runs: usize = many::env_number("FACTLOG_RUNS", 5);
+    let trips = if smoke { SMOKE_ROUND_TRIPS } else { ROUND_TRIPS };
+    let runs: usize = if smoke { 1 } else { many::env_number("FACTLOG_RUNS", 5) };
     let pairs: Vec<usize> = std::env::var("FACTLOG_PAIRS")
-        .unwrap_or_else(|_| "1,8".to_owned())
+        .unwrap_or_else(|_| if smoke { "1,2" } else { "1,8" }.to_owned())
         .split(',')
         .map(|word| word.trim().parse().expect("FACTLOG_PAIRS: a list of whole numbers"))
         .collect();
@@ -85,7 +92,7 @@ fn main() {
         let count = figures.len();
         for k in 0..count {
             let (n, form, list) = &mut figures[(k + run) % count];
-            list.push(measure(*form, *n));
+            list.push(measure(*form, *n, trips));
         }
         eprintln!("run {}/{runs} done", run + 1);
     }
@@ -95,8 +102,7 @@ fn main() {
         values[values.len() / 2]
     };
     println!(
-        "{ROUND_TRIPS} round trips of {MESSAGE} bytes per pair, medians of {runs} interleaved \
-         runs"
+        "{trips} round trips of {MESSAGE} bytes per pair, medians of {runs} interleaved runs"
     );
     println!("{:>5} {:<20} {:>14} {:>14}", "pairs", "form", "wall us/rt", "cpu us/rt");
     let mut by_key = std::collections::HashMap::new();
@@ -122,16 +128,16 @@ fn main() {
 }
 
 /// One run of `form` with `pairs` pairs at once.
-fn measure(form: Form, pairs: usize) -> Figures {
-    let total = ROUND_TRIPS * pairs as u64;
+fn measure(form: Form, pairs: usize, trips: u64) -> Figures {
     match form {
-        Form::Processes => processes(pairs, total, false),
-        Form::ProcessesPoll => processes(pairs, total, true),
-        Form::ThreadsSocket | Form::ThreadsCondvar => threads(form, pairs, total),
+        Form::Processes => processes(pairs, trips, false),
+        Form::ProcessesPoll => processes(pairs, trips, true),
+        Form::ThreadsSocket | Form::ThreadsCondvar => threads(form, pairs, trips),
     }
 }
 
-fn processes(pairs: usize, total: u64, poll: bool) -> Figures {
+fn processes(pairs: usize, trips: u64, poll: bool) -> Figures {
+    let total = trips * pairs as u64;
     let dir = tempfile::tempdir().expect("a scratch directory");
     let path = dir.path().join("answer.sock");
     let listener = UnixListener::bind(&path).expect("bind");
@@ -151,7 +157,7 @@ fn processes(pairs: usize, total: u64, poll: bool) -> Figures {
     let start = Instant::now();
     std::thread::scope(|scope| {
         for stream in streams {
-            scope.spawn(move || ask(stream, poll));
+            scope.spawn(move || ask(stream, trips, poll));
         }
     });
     let wall = start.elapsed();
@@ -164,12 +170,12 @@ fn processes(pairs: usize, total: u64, poll: bool) -> Figures {
     Figures { wall_ns: wall.as_nanos() as f64 / total as f64, cpu_ns: cpu as f64 / total as f64 }
 }
 
-/// Sends `ROUND_TRIPS` messages on `stream`, each after the answer to the one before, then
-/// closes it.
-fn ask(mut stream: UnixStream, poll: bool) {
+/// Sends `trips` messages on `stream`, each after the answer to the one before (waiting for it
+/// with `poll` first when `poll`), then closes it.
+fn ask(mut stream: UnixStream, trips: u64, poll: bool) {
     use rustix::event::{PollFd, PollFlags};
     let mut message = [7_u8; MESSAGE];
-    for _ in 0..ROUND_TRIPS {
+    for _ in 0..trips {
         stream.write_all(&message).expect("send");
         if poll {
             let mut fds = [PollFd::new(&stream, PollFlags::IN)];
@@ -196,7 +202,8 @@ fn answer_process(path: &str) {
     println!("{}", Usage::now().since(before).cpu_ns);
 }
 
-fn threads(form: Form, pairs: usize, total: u64) -> Figures {
+fn threads(form: Form, pairs: usize, trips: u64) -> Figures {
+    let total = trips * pairs as u64;
     let before = Usage::now();
     let start = Instant::now();
     std::thread::scope(|scope| {
@@ -204,14 +211,14 @@ fn threads(form: Form, pairs: usize, total: u64) -> Figures {
             if form == Form::ThreadsSocket {
                 let (asker, answerer) = UnixStream::pair().expect("a socket pair");
                 scope.spawn(move || answer(answerer));
-                scope.spawn(move || ask(asker, false));
+                scope.spawn(move || ask(asker, trips, false));
             } else {
                 let slot = Arc::new((Mutex::new((0_u64, 0_u64)), Condvar::new()));
                 let answering = Arc::clone(&slot);
                 scope.spawn(move || {
                     let (lock, wake) = &*answering;
                     let mut state = lock.lock();
-                    for i in 1..=ROUND_TRIPS {
+                    for i in 1..=trips {
                         while state.0 < i {
                             wake.wait(&mut state);
                         }
@@ -222,7 +229,7 @@ fn threads(form: Form, pairs: usize, total: u64) -> Figures {
                 scope.spawn(move || {
                     let (lock, wake) = &*slot;
                     let mut state = lock.lock();
-                    for i in 1..=ROUND_TRIPS {
+                    for i in 1..=trips {
                         state.0 = i;
                         wake.notify_all();
                         while state.1 < i {
