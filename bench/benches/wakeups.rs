@@ -101,9 +101,7 @@ fn main() {
         values.sort_by(f64::total_cmp);
         values[values.len() / 2]
     };
-    println!(
-        "{trips} round trips of {MESSAGE} bytes per pair, medians of {runs} interleaved runs"
-    );
+    println!("{trips} round trips of {MESSAGE} bytes per pair, medians of {runs} interleaved runs");
     println!("{:>5} {:<20} {:>14} {:>14}", "pairs", "form", "wall us/rt", "cpu us/rt");
     let mut by_key = std::collections::HashMap::new();
     for (n, form, list) in &figures {
