@@ -1,7 +1,8 @@
 //! Policy snapshots are written off the append path: the append that makes one due only asks
 //! the store's snapshot thread for it. A snapshot still due when the store closes is written
 //! before `close` returns, so the next open starts from it; a store dropped without `close`
-//! while one is due ends its thread without hanging.
+//! while one is due ends its thread without hanging; while one is being written, only the
+//! last handle dropped waits for it.
 
 use crate::common;
 use crate::common::faulty_fs;
