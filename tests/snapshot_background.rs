@@ -88,7 +88,8 @@ impl Drop for Release {
 /// the last one. Every drop used to wait for the snapshot: a served store's connections drop
 /// a task handle per request, so all of them stopped for the whole snapshot (about 90 ms of a
 /// million events at 128 clients, `docs/performance.md`). The last handle still waits for the
-/// snapshot, and its drop ends the thread and releases the directory.
+/// snapshot, also when the last two are dropped at once, and its drop ends the thread and
+/// releases the directory.
 #[test]
 fn a_handle_dropped_while_a_snapshot_is_written_waits_only_if_it_is_the_last() {
     use std::sync::atomic::Ordering::SeqCst;
@@ -126,18 +127,32 @@ fn a_handle_dropped_while_a_snapshot_is_written_waits_only_if_it_is_the_last() {
     );
     dropper.join().expect("dropper");
     assert_eq!(faults.held.load(SeqCst), 1, "the snapshot is still being written");
-    // The last handles: the store's drop waits for the snapshot, then ends the thread.
-    drop(task);
+    // The last two handles, dropped at once on two threads: whichever is the last waits for
+    // the snapshot, then ends the thread.
     let (done, dropped) = channel();
-    let last = std::thread::spawn(move || {
-        drop(store);
-        done.send(()).expect("send");
-    });
+    let together = Arc::new(std::sync::Barrier::new(2));
+    let droppers: Vec<_> = [Box::new(store) as Box<dyn Send>, Box::new(task)]
+        .into_iter()
+        .map(|handle| {
+            let (done, together) = (done.clone(), Arc::clone(&together));
+            std::thread::spawn(move || {
+                together.wait();
+                drop(handle);
+                done.send(()).expect("send");
+            })
+        })
+        .collect();
+    drop(done);
     std::thread::sleep(std::time::Duration::from_millis(100));
-    assert!(dropped.try_recv().is_err(), "the last handle did not wait for the snapshot");
+    let returned = dropped.try_iter().count();
+    assert!(returned < 2, "the last handle did not wait for the snapshot being written");
     faults.hold_syncs.store(false, SeqCst);
-    assert!(dropped.recv_timeout(PATIENCE).is_ok(), "the last handle's drop never returned");
-    last.join().expect("last");
+    for _ in returned..2 {
+        assert!(dropped.recv_timeout(PATIENCE).is_ok(), "a handle's drop never returned");
+    }
+    for dropper in droppers {
+        dropper.join().expect("dropper");
+    }
     // The directory is free, and the snapshot was written whole.
     let store = Store::open(dir.path(), options(&FaultyFs::new())).expect("reopen");
     let meta = store.open_report().snapshot.clone().expect("the snapshot written");

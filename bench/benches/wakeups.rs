@@ -177,7 +177,9 @@ fn ask(mut stream: UnixStream, trips: u64, poll: bool) {
         stream.write_all(&message).expect("send");
         if poll {
             let mut fds = [PollFd::new(&stream, PollFlags::IN)];
-            rustix::event::poll(&mut fds, None).expect("poll");
+            while let Err(errno) = rustix::event::poll(&mut fds, None) {
+                assert_eq!(errno, rustix::io::Errno::INTR, "poll");
+            }
         }
         stream.read_exact(&mut message).expect("answer");
     }

@@ -1248,8 +1248,6 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
     }
 }
 
-/// Whether a reply waits in the socket now: a byte peeked without waiting (a closed
-/// connection counts, so that its end is read and reported).
 /// Waits until `stream` has input (a reply, or its end or an error, which the read after it
 /// reports), at most `timeout`; `false` when the time passed first.
 ///
@@ -1259,7 +1257,8 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
 /// when the server reads the request. `poll` for input sleeps through those.
 fn wait_for_input(stream: &UnixStream, timeout: Option<std::time::Duration>) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
+    // A timeout too long to add to the clock is no deadline.
+    let deadline = timeout.and_then(|timeout| std::time::Instant::now().checked_add(timeout));
     loop {
         let left = deadline.map(|deadline| {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -1278,6 +1277,8 @@ fn wait_for_input(stream: &UnixStream, timeout: Option<std::time::Duration>) -> 
     }
 }
 
+/// Whether a reply waits in the socket now: a byte peeked without waiting (a closed
+/// connection counts, so that its end is read and reported).
 fn readable_now(stream: &UnixStream) -> bool {
     let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
     let mut byte = [0_u8; 1];
@@ -1473,4 +1474,27 @@ fn appended(reply: &Map<String, Value>) -> Result<Appended, ClientError> {
         });
     }
     Ok(Appended::Written { seq, revision })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn waiting_for_input_sees_it_and_bounds_the_wait() {
+        let (mut near, far) = UnixStream::pair().expect("a socket pair");
+        // Nothing sent: a short bound passes.
+        assert!(!wait_for_input(&far, Some(Duration::from_millis(1))));
+        near.write_all(b"{}\n").expect("write");
+        // Input waiting: at once, whatever the bound, one too long for the clock too.
+        assert!(wait_for_input(&far, Some(Duration::MAX)));
+        assert!(wait_for_input(&far, None));
+        // The peer gone counts as input: the read after it reports the end.
+        let (near, far) = UnixStream::pair().expect("a socket pair");
+        drop(near);
+        assert!(wait_for_input(&far, Some(Duration::from_secs(60))));
+    }
 }

@@ -41,7 +41,8 @@ pub struct Reader {
     segments: Vec<SegmentMeta>,
     gaps: Arc<Gaps>,
     index: usize,
-    /// Whether the segment at `index` is open (its header read and checked).
+    /// Whether the segment at `index` is open: its header read and checked, or its window
+    /// mapped from a frame start an earlier reader recorded (`engine::seeks`).
     open: bool,
     /// The mapped window of the segment: bytes from file offset `base`.
     map: Bytes,

@@ -89,21 +89,14 @@ impl Snapshotter {
         true
     }
 
-    /// When `inner` is the last handle on the store: waits for a snapshot being written and
-    /// tells the thread to end without writing one still due (the store is being dropped, not
-    /// closed); the thread never takes the store again, so it goes away with this handle.
-    ///
-    /// Any other handle returns at once, also while a snapshot is written: a busy thread holds
-    /// one strong reference, so a count above two means other handles remain. (Every handle
-    /// dropped used to wait for the snapshot: a served store's connections, which drop a task
-    /// handle per request, all stopped for the ~90 ms of a snapshot of a million events.)
+    /// Called by the last [`Store`](crate::Store) handle dropped (`Store`'s `Drop` counts
+    /// them): waits for a snapshot being written and, when `inner` is then the last reference
+    /// on the store, tells the thread to end without writing one still due (the store is being
+    /// dropped, not closed); the thread never takes the store again, so it goes away with this
+    /// handle.
     pub(crate) fn release_if_last(&self, inner: &Arc<Inner>) {
-        if Arc::strong_count(inner) > 2 {
-            // Not the last, whether or not the thread holds a reference: no lock either.
-            return;
-        }
         let mut state = self.signal.state.lock();
-        while state.busy && Arc::strong_count(inner) <= 2 {
+        while state.busy {
             self.signal.changed.wait(&mut state);
         }
         if Arc::strong_count(inner) == 1 {

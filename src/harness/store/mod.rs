@@ -31,7 +31,7 @@ mod recover;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -135,20 +135,34 @@ pub(crate) struct Inner {
     /// The progress of the replication running in this process, if any
     /// ([`Store::replicate`]), which `Replicated` appends wait on.
     pub(crate) replication: Mutex<Option<Arc<crate::harness::replication_progress::Progress>>>,
+    /// The [`Store`] handles alive (a [`Task`] holds one): the snapshot thread's reference and
+    /// [`Store::close`]'s own are not handles, so the last handle dropped is told apart from
+    /// the others exactly, also when several are dropped at once.
+    pub(crate) handles: AtomicUsize,
 }
 
 /// A store of the facts of many tasks. Cheap to clone: clones share one open store.
-#[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
+}
+
+impl Clone for Store {
+    fn clone(&self) -> Store {
+        self.inner.handles.fetch_add(1, Ordering::Relaxed);
+        Store { inner: Arc::clone(&self.inner) }
+    }
 }
 
 impl Drop for Store {
     /// The last handle dropped without [`Store::close`] first waits for a snapshot being
     /// written and stops the snapshot thread without a snapshot still due, so that the store
-    /// (and its directory lock) goes away now, on this thread.
+    /// (and its directory lock) goes away now, on this thread. Any other handle returns at
+    /// once, also while a snapshot is written: a served store's connections drop a task handle
+    /// per request, and every one of them used to wait for the whole snapshot.
     fn drop(&mut self) {
-        if let Some(snapshotter) = &self.inner.snapshotter {
+        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(snapshotter) = &self.inner.snapshotter
+        {
             snapshotter.release_if_last(&self.inner);
         }
     }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -184,6 +184,7 @@ fn open_store(dir: &Path, options: StoreOptions, read_only: bool) -> Result<Stor
             snapshot_error: Mutex::new(None),
             turn_ended_since_snapshot: AtomicBool::new(false),
             fold_budget: Mutex::new(FoldBudget { scanned: 0, budget }),
+            handles: AtomicUsize::new(1),
         }),
     })
 }

@@ -227,8 +227,9 @@ fn served_session(client: &mut Client, session: Session) -> Result<Vec<u64>, Str
     let mut latencies = Vec::new();
     for action in session.actions {
         let synced = many::synced_action(&action);
-        // The clock is read for the synced actions only, as the threads' and own stores'
-        // sessions do (`policies::perform`): not once a fragment.
+        // The clock is read for the synced actions only, not once a fragment: the threads' and
+        // own stores' sessions read it for each append (`policies::timed_append`), never for a
+        // fragment.
         let start = synced.then(Instant::now);
         match action {
             Action::Delta(range) => {
