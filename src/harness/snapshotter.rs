@@ -89,22 +89,21 @@ impl Snapshotter {
         true
     }
 
-    /// Called by the last [`Store`](crate::Store) handle dropped (`Store`'s `Drop` counts
-    /// them): waits for a snapshot being written and, when `inner` is then the last reference
-    /// on the store, tells the thread to end without writing one still due (the store is being
-    /// dropped, not closed); the thread never takes the store again, so it goes away with this
-    /// handle.
-    pub(crate) fn release_if_last(&self, inner: &Arc<Inner>) {
+    /// Called by the last [`Store`](crate::Store) handle dropped without `close` (`Store`'s
+    /// `Drop` counts the handles): waits for a snapshot being written and tells the thread to
+    /// end without writing one still due (the store is being dropped, not closed). The thread
+    /// never takes the store again, so the store goes away with the last reference to it, on a
+    /// thread that drops a handle (a reference held a moment longer by another handle being
+    /// dropped at the same time is let go on that handle's thread).
+    pub(crate) fn release(&self) {
         let mut state = self.signal.state.lock();
         while state.busy {
             self.signal.changed.wait(&mut state);
         }
-        if Arc::strong_count(inner) == 1 {
-            state.due = false;
-            state.shutdown = true;
-            drop(state);
-            self.signal.changed.notify_all();
-        }
+        state.due = false;
+        state.shutdown = true;
+        drop(state);
+        self.signal.changed.notify_all();
     }
 
     fn join(&self) {
@@ -141,14 +140,14 @@ fn run(signal: &Signal, inner: &Weak<Inner>) {
         let Some(store) = inner.upgrade() else { return };
         state.busy = true;
         drop(state);
-        let busy = Busy(signal);
+        let busy = Busy { signal, store: Some(store) };
+        let Some(store) = busy.store.as_ref() else { return };
         let written = store.write_policy_snapshot(true);
         // Requests from here on go through; the ones made while it was written were
         // swallowed: if a snapshot is due again (the appends went on, or a turn ended), it
         // is written next, also when the store is closing.
         signal.requested.store(false, Ordering::Release);
         let again = written && store.snapshot_due(store.log.last_seq().map_or(0, |s| s.0));
-        drop(store);
         if again {
             signal.state.lock().due = true;
         }
@@ -156,13 +155,18 @@ fn run(signal: &Signal, inner: &Weak<Inner>) {
     }
 }
 
-/// Clears `busy` when dropped, also if writing the snapshot panicked: `close` and the last
-/// drop wait for it.
-struct Busy<'a>(&'a Signal);
+/// The thread's reference to the store while it writes a snapshot: when dropped, also if
+/// writing the snapshot panicked, the reference goes first, then `busy` is cleared: `close`
+/// and the last drop, which wait for it, then find the store no longer held by the thread.
+struct Busy<'a> {
+    signal: &'a Signal,
+    store: Option<Arc<Inner>>,
+}
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.state.lock().busy = false;
-        self.0.changed.notify_all();
+        self.store = None;
+        self.signal.state.lock().busy = false;
+        self.signal.changed.notify_all();
     }
 }

@@ -163,7 +163,7 @@ impl Drop for Store {
         if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
             && let Some(snapshotter) = &self.inner.snapshotter
         {
-            snapshotter.release_if_last(&self.inner);
+            snapshotter.release();
         }
     }
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -107,10 +107,16 @@ impl Store {
     /// store (or [`Task`](super::Task) handles) are still alive, it syncs and leaves the store
     /// open for them: the directory lock is released when the last one is dropped.
     pub fn close(self) -> Result<()> {
-        // `Store` has a `Drop`: take a handle of our own, then let this one go.
+        // `Store` has a `Drop`: take a reference of our own, then let this handle go. The call
+        // counts as a handle until it knows whether it closes the last one, so that the drop
+        // is never the last handle's (which would stop the snapshot thread without the
+        // snapshot still due).
         let inner = Arc::clone(&self.inner);
+        inner.handles.fetch_add(1, Ordering::Relaxed);
         drop(self);
-        if let Some(snapshotter) = &inner.snapshotter {
+        if inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(snapshotter) = &inner.snapshotter
+        {
             // The last handle stops the snapshot thread (after a snapshot still due).
             snapshotter.stop_if_last(&inner);
         }
