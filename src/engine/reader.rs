@@ -102,9 +102,9 @@ impl Reader {
         let meta = &self.segments[self.index];
         // A frame start recorded by an earlier reader, at or before `from`: start there,
         // mapping only the window from it. Its header was checked by the reader that recorded
-        // the start (a segment's file does not change while the log is open), and every frame
-        // from the start on is checked as from the first, against the listed header's salt and
-        // the expected seq: a frame of another file or of another place fails those checks.
+        // the start, and every frame from the start on is checked as from the first, against
+        // the listed header's salt and the expected seq: a frame of another file (a segment
+        // rewritten since has a new salt) or of another place fails those checks.
         if let Some((seq, offset)) = meta.seeks.start_for(self.from)
             && seq > meta.header.first_seq.0
         {

@@ -135,9 +135,10 @@ pub(crate) struct Inner {
     /// The progress of the replication running in this process, if any
     /// ([`Store::replicate`]), which `Replicated` appends wait on.
     pub(crate) replication: Mutex<Option<Arc<crate::harness::replication_progress::Progress>>>,
-    /// The [`Store`] handles alive (a [`Task`] holds one): the snapshot thread's reference and
-    /// [`Store::close`]'s own are not handles, so the last handle dropped is told apart from
-    /// the others exactly, also when several are dropped at once.
+    /// The [`Store`] handles alive (a [`Task`] holds one), and a [`Store::close`] deciding
+    /// whether it closes the last: the snapshot thread's reference is not counted, so the last
+    /// handle dropped is told apart from the others exactly, also when several are dropped at
+    /// once.
     pub(crate) handles: AtomicUsize,
 }
 
