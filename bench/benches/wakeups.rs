@@ -22,6 +22,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
 use std::time::Instant;
 
+use factlog_bench::events::median;
 use factlog_bench::many::{self, Usage};
 use parking_lot::{Condvar, Mutex};
 
@@ -96,11 +97,6 @@ fn main() {
         }
         eprintln!("run {}/{runs} done", run + 1);
     }
-    let median = |values: Vec<f64>| {
-        let mut values = values;
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
     println!("{trips} round trips of {MESSAGE} bytes per pair, medians of {runs} interleaved runs");
     println!("{:>5} {:<20} {:>14} {:>14}", "pairs", "form", "wall us/rt", "cpu us/rt");
     let mut by_key = std::collections::HashMap::new();

@@ -344,10 +344,7 @@ impl Fs for CountingFs {
     fn map_range(&self, path: &Path, offset: u64, len: u64) -> io::Result<Bytes> {
         self.counters.window_maps.fetch_add(1, Ordering::AcqRel);
         // Through `map`, counted as a whole file (what the progress of a scan shows).
-        let all = self.map(path)?;
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(all.len());
-        let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(all.len());
-        Ok(all.slice(start..end))
+        Ok(crate::fs::window_of(&self.map(path)?, offset, len))
     }
 
     fn random_u64(&self) -> u64 {

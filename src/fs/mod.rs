@@ -62,10 +62,7 @@ pub trait Fs: Send + Sync + fmt::Debug + 'static {
     /// pages they touch stop counting as their memory once they move on. The default slices
     /// [`Fs::map`]; the real file system maps only the window.
     fn map_range(&self, path: &Path, offset: u64, len: u64) -> io::Result<Bytes> {
-        let all = self.map(path)?;
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(all.len());
-        let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(all.len());
-        Ok(all.slice(start..end))
+        Ok(window_of(&self.map(path)?, offset, len))
     }
     /// A random number, for segment salts. A simulated file system makes it deterministic.
     fn random_u64(&self) -> u64;
@@ -94,6 +91,15 @@ pub trait FsFile: Send + Sync + fmt::Debug {
     fn sync_data(&self) -> io::Result<()>;
     /// The current length of the file.
     fn len(&self) -> io::Result<u64>;
+}
+
+/// `[offset, offset + len)` of a whole file's `bytes`, clipped to them (empty past their end):
+/// [`Fs::map_range`] of a file system that maps whole files.
+#[must_use]
+pub fn window_of(bytes: &Bytes, offset: u64, len: u64) -> Bytes {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
+    let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(bytes.len());
+    bytes.slice(start..end)
 }
 
 /// A held directory lock; dropping it releases the lock.
