@@ -27,20 +27,10 @@ const CRITICAL_PER_SESSION: u64 = 3;
 /// Events of one session of 1 turn x 1 step x 2 tokens: 3 a turn, 4 + 2 tokens a step.
 const EVENTS_PER_SESSION: u64 = 3 + 4 + 2;
 
-/// Runs `factlog bench` on the tiny workload with `--dir DIR` and `extra`; asserts success
-/// and an empty standard error (a pipe, so no progress line; the clients say nothing there),
-/// that nothing is left in `--dir`, and returns standard output.
+/// Runs `factlog bench` on the tiny workload with `--dir DIR` and `extra`
+/// ([`common::cli::bench_in`]).
 fn bench(dir: &Path, extra: &[&str]) -> String {
-    let mut args = vec!["bench"];
-    args.extend(TINY);
-    args.extend(["--dir", common::arg(dir)]);
-    args.extend(extra);
-    let run = common::factlog(&args, b"");
-    run.assert_success();
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
-    let left: Vec<_> = std::fs::read_dir(dir).expect("list --dir").collect();
-    assert!(left.is_empty(), "bench left {left:?} behind");
-    run.stdout_text()
+    common::cli::bench_in(dir, &[&TINY[..], extra].concat())
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod bitflips_grown_tail;
 mod cli_append_dump;
 mod cli_bench;
 mod cli_bench_clients;
+mod cli_bench_emit_clients;
 mod cli_bench_sessions;
 mod cli_closed_pipe;
 mod cli_damaged_read;

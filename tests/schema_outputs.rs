@@ -175,6 +175,11 @@ fn bench_report_is_valid() {
     assert_eq!(clients.len(), 1);
     assert_valid("bench-clients.json", &clients[0]);
     assert_invalid("bench-sessions.json", &clients[0]);
+    let emit = lines_of(&[&["bench", "--emit-clients", "1,2"][..], &args[..]].concat(), b"", 0);
+    assert_eq!(emit.len(), 1);
+    assert_valid("bench-emit-clients.json", &emit[0]);
+    assert_eq!(emit[0]["results"].as_array().map(Vec::len), Some(4), "2 N x 2 policies");
+    assert_invalid("bench-clients.json", &emit[0]);
 }
 
 #[test]

@@ -62,6 +62,7 @@ struct RawClient {
     server: factlog::server::Server,
     input: UnixStream,
     replies: BufReader<UnixStream>,
+    store: Store,
 }
 
 fn raw_client_after_a_first_append(fs: &FaultyFs) -> RawClient {
@@ -73,7 +74,7 @@ fn raw_client_after_a_first_append(fs: &FaultyFs) -> RawClient {
         .expect("first append");
     let input = UnixStream::connect(server.socket_path()).expect("connect");
     let replies = BufReader::new(input.try_clone().expect("clone"));
-    RawClient { _temp: temp, server, input, replies }
+    RawClient { _temp: temp, server, input, replies, store }
 }
 
 fn wait_until(condition: impl Fn() -> bool, what: &str) {
@@ -165,7 +166,8 @@ fn a_failed_group_commit_is_answered_with_the_error() {
 fn a_failed_group_commit_answers_the_lines_its_reply_would_have_covered() {
     let fs = FaultyFs::new();
     let faults = Arc::clone(&fs.faults);
-    let RawClient { _temp, server, mut input, mut replies } = raw_client_after_a_first_append(&fs);
+    let RawClient { _temp, server, mut input, mut replies, .. } =
+        raw_client_after_a_first_append(&fs);
     let mut lines =
         String::from("{\"hello\":\"factlog\",\"version\":1,\"acks\":\"durable-only\"}\n");
     // Fragments get no reply of their own: the synced append's reply would cover them.
@@ -201,7 +203,8 @@ fn a_failed_group_commit_answers_the_lines_its_reply_would_have_covered() {
 fn a_reply_taken_back_for_a_waiting_line_still_waits_for_its_sync_and_comes_first() {
     let fs = FaultyFs::new();
     let faults = Arc::clone(&fs.faults);
-    let RawClient { _temp, server, mut input, mut replies } = raw_client_after_a_first_append(&fs);
+    let RawClient { _temp, server, mut input, mut replies, .. } =
+        raw_client_after_a_first_append(&fs);
     input.write_all(b"{\"hello\":\"factlog\",\"version\":1}\n").expect("hello");
     let mut line = String::new();
     replies.read_line(&mut line).expect("hello reply");
@@ -267,4 +270,108 @@ fn replies_stay_in_order_when_the_client_sends_on_without_waiting() {
     drop(input);
     server.stop().expect("stop");
     assert_eq!(store.task_state("t").expect("t").revision, 20);
+}
+
+/// The hello of a raw connection with durable-only acknowledgements, and its reply read.
+fn durable_only_hello(input: &mut UnixStream, replies: &mut BufReader<UnixStream>) {
+    input
+        .write_all(b"{\"hello\":\"factlog\",\"version\":1,\"acks\":\"durable-only\"}\n")
+        .expect("hello");
+    let mut line = String::new();
+    replies.read_line(&mut line).expect("hello reply");
+}
+
+/// A synced append, fragments, a flushed append and a second synced append, sent at once.
+const STREAMED: &[u8] = b"{\"id\":1,\"task\":\"t\",\"type\":\"tool/call\",\"call_id\":\"c1\",\
+      \"tool\":\"fetch\",\"effect\":\"read_only\"}\n\
+      {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"a\"}\n\
+      {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"b\"}\n\
+      {\"id\":2,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\"}\n\
+      {\"id\":3,\"task\":\"t\",\"type\":\"tool/result\",\"call_id\":\"c1\",\"outcome\":\"ok\"}\n";
+
+/// Holds the store's syncs and sends [`STREAMED`]: the syncs go when the result is dropped.
+fn stream_with_syncs_held(faults: &Arc<Faults>, input: &mut UnixStream) -> Release {
+    *faults.hold_suffix.lock() = ".seg".to_owned();
+    faults.hold_syncs.store(true, Ordering::SeqCst);
+    let release = Release(Arc::clone(faults));
+    input.write_all(STREAMED).expect("send every line at once");
+    release
+}
+
+/// Waits until every line of [`STREAMED`] is in task `t` while a sync is held: none of them
+/// waited for the first one's sync.
+fn wait_for_every_line(faults: &Faults, store: &Store) {
+    wait_until(
+        || {
+            faults.held.load(Ordering::SeqCst) > 0
+                && store.task_revision("t").is_some_and(|(revision, _)| revision == 6)
+        },
+        "the lines after a synced append to run while its sync is held",
+    );
+}
+
+/// A client that streams its lines without waiting for their replies (as `factlog emit`
+/// does over a served store): the lines after a synced append run while its reply waits
+/// for its sync, and their replies come after it, in order, once each may.
+#[test]
+fn lines_sent_on_run_while_a_reply_waits_for_its_sync_and_are_answered_after_it() {
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let RawClient { _temp, server, mut input, mut replies, store } =
+        raw_client_after_a_first_append(&fs);
+    durable_only_hello(&mut input, &mut replies);
+    let release = stream_with_syncs_held(&faults, &mut input);
+    let (read, lines) = mpsc::channel();
+    let reading = std::thread::spawn(move || {
+        for _ in 0..3 {
+            let mut line = String::new();
+            replies.read_line(&mut line).expect("reply");
+            read.send(line).expect("send");
+        }
+    });
+    wait_for_every_line(&faults, &store);
+    assert!(lines.recv_timeout(NOT_YET).is_err(), "a reply came before the sync");
+    drop(release);
+    let expected = [(1, 1, 2), (2, 3, 5), (3, 1, 6)];
+    for (id, covers, revision) in expected {
+        let line = lines.recv_timeout(PATIENCE).expect("a reply after the sync");
+        let reply: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(reply["id"], id, "replies out of order: {line}");
+        assert_eq!(reply["covers"], covers, "{line}");
+        assert_eq!(reply["revision"], revision, "{line}");
+    }
+    let durable = store.log().durable_seq().expect("durable").0;
+    assert!(durable >= store.log().last_seq().expect("a record").0, "a reply before its sync");
+    reading.join().expect("reading thread");
+    drop(input);
+    server.stop().expect("stop");
+}
+
+/// The same stream whose group commit fails: the first reply that waited for it is answered
+/// with the store's error, covering its lines, and the stream ends; no later reply tells of a
+/// record written after it.
+#[test]
+fn a_failed_group_commit_behind_lines_sent_on_answers_the_first_and_ends_the_stream() {
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let RawClient { _temp, server, mut input, mut replies, store } =
+        raw_client_after_a_first_append(&fs);
+    durable_only_hello(&mut input, &mut replies);
+    let release = stream_with_syncs_held(&faults, &mut input);
+    wait_for_every_line(&faults, &store);
+    *faults.fail_sync_suffix.lock() = ".seg".to_owned();
+    faults.fail_sync.store(true, Ordering::SeqCst);
+    drop(release);
+    let mut line = String::new();
+    replies.read_line(&mut line).expect("a reply");
+    let reply: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(reply["error"], "POISONED", "{line}");
+    assert_eq!(reply["id"], 1, "{line}");
+    assert_eq!(reply["covers"], 1, "{line}");
+    line.clear();
+    let read = replies.read_line(&mut line).expect("the end of the stream");
+    assert_eq!(read, 0, "a reply after the failed one: {line}");
+    faults.fail_sync.store(false, Ordering::SeqCst);
+    drop(input);
+    drop(server);
 }

@@ -229,6 +229,10 @@ pub(super) struct Connection<'a, R: Read, W: Write, H: Holds> {
     /// A reply was handed to the deliverer and not yet seen gone from the outbox: the one
     /// case in which a line must look at the outbox (a fragment does not lock it).
     handed: bool,
+    /// On the event loop, while replies wait in the outbox for a sync: the replies of the
+    /// lines run since, which go behind them (handed at the end of the turn, or with the next
+    /// reply that waits for a sync) instead of to the socket.
+    staged: Option<Pending>,
 }
 
 impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
@@ -253,6 +257,7 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
             last_task: None,
             acks: Acks::new(AckMode::Every),
             handed: false,
+            staged: None,
         }
     }
 
@@ -277,7 +282,10 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
     /// up, a line must run in a thread of its own, or the connection ends (an end is settled
     /// as [`serve_stream`] settles it).
     pub(super) fn resume(&mut self, pid: u32) -> Step {
-        match self.run(pid) {
+        let step = self.run(pid);
+        // Whatever the turn ended in, the replies it staged go behind those that wait.
+        self.hand_staged();
+        match step {
             // On the loop, a reply that still waits for its sync is left to [`Self::settle`]
             // in a thread.
             Step::Ended(end) if self.nonblocking && self.reply_waits() => Step::Ended(end),
@@ -349,6 +357,26 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
         }
     }
 
+    /// Hands the replies staged while others waited ([`Self::staged`]) to the deliverer,
+    /// behind them.
+    fn hand_staged(&mut self) {
+        let Some(staged) = self.staged.take() else { return };
+        if staged.is_empty() {
+            return;
+        }
+        if let Some((deliverer, outbox)) = self.holds.outbox() {
+            deliverer.hand(outbox, staged);
+            self.handed = true;
+        }
+    }
+
+    /// How many bytes of replies wait for a sync (or for their socket) in the outbox and
+    /// behind it.
+    fn waiting_bytes(&self) -> usize {
+        let outbox = self.holds.outbox().map_or(0, |(_, outbox)| outbox.unsent());
+        outbox + self.staged.as_ref().map_or(0, Pending::unsent)
+    }
+
     /// Whether this connection's last reply still waits in its outbox for its sync.
     fn reply_waits(&self) -> bool {
         self.handed && self.holds.outbox().is_some_and(|(_, outbox)| outbox.waits())
@@ -413,14 +441,29 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                     Err(error) => return Step::Ended(End::ReadFailed(error)),
                 }
             };
-            // The client sent more before its last reply was written: that reply goes first,
-            // after its sync, for which a connection of the loop waits in a thread of its own.
             if self.nonblocking && self.reply_waits() {
-                self.replay = Some(line);
-                return self.suspend_for_promotion();
-            }
-            if let Some(end) = self.deliver_own() {
-                return Step::Ended(end);
+                // The client sent more before its last replies were written (it streams its
+                // lines without waiting for them): the lines run, and their replies go
+                // behind those that wait, up to a reply buffer's worth. Anything else waits
+                // for them in a thread of its own.
+                if matches!(line, Line::Complete)
+                    && self.waiting_bytes() < SERVER_REPLY_BUFFER_BYTES
+                {
+                    self.staged.get_or_insert_with(Pending::default);
+                } else {
+                    self.replay = Some(line);
+                    return self.suspend_for_promotion();
+                }
+            } else {
+                // What was staged waited only for replies that are written now.
+                if let Some(staged) = self.staged.take()
+                    && let Err(error) = self.output.write_all(staged.rest())
+                {
+                    return Step::Ended(End::WriteFailed(error));
+                }
+                if let Some(end) = self.deliver_own() {
+                    return Step::Ended(end);
+                }
             }
             if matches!(line, Line::Complete)
                 && !self.lines.line().iter().all(u8::is_ascii_whitespace)
@@ -472,11 +515,18 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                                 Handled::Now(Answer::Append(reply)) => reply,
                                 Handled::Now(Answer::Read(reply)) => {
                                     let reply = self.after_others_deferred(reply, true);
-                                    let answered = self.acks.answer_read(
-                                        self.store,
-                                        reply.into_object(),
-                                        &mut self.output,
-                                    );
+                                    let answered = match self.staged.as_mut() {
+                                        Some(staged) => self.acks.answer_read(
+                                            self.store,
+                                            reply.into_object(),
+                                            staged.plain(),
+                                        ),
+                                        None => self.acks.answer_read(
+                                            self.store,
+                                            reply.into_object(),
+                                            &mut self.output,
+                                        ),
+                                    };
                                     match self.answered(answered) {
                                         Some(end) => return Step::Ended(end),
                                         None => continue,
@@ -488,7 +538,10 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                 },
             };
             let reply = self.after_others_deferred(reply, false);
-            let answered = self.acks.answer(self.store, reply, &mut self.output);
+            let answered = match self.staged.as_mut() {
+                Some(staged) => self.acks.answer(self.store, reply, staged.plain()),
+                None => self.acks.answer(self.store, reply, &mut self.output),
+            };
             if let Some(end) = self.answered(answered) {
                 return Step::Ended(end);
             }
@@ -526,7 +579,15 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
         match self.acks.answer(self.store, reply, &mut bytes) {
             Ok(None) => {
                 if let Some((deliverer, outbox)) = self.holds.outbox() {
-                    deliverer.hand(outbox, Pending::new(seq, id, unanswered, bytes));
+                    // Behind the replies staged since the last ones waited, if any.
+                    let pending = match self.staged.as_mut() {
+                        Some(staged) => {
+                            staged.push_waiting(seq, id, unanswered, &bytes);
+                            std::mem::take(staged)
+                        }
+                        None => Pending::new(seq, id, unanswered, bytes),
+                    };
+                    deliverer.hand(outbox, pending);
                     self.handed = true;
                     return Handled::Deferred(None);
                 }
@@ -544,6 +605,11 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
             }
             // A covering sync failed: the store's error is written now, and ends the stream.
             Ok(Some(Fatal { message, .. })) => {
+                if let Some(staged) = self.staged.as_mut() {
+                    // Behind the replies that wait: the end hands them over.
+                    staged.plain().extend_from_slice(&bytes);
+                    return Handled::Deferred(Some(End::Fatal { message }));
+                }
                 let written = self.output.write_all(&bytes).and_then(|()| self.output.flush());
                 Handled::Deferred(Some(match written {
                     Ok(()) => End::Fatal { message },
@@ -591,12 +657,20 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
         let pending = self.holds.outbox()?.1.take();
         self.handed = false;
         let pending = pending?;
-        match self.store.log().sync_through(pending.seq) {
+        match self.store.log().sync_through(pending.seq()) {
             Ok(()) => self.output.write_all(pending.rest()).err().map(End::WriteFailed),
             Err(error) => {
-                // The reply was never sent: the error answers its lines instead.
-                self.acks.reopen(pending.unanswered);
-                let reply = Reply::from_error(&error, pending.id);
+                // The replies made durable before the failure are written; the first whose
+                // sync failed was never sent: the error answers its lines instead, and ends
+                // the stream (the lines after it are as after a crash).
+                let durable = self.store.log().durable_seq().map_or(0, |seq| seq.0);
+                let stopped = pending.stopped(durable);
+                if let Err(error) = self.output.write_all(stopped.durable) {
+                    return Some(End::WriteFailed(error));
+                }
+                let (id, unanswered) = stopped.failed.unwrap_or((None, 0));
+                self.acks.reopen(unanswered);
+                let reply = Reply::from_error(&error, id);
                 let answered = self.acks.answer(self.store, reply, &mut self.output);
                 match answered {
                     Ok(None) => None,
@@ -733,7 +807,22 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                 let written = if self.acks.skips_buffered() {
                     Ok(())
                 } else {
-                    delta_line::write_reply(&mut self.output, line_id, seq.0, &task_id, revision)
+                    match self.staged.as_mut() {
+                        Some(staged) => delta_line::write_reply(
+                            staged.plain(),
+                            line_id,
+                            seq.0,
+                            &task_id,
+                            revision,
+                        ),
+                        None => delta_line::write_reply(
+                            &mut self.output,
+                            line_id,
+                            seq.0,
+                            &task_id,
+                            revision,
+                        ),
+                    }
                 };
                 Delta::Answered(written)
             }

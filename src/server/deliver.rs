@@ -10,16 +10,20 @@
 //!
 //! Rules:
 //! - A reply is written only once `durable_seq` covers what its request deferred.
-//! - A connection's replies stay in order: before it writes anything else, a connection
-//!   takes its own reply back if the deliverer has not written it whole, waits for the sync
-//!   itself and writes the rest ([`Outbox::take`]). The deliverer writes under the outbox's
-//!   lock, so the two never interleave.
+//! - A connection's replies stay in order. The lines a connection of the loop runs while its
+//!   replies wait (a client that streams its lines) add their replies behind them
+//!   ([`Pending`]); the deliverer writes an outbox's replies in order, each once it and those
+//!   before it may be. A connection that writes itself takes its waiting replies back first
+//!   ([`Outbox::take`]), waits for their sync and writes them. The deliverer writes under the
+//!   outbox's lock, so the two never interleave.
 //! - A client that leaves a reply unread for the server's write timeout is disconnected, as
 //!   a connection's own blocked write would be: its socket is shut down, and its connection
 //!   ends.
 //! - When the sync fails, the connections waiting for it are woken (their input is shut
-//!   down): each takes its reply back and answers the store's error instead.
+//!   down): each takes its replies back, writes those made durable before and answers the
+//!   store's error for the first that is not.
 
+use std::collections::VecDeque;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,34 +37,122 @@ use crate::Store;
 /// How long the deliverer waits before it tries a stalled socket again.
 const STALLED_RETRY: Duration = Duration::from_millis(2);
 
-/// A reply written once its request's deferred records are durable.
-#[derive(Debug)]
+/// A connection's replies not written yet, in order: some wait for a sync, the others only
+/// for those before them. A connection whose next lines come while its replies wait (a client
+/// that streams its lines without waiting, as `factlog emit` over a served store does) adds
+/// their replies behind them instead of waiting for the sync.
+#[derive(Debug, Default)]
 pub struct Pending {
+    /// The replies' bytes, in order (each with the covering count it carries).
+    bytes: Vec<u8>,
+    /// How many of them the deliverer wrote.
+    sent: usize,
+    /// The replies that wait for a sync, in order; those whose sync came are dropped as the
+    /// deliverer passes them.
+    waiting: VecDeque<Waiting>,
+    /// When the socket was last found full, since which nothing could be written.
+    stalled_since: Option<Instant>,
+}
+
+/// One reply of a [`Pending`] that waits for a sync.
+#[derive(Debug)]
+struct Waiting {
+    /// Where its bytes start: nothing from here on is written before its sync.
+    start: usize,
     /// The seq that must be durable first.
-    pub(crate) seq: u64,
+    seq: u64,
     /// The request's id, for the error reply when the sync fails.
-    pub(crate) id: Option<Value>,
+    id: Option<Value>,
     /// The lines its connection had left unanswered before it (durable-only
     /// acknowledgements), which the error reply covers when the sync fails.
-    pub(crate) unanswered: u64,
-    /// The reply's bytes (with the covering count it carries).
-    pub(crate) bytes: Vec<u8>,
-    /// How many of them the deliverer wrote.
-    pub(crate) sent: usize,
-    /// When the socket was first found full.
-    stalled_since: Option<Instant>,
+    unanswered: u64,
+}
+
+/// Where a [`Pending`]'s writable bytes stop when a sync failed, and the reply there.
+#[derive(Debug)]
+pub struct Stopped<'a> {
+    /// The bytes that may still be written: those before the first reply whose sync failed.
+    pub durable: &'a [u8],
+    /// That reply's request id and the lines its error reply covers besides its own; `None`
+    /// when every reply was durable.
+    pub failed: Option<(Option<Value>, u64)>,
 }
 
 impl Pending {
     /// A reply of `bytes` to wait for `seq`, none of it written; `unanswered` lines came
     /// before it.
     pub fn new(seq: u64, id: Option<Value>, unanswered: u64, bytes: Vec<u8>) -> Pending {
-        Pending { seq, id, unanswered, bytes, sent: 0, stalled_since: None }
+        let waiting = VecDeque::from([Waiting { start: 0, seq, id, unanswered }]);
+        Pending { bytes, waiting, ..Pending::default() }
     }
 
-    /// The bytes not written yet.
+    /// Adds a reply to wait for `seq` behind the others.
+    pub fn push_waiting(&mut self, seq: u64, id: Option<Value>, unanswered: u64, bytes: &[u8]) {
+        self.waiting.push_back(Waiting { start: self.bytes.len(), seq, id, unanswered });
+        self.bytes.extend_from_slice(bytes);
+    }
+
+    /// The bytes of replies that wait for no sync of their own (only for those before them):
+    /// write them here, behind the others.
+    pub fn plain(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+
+    /// Whether it holds nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.sent == self.bytes.len()
+    }
+
+    /// How many bytes are not written yet.
+    pub fn unsent(&self) -> usize {
+        self.bytes.len() - self.sent
+    }
+
+    /// The highest seq one of its replies waits for (0: none).
+    pub fn seq(&self) -> u64 {
+        self.waiting.iter().map(|waiting| waiting.seq).max().unwrap_or(0)
+    }
+
+    /// The bytes not written yet, all of them: for a connection that made `seq()` durable.
     pub fn rest(&self) -> &[u8] {
         &self.bytes[self.sent..]
+    }
+
+    /// What may be written once `durable` is the durable seq, after a sync failed.
+    pub fn stopped(&self, durable: u64) -> Stopped<'_> {
+        match self.waiting.iter().find(|waiting| waiting.seq > durable) {
+            Some(waiting) => Stopped {
+                durable: &self.bytes[self.sent..waiting.start.max(self.sent)],
+                failed: Some((waiting.id.clone(), waiting.unanswered)),
+            },
+            None => Stopped { durable: self.rest(), failed: None },
+        }
+    }
+
+    /// Where the bytes that may be written now end, `durable` being the durable seq: the
+    /// replies whose sync came are forgotten.
+    fn writable(&mut self, durable: u64) -> usize {
+        while self.waiting.front().is_some_and(|waiting| waiting.seq <= durable) {
+            self.waiting.pop_front();
+        }
+        self.waiting.front().map_or(self.bytes.len(), |waiting| waiting.start)
+    }
+
+    /// Adds `more` behind what it holds, dropping the bytes already written first.
+    fn append(&mut self, more: Pending) {
+        if self.sent > 0 {
+            self.bytes.drain(..self.sent);
+            for waiting in &mut self.waiting {
+                waiting.start = waiting.start.saturating_sub(self.sent);
+            }
+            self.sent = 0;
+        }
+        let base = self.bytes.len();
+        self.bytes.extend_from_slice(&more.bytes[more.sent..]);
+        self.waiting.extend(more.waiting.into_iter().map(|waiting| Waiting {
+            start: base + waiting.start.saturating_sub(more.sent),
+            ..waiting
+        }));
     }
 }
 
@@ -86,6 +178,11 @@ impl Outbox {
     /// it whole yet).
     pub fn waits(&self) -> bool {
         self.pending.lock().is_some()
+    }
+
+    /// How many bytes of replies wait in the outbox.
+    pub fn unsent(&self) -> usize {
+        self.pending.lock().as_ref().map_or(0, Pending::unsent)
     }
 
     /// Takes the connection's waiting reply back (what the deliverer has not written of
@@ -133,10 +230,16 @@ impl Deliverer {
         }
     }
 
-    /// Puts `pending` in `outbox` (which holds none) and hands it to the thread.
+    /// Puts `pending` in `outbox`, behind the replies that wait there, and hands it to the
+    /// thread.
     pub fn hand(&self, outbox: &Arc<Outbox>, pending: Pending) {
-        let previous = outbox.pending.lock().replace(pending);
-        debug_assert!(previous.is_none(), "one reply waits per connection");
+        {
+            let mut slot = outbox.pending.lock();
+            match slot.as_mut() {
+                Some(waiting) => waiting.append(pending),
+                None => *slot = Some(pending),
+            }
+        }
         self.queue.lock().handed.push(Arc::clone(outbox));
         self.wake.notify_one();
         if !self.is_alive() {
@@ -185,7 +288,7 @@ impl Deliverer {
             batch.append(&mut stalled);
             let through = batch
                 .iter()
-                .filter_map(|outbox| outbox.pending.lock().as_ref().map(|pending| pending.seq))
+                .filter_map(|outbox| outbox.pending.lock().as_ref().map(Pending::seq))
                 .max()
                 .unwrap_or(0);
             if let Err(error) = store.log().sync_through(through) {
@@ -207,17 +310,18 @@ impl Deliverer {
         }
     }
 
-    /// Writes what `outbox` holds without blocking, if its seq is within `durable`.
+    /// Writes what `outbox` holds without blocking, as far as `durable` allows.
     fn send(&self, outbox: &Outbox, durable: u64) -> Sent {
         let mut slot = outbox.pending.lock();
         let Some(pending) = slot.as_mut() else { return Sent::Done };
-        if pending.seq > durable {
-            return Sent::Stalled;
-        }
+        let end = pending.writable(durable);
         let flags = rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::DONTWAIT;
-        while pending.sent < pending.bytes.len() {
-            match rustix::net::send(&outbox.stream, pending.rest(), flags) {
-                Ok(written) => pending.sent += written,
+        while pending.sent < end {
+            match rustix::net::send(&outbox.stream, &pending.bytes[pending.sent..end], flags) {
+                Ok(written) => {
+                    pending.sent += written;
+                    pending.stalled_since = None;
+                }
                 Err(rustix::io::Errno::INTR) => {}
                 Err(rustix::io::Errno::AGAIN) => {
                     let since = *pending.stalled_since.get_or_insert_with(Instant::now);
@@ -236,7 +340,64 @@ impl Deliverer {
                 }
             }
         }
-        *slot = None;
-        Sent::Done
+        if pending.is_empty() {
+            *slot = None;
+            return Sent::Done;
+        }
+        // The rest waits for a later sync.
+        Sent::Stalled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replies `a` (waits for seq 5), `b` (no sync of its own), `c` (waits for seq 9), `d`.
+    fn four() -> Pending {
+        let mut pending = Pending::new(5, Some(Value::from(1)), 2, b"a\n".to_vec());
+        pending.plain().extend_from_slice(b"b\n");
+        pending.push_waiting(9, Some(Value::from(3)), 0, b"c\n");
+        pending.plain().extend_from_slice(b"d\n");
+        pending
+    }
+
+    #[test]
+    fn replies_are_writable_up_to_the_first_that_waits_for_a_later_sync() {
+        let mut pending = four();
+        assert_eq!(pending.seq(), 9);
+        assert_eq!(pending.writable(4), 0, "nothing before seq 5 is durable");
+        assert_eq!(pending.writable(5), 4, "a and b, not c");
+        assert_eq!(pending.writable(8), 4);
+        assert_eq!(pending.writable(9), 8, "everything");
+        assert_eq!(pending.seq(), 0, "no reply waits any more");
+    }
+
+    #[test]
+    fn more_replies_go_behind_those_partly_written() {
+        let mut pending = four();
+        pending.writable(5);
+        pending.sent = 3;
+        let mut more = Pending::new(12, Some(Value::from(4)), 0, b"e\n".to_vec());
+        more.plain().extend_from_slice(b"f\n");
+        pending.append(more);
+        assert_eq!(pending.rest(), b"\nc\nd\ne\nf\n", "what was written is dropped");
+        assert_eq!(pending.writable(9), 5, "c and d, up to e");
+        assert_eq!(pending.writable(12), pending.bytes.len());
+        assert_eq!(pending.unsent(), 9);
+    }
+
+    #[test]
+    fn after_a_failed_sync_the_durable_replies_are_written_and_the_first_other_fails() {
+        let pending = four();
+        let stopped = pending.stopped(6);
+        assert_eq!(stopped.durable, b"a\nb\n");
+        assert_eq!(stopped.failed, Some((Some(Value::from(3)), 0)));
+        let stopped = pending.stopped(0);
+        assert_eq!(stopped.durable, b"");
+        assert_eq!(stopped.failed, Some((Some(Value::from(1)), 2)));
+        let stopped = pending.stopped(9);
+        assert_eq!(stopped.durable, b"a\nb\nc\nd\n");
+        assert_eq!(stopped.failed, None);
     }
 }

@@ -9,8 +9,10 @@
 //! of its life, running the same connection code with reads and writes that block: when its
 //! next line is anything but an append or a batch (a read, `follow`, an operator request, a
 //! `sync`), an append that may wait for a replica or for its own sync (no deliverer), a line
-//! sent while its last reply still waits for its sync, or when its socket did not take all of
-//! its replies (a client slow to read). The line it stopped at runs first in the thread. A
+//! that is not a whole request while its replies wait for a sync (or once a reply buffer's
+//! worth of them waits), or when its socket did not take all of its replies (a client slow to
+//! read). The whole request lines a client streams while its replies wait run on the loop,
+//! their replies behind the waiting ones ([`super::deliver::Pending`]). The line it stopped at runs first in the thread. A
 //! connection that ends on the loop while a reply waits for its sync, with replies its socket
 //! has not taken, or with tasks to hand over (which may sync), is ended by a thread too.
 //!

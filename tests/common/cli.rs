@@ -248,3 +248,18 @@ pub fn report_task<'a>(report: &'a Value, task: &str) -> &'a Value {
         .find(|t| t["task"] == task)
         .unwrap_or_else(|| panic!("task {task} in {report}"))
 }
+
+/// Runs `factlog bench ARGS --dir DIR`: asserts success, an empty standard error (a pipe, so
+/// no progress line; client processes say nothing there) and that the scratch directory was
+/// removed from `dir`; returns standard output.
+pub fn bench_in(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["bench"];
+    all.extend(args);
+    all.extend(["--dir", super::arg(dir)]);
+    let run = super::factlog(&all, b"");
+    run.assert_success();
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    let left: Vec<_> = std::fs::read_dir(dir).expect("list --dir").collect();
+    assert!(left.is_empty(), "bench left {left:?} behind");
+    run.stdout_text()
+}

@@ -109,6 +109,22 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST", value_parser = clients::parse_counts,
           conflicts_with_all = ["sessions", "tasks", "svg"])]
     clients: Option<clients::ClientCounts>,
+    /// N `factlog emit` processes as a user starts them, for each N of LIST (as --clients):
+    /// emit-served, N `factlog emit --ack durable-only DIR` processes relaying their sessions
+    /// through one store this process serves, against emit-own-stores, N such processes each
+    /// creating and writing a store of its own. Each process reads its session (the
+    /// many-session workload, 10 turns by default) from a file of JSON lines written before
+    /// the clock, and must exit 0 with replies covering every line; afterwards every event
+    /// must be in the stores, or the run fails. The wall time runs from the first process
+    /// started to the last one ended (starting, opening or connecting, writing, closing).
+    ///
+    /// Reports per N and policy the wall time (median, min-max over runs) and events/s, and
+    /// per N the ratio emit-served / emit-own-stores (median of per-run ratios). --json prints
+    /// one object (format-spec/schema/bench-emit-clients.json). Only `factlog bench` has it:
+    /// the processes are this command run as `emit`.
+    #[arg(long, value_name = "LIST", value_parser = clients::parse_counts,
+          conflicts_with_all = ["sessions", "clients", "tasks", "svg"])]
+    emit_clients: Option<clients::ClientCounts>,
     /// Runs as one client process of --clients, its role in the environment (how the
     /// command starts its clients).
     #[arg(long, hide = true)]
@@ -321,6 +337,10 @@ pub fn run(args: &BenchArgs, observer: &dyn Observer) -> Result<(), Failure> {
     if let Some(counts) = &args.clients {
         let turns = args.turns.unwrap_or(clients::TURNS_DEFAULT);
         return clients::run(args, counts, shape(args, turns), observer);
+    }
+    if let Some(counts) = &args.emit_clients {
+        let turns = args.turns.unwrap_or(clients::TURNS_DEFAULT);
+        return clients::emit::run(args, counts, shape(args, turns), observer);
     }
     if let Some(counts) = &args.sessions {
         let turns = args.turns.unwrap_or(sessions::TURNS_DEFAULT);

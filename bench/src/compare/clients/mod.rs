@@ -35,6 +35,7 @@
 //! must be every event the sessions were acknowledged: a run that lost one fails.
 
 mod child;
+pub mod emit;
 mod report;
 
 use std::ffi::OsString;
