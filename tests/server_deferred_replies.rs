@@ -375,3 +375,52 @@ fn a_failed_group_commit_behind_lines_sent_on_answers_the_first_and_ends_the_str
     drop(input);
     drop(server);
 }
+
+/// A refusal among streamed lines waits behind the reply that waits for its sync, and its
+/// loop does not wait for that sync: the lines after it run while the sync is held.
+#[test]
+fn a_refusal_among_lines_sent_on_waits_behind_the_synced_reply_without_stopping_its_loop() {
+    let fs = FaultyFs::new();
+    let faults = Arc::clone(&fs.faults);
+    let RawClient { _temp, server, mut input, mut replies, store } =
+        raw_client_after_a_first_append(&fs);
+    durable_only_hello(&mut input, &mut replies);
+    *faults.hold_suffix.lock() = ".seg".to_owned();
+    faults.hold_syncs.store(true, Ordering::SeqCst);
+    let release = Release(Arc::clone(&faults));
+    input
+        .write_all(
+            b"{\"id\":1,\"task\":\"t\",\"type\":\"tool/call\",\"call_id\":\"c1\",\
+              \"tool\":\"fetch\",\"effect\":\"read_only\"}\n\
+              {\"id\":2,\"task\":\"t\",\"type\":\"no/such\"}\n\
+              {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"a\"}\n\
+              {\"id\":3,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\"}\n",
+        )
+        .expect("send every line at once");
+    let (read, lines) = mpsc::channel();
+    let reading = std::thread::spawn(move || {
+        for _ in 0..3 {
+            let mut line = String::new();
+            replies.read_line(&mut line).expect("reply");
+            read.send(line).expect("send");
+        }
+    });
+    wait_until(
+        || {
+            faults.held.load(Ordering::SeqCst) > 0
+                && store.task_revision("t").is_some_and(|(revision, _)| revision == 4)
+        },
+        "the lines after the refusal to run while the sync is held",
+    );
+    assert!(lines.recv_timeout(NOT_YET).is_err(), "a reply came before the sync");
+    drop(release);
+    for (id, key) in [(1, "revision"), (2, "error"), (3, "revision")] {
+        let line = lines.recv_timeout(PATIENCE).expect("a reply after the sync");
+        let reply: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(reply["id"], id, "replies out of order: {line}");
+        assert!(reply.get(key).is_some(), "{line}");
+    }
+    reading.join().expect("reading thread");
+    drop(input);
+    server.stop().expect("stop");
+}

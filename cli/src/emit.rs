@@ -58,12 +58,30 @@ const OUTPUT_BUFFER_BYTES: usize = 64 * 1024;
 
 pub fn run(args: &EmitArgs) -> Outcome {
     refuse_file(&args.dir)?;
+    // A store another process serves now is written through its socket at once, without
+    // first waiting out the open's retries of its busy lock; a socket that does not answer
+    // falls back to opening, which says why.
+    if factlog::client::served::served_now(&args.dir).is_some() {
+        refuse_served_options(args)?;
+        if let Ok(client) = connect(args) {
+            return relay(args, client);
+        }
+    }
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
     let store = match Store::open(&args.dir, options) {
         Ok(store) => store,
         Err(error) => {
             return match factlog::client::served::held_by_another(&args.dir, &error) {
-                Some(Held::Served { .. }) => relay(args, &error),
+                Some(Held::Served { .. }) => {
+                    refuse_served_options(args)?;
+                    let client = connect(args).map_err(|client| {
+                        Failure::new(
+                            EXIT_FAILURE,
+                            format_args!("cannot open {}: {error}; {client}", args.dir.display()),
+                        )
+                    })?;
+                    relay(args, client)
+                }
                 Some(Held::NotServed { pid }) => Err(Failure::new(
                     EXIT_FAILURE,
                     factlog::client::served::not_served_message(
@@ -95,10 +113,8 @@ pub fn run(args: &EmitArgs) -> Outcome {
     emitted.map(|()| ExitCode::SUCCESS)
 }
 
-/// The store is locked by another process that shares it (`DIR/factlog.sock`,
-/// `format-spec/server.md`): standard input goes to it and its replies to standard output,
-/// the same replies as from a store opened here.
-fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
+/// The options an emit of a served store cannot take: they are the serving process's.
+fn refuse_served_options(args: &EmitArgs) -> Result<(), Failure> {
     if let Some(url) = &args.replicate_to {
         return Err(Failure::new(
             EXIT_FAILURE,
@@ -121,13 +137,20 @@ fn relay(args: &EmitArgs, locked: &Error) -> Outcome {
             ),
         ));
     }
+    Ok(())
+}
+
+/// Connects to the process that serves the store, with emit's acknowledgements.
+fn connect(args: &EmitArgs) -> Result<Client, ClientError> {
     let acks = if args.ack == AckArg::DurableOnly { AckMode::DurableOnly } else { AckMode::Every };
-    let client = Client::connect_acks(&args.dir, acks).map_err(|error| {
-        Failure::new(
-            EXIT_FAILURE,
-            format_args!("cannot open {}: {locked}; {error}", args.dir.display()),
-        )
-    })?;
+    Client::connect_acks(&args.dir, acks)
+}
+
+/// The store is held by another process that shares it (`DIR/factlog.sock`,
+/// `format-spec/server.md`) and `client` is connected to it: standard input goes to it and
+/// its replies to standard output, the same replies as from a store opened here.
+fn relay(args: &EmitArgs, client: Client) -> Outcome {
+    let acks = if args.ack == AckArg::DurableOnly { AckMode::DurableOnly } else { AckMode::Every };
     if client.acks() != acks {
         return Err(Failure::new(
             EXIT_FAILURE,

@@ -47,6 +47,19 @@ pub fn held_by_another(dir: &Path, error: &Error) -> Option<Held> {
     Some(Held::NotServed { pid: lock_holder(dir) })
 }
 
+/// The socket of the store in `dir` when another process holds it and serves it now: the
+/// socket exists and a process holds the store's lock (as the system tells, [`lock_holder`]).
+/// A door that falls back to a client connects at once then, rather than opening first:
+/// opening tries a busy lock again for about 100 ms ([`crate::limits::LOCK_RETRIES`] times
+/// [`crate::limits::LOCK_RETRY_MS`], for a lock whose holder is letting it go) before it says
+/// the store is locked. `None` when either is missing or the system cannot tell (open, then
+/// ask [`held_by_another`]); a socket that does not answer falls back to opening too.
+#[must_use]
+pub fn served_now(dir: &Path) -> Option<PathBuf> {
+    let socket = socket_path(dir);
+    (socket.exists() && lock_holder(dir).is_some()).then_some(socket)
+}
+
 /// Who holds the store in `dir` now, told without opening it (for read-only commands that must
 /// answer as the holder would: `factlog recover --dry-run`): `None` when no process holds its
 /// lock (or the system cannot tell), else whether the holder shares it.
@@ -154,6 +167,11 @@ impl std::error::Error for OpenError {}
 /// when its socket does not answer, [`OpenError::Store`] for any other failure to open.
 pub fn open_or_connect(dir: impl AsRef<Path>) -> Result<Opened, OpenError> {
     let dir = dir.as_ref();
+    if let Some(socket) = served_now(dir)
+        && let Ok(client) = crate::client::Client::connect_socket(socket)
+    {
+        return Ok(Opened::Client(Box::new(client)));
+    }
     let error = match crate::Store::open(dir, crate::StoreOptions::new()) {
         Ok(store) => return Ok(Opened::Store(store)),
         Err(error) => error,
@@ -174,6 +192,22 @@ pub fn open_or_connect(dir: impl AsRef<Path>) -> Result<Opened, OpenError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn served_now_only_while_a_holder_serves() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(served_now(dir.path()), None, "no store");
+        let store = crate::Store::open(dir.path(), crate::StoreOptions::new()).expect("open");
+        assert_eq!(served_now(dir.path()), None, "held, not served");
+        let server = store.serve(crate::server::ServeOptions::new()).expect("serve");
+        if crate::fs::lock_holder(dir.path()).is_some() {
+            assert_eq!(served_now(dir.path()), Some(socket_path(dir.path())));
+        }
+        server.stop().expect("stop");
+        assert_eq!(served_now(dir.path()), None, "held, no longer served");
+        store.close().expect("close");
+        assert_eq!(served_now(dir.path()), None, "closed");
+    }
 
     #[test]
     fn open_or_connect_opens_connects_or_names_the_holder() {

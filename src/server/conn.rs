@@ -305,7 +305,9 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
     /// Whether the connection's end is still to be settled in a thread ([`Self::settle`]): a
     /// reply waits for its sync, or its socket has not taken all of its replies.
     pub(super) fn unsettled(&self) -> bool {
-        self.reply_waits() || self.backlog() > 0
+        self.staged.as_ref().is_some_and(|staged| !staged.is_empty())
+            || self.reply_waits()
+            || self.backlog() > 0
     }
 
     /// From now on the connection's reads and writes block (its input and output were
@@ -346,6 +348,8 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
 
     /// A reply still waiting for its sync is written (or its error) before the end.
     fn ended(&mut self, end: End) -> End {
+        // Replies staged by a turn that did not end in `resume` (a line that panicked).
+        self.hand_staged();
         match self.deliver_own() {
             None => match self.output.flush() {
                 Ok(()) => end,
@@ -537,10 +541,20 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                     },
                 },
             };
-            let reply = self.after_others_deferred(reply, false);
             let answered = match self.staged.as_mut() {
-                Some(staged) => self.acks.answer(self.store, reply, staged.plain()),
-                None => self.acks.answer(self.store, reply, &mut self.output),
+                Some(staged) => {
+                    let (answered, waits) = stage_answer(self.store, &mut self.acks, reply, staged);
+                    if waits {
+                        // Handed at once, as a written reply that waits for its sync is: what
+                        // is staged never waits for a sync of its own.
+                        self.hand_staged();
+                    }
+                    answered
+                }
+                None => {
+                    let reply = self.after_others_deferred(reply, false);
+                    self.acks.answer(self.store, reply, &mut self.output)
+                }
             };
             if let Some(end) = self.answered(answered) {
                 return Step::Ended(end);
@@ -1282,6 +1296,31 @@ enum Delta {
     Answered(io::Result<()>),
     /// Refused or failed: this reply answers it.
     Refused(Reply),
+}
+
+/// Answers `reply` behind the replies that wait for a sync ([`Connection::staged`]). A reply
+/// that is not an append's written reply (a refusal, a duplicate) may tell of a record whose
+/// sync a connection deferred: it waits for that sync behind the others, as a written reply
+/// waits for its own, rather than having the loop wait for it (what
+/// `Connection::after_others_deferred` does when nothing waits). Also says whether the reply
+/// waits for a sync (the caller hands it over then).
+fn stage_answer(
+    store: &Store,
+    acks: &mut Acks,
+    reply: Reply,
+    staged: &mut Pending,
+) -> (io::Result<Option<Fatal>>, bool) {
+    let log = store.log();
+    let through = log.deferred_through();
+    if matches!(reply, Reply::Written { .. }) || through <= log.durable_seq().map_or(0, |seq| seq.0)
+    {
+        return (acks.answer(store, reply, staged.plain()), false);
+    }
+    let (id, unanswered) = (reply.id(), acks.pending());
+    let mut bytes = Vec::new();
+    let answered = acks.answer(store, reply, &mut bytes);
+    staged.push_waiting(through, id, unanswered, &bytes);
+    (answered, true)
 }
 
 #[cfg(test)]

@@ -286,6 +286,10 @@ impl Deliverer {
                 std::mem::take(&mut queue.handed)
             };
             batch.append(&mut stalled);
+            // A connection that streams hands its outbox again with every reply that waits for
+            // a sync: one visit a round is enough.
+            batch.sort_unstable_by_key(|outbox| Arc::as_ptr(outbox) as usize);
+            batch.dedup_by(|a, b| Arc::ptr_eq(a, b));
             let through = batch
                 .iter()
                 .filter_map(|outbox| outbox.pending.lock().as_ref().map(Pending::seq))
