@@ -287,9 +287,9 @@ impl Deliverer {
             };
             batch.append(&mut stalled);
             // A connection that streams hands its outbox again with every reply that waits for
-            // a sync: one visit a round is enough.
-            batch.sort_unstable_by_key(|outbox| Arc::as_ptr(outbox) as usize);
-            batch.dedup_by(|a, b| Arc::ptr_eq(a, b));
+            // a sync: one visit a round is enough, in the order they were handed.
+            let mut seen = std::collections::HashSet::with_capacity(batch.len());
+            batch.retain(|outbox| seen.insert(Arc::as_ptr(outbox)));
             let through = batch
                 .iter()
                 .filter_map(|outbox| outbox.pending.lock().as_ref().map(Pending::seq))
