@@ -243,6 +243,15 @@ impl Shared {
         if options.connect == Some(true) {
             return connect_to(path, None, options);
         }
+        // A store another process serves now is reached through its socket at once, without
+        // first waiting out the open's retries of its busy lock (`served_now`). With options
+        // only a holder applies, or a socket that does not answer, it is decided below.
+        if !share && holder_option(options).is_none() && served::served_now(&path).is_some() {
+            let timeout = options.timeout_ms.map(|ms| Duration::from_millis(u64::from(ms)));
+            if let Ok(remote) = Remote::connect(&path, timeout) {
+                return Ok(Shared::with(path, Backend::Remote(Arc::new(remote))));
+            }
+        }
         let mut store_options = StoreOptions::new()
             .refuse_unmarked_secrets(options.refuse_unmarked_secrets == Some(true))
             .snapshot_at_turn_end(options.snapshot_at_turn_end == Some(true));

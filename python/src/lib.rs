@@ -234,6 +234,17 @@ impl Store {
             snapshot_every_bytes,
             snapshot_at_turn_end,
         };
+        // A store another process serves now is reached through its socket at once, without
+        // first waiting out the open's retries of its busy lock (`served_now`). With options
+        // only a holder applies, or a socket that does not answer, it is decided below.
+        if !share
+            && replicate_to.is_none()
+            && holder.refused_by_client().is_none()
+            && factlog::client::served::served_now(&path).is_some()
+            && let Ok(remote) = Remote::connect(py, &path, None)
+        {
+            return Ok(Store::with_backend(path, Backend::Remote(Arc::new(remote))));
+        }
         let mut options = StoreOptions::new()
             .refuse_unmarked_secrets(refuse_unmarked_secrets)
             .snapshot_at_turn_end(snapshot_at_turn_end);
