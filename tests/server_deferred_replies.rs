@@ -377,7 +377,8 @@ fn a_failed_group_commit_behind_lines_sent_on_answers_the_first_and_ends_the_str
 }
 
 /// A refusal among streamed lines waits behind the reply that waits for its sync, and its
-/// loop does not wait for that sync: the lines after it run while the sync is held.
+/// loop does not wait for that sync: the lines after it run while the sync is held. The
+/// fragment before it, whose reply was skipped, is covered first, once it is durable.
 #[test]
 fn a_refusal_among_lines_sent_on_waits_behind_the_synced_reply_without_stopping_its_loop() {
     let fs = FaultyFs::new();
@@ -392,6 +393,7 @@ fn a_refusal_among_lines_sent_on_waits_behind_the_synced_reply_without_stopping_
         .write_all(
             b"{\"id\":1,\"task\":\"t\",\"type\":\"tool/call\",\"call_id\":\"c1\",\
               \"tool\":\"fetch\",\"effect\":\"read_only\"}\n\
+              {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"x\"}\n\
               {\"id\":2,\"task\":\"t\",\"type\":\"no/such\"}\n\
               {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"a\"}\n\
               {\"id\":3,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\"}\n",
@@ -399,7 +401,7 @@ fn a_refusal_among_lines_sent_on_waits_behind_the_synced_reply_without_stopping_
         .expect("send every line at once");
     let (read, lines) = mpsc::channel();
     let reading = std::thread::spawn(move || {
-        for _ in 0..3 {
+        for _ in 0..4 {
             let mut line = String::new();
             replies.read_line(&mut line).expect("reply");
             read.send(line).expect("send");
@@ -408,17 +410,23 @@ fn a_refusal_among_lines_sent_on_waits_behind_the_synced_reply_without_stopping_
     wait_until(
         || {
             faults.held.load(Ordering::SeqCst) > 0
-                && store.task_revision("t").is_some_and(|(revision, _)| revision == 4)
+                && store.task_revision("t").is_some_and(|(revision, _)| revision == 5)
         },
         "the lines after the refusal to run while the sync is held",
     );
     assert!(lines.recv_timeout(NOT_YET).is_err(), "a reply came before the sync");
     drop(release);
-    for (id, key) in [(1, "revision"), (2, "error"), (3, "revision")] {
+    // The covering reply answers the fragment before the refusal; the last reply the
+    // fragment after it and its own line.
+    let expected = [(Value::from(1), "revision", 1), (Value::Null, "durability", 1)];
+    let expected =
+        expected.into_iter().chain([(Value::from(2), "error", 1), (3.into(), "revision", 2)]);
+    for (id, key, covers) in expected {
         let line = lines.recv_timeout(PATIENCE).expect("a reply after the sync");
         let reply: Value = serde_json::from_str(&line).expect("JSON");
         assert_eq!(reply["id"], id, "replies out of order: {line}");
         assert!(reply.get(key).is_some(), "{line}");
+        assert_eq!(reply["covers"], covers, "{line}");
     }
     reading.join().expect("reading thread");
     drop(input);

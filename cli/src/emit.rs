@@ -60,11 +60,13 @@ pub fn run(args: &EmitArgs) -> Outcome {
     refuse_file(&args.dir)?;
     // A store another process serves now is written through its socket at once, without
     // first waiting out the open's retries of its busy lock; a socket that does not answer
-    // falls back to opening, which says why.
-    if factlog::client::served::served_now(&args.dir).is_some() {
-        refuse_served_options(args)?;
-        if let Ok(client) = connect(args) {
-            return relay(args, client);
+    // falls back to opening, which says why. Options only a holder applies go that way too.
+    let holder_options = args.replicate_to.is_some() || args.refuse_unmarked_secrets;
+    let mut first_connect = None;
+    if !holder_options && factlog::client::served::served_now(&args.dir).is_some() {
+        match connect(args) {
+            Ok(client) => return relay(args, client),
+            Err(error) => first_connect = Some(error),
         }
     }
     let options = StoreOptions::new().refuse_unmarked_secrets(args.refuse_unmarked_secrets);
@@ -91,7 +93,18 @@ pub fn run(args: &EmitArgs) -> Outcome {
                         "emit connects to it",
                     ),
                 )),
-                None => Err(open_failure(&args.dir, &error)),
+                // Opening failed for another reason after the socket did not answer (a peer of
+                // the server's group cannot open the store's lock file): both say why.
+                None => match first_connect {
+                    Some(connect) => Err(Failure::new(
+                        EXIT_FAILURE,
+                        format_args!(
+                            "cannot open {}: {error}; its socket: {connect}",
+                            args.dir.display()
+                        ),
+                    )),
+                    None => Err(open_failure(&args.dir, &error)),
+                },
             };
         }
     };

@@ -135,7 +135,8 @@ pub enum OpenError {
     /// The holder serves the store, but connecting to its socket failed (a socket left by a
     /// server that was killed, a refusal).
     Connect {
-        /// The open's `Locked` error.
+        /// The open's error: `Locked`, or why the store could not be opened after its socket
+        /// did not answer.
         error: Error,
         /// Why the connection failed.
         client: Box<crate::client::ClientError>,
@@ -156,7 +157,9 @@ impl std::error::Error for OpenError {}
 
 /// Opens the store in `dir` for writing (default options) or, when another process holds
 /// it and serves it, connects to that process: what `factlog emit` and the Python package's
-/// `factlog.Store` do, through the same decision ([`held_by_another`]). The options of a
+/// `factlog.Store` do, through the same decisions: a store served now ([`served_now`]) is
+/// connected to at once; otherwise it is opened, and a `Locked` error is decided by
+/// [`held_by_another`]. The options of a
 /// store (secrets, snapshots, the clock) are the holder's: a caller that needs its own opens
 /// with [`crate::Store::open`] and asks [`held_by_another`] about the error, so that it never
 /// connects to a store that would not apply them.
@@ -167,17 +170,23 @@ impl std::error::Error for OpenError {}
 /// when its socket does not answer, [`OpenError::Store`] for any other failure to open.
 pub fn open_or_connect(dir: impl AsRef<Path>) -> Result<Opened, OpenError> {
     let dir = dir.as_ref();
-    if let Some(socket) = served_now(dir)
-        && let Ok(client) = crate::client::Client::connect_socket(socket)
-    {
-        return Ok(Opened::Client(Box::new(client)));
+    let mut first_connect = None;
+    if let Some(socket) = served_now(dir) {
+        match crate::client::Client::connect_socket(socket) {
+            Ok(client) => return Ok(Opened::Client(Box::new(client))),
+            Err(client) => first_connect = Some(client),
+        }
     }
     let error = match crate::Store::open(dir, crate::StoreOptions::new()) {
         Ok(store) => return Ok(Opened::Store(store)),
         Err(error) => error,
     };
     match held_by_another(dir, &error) {
-        None => Err(OpenError::Store(error)),
+        // Opening failed for another reason after the socket did not answer: both say why.
+        None => match first_connect {
+            Some(client) => Err(OpenError::Connect { error, client: Box::new(client) }),
+            None => Err(OpenError::Store(error)),
+        },
         Some(Held::Served { socket }) => match crate::client::Client::connect_socket(socket) {
             Ok(client) => Ok(Opened::Client(Box::new(client))),
             Err(client) => Err(OpenError::Connect { error, client: Box::new(client) }),

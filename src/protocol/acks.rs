@@ -123,29 +123,57 @@ impl Acks {
         reply: Reply,
         output: &mut impl Write,
     ) -> io::Result<Option<Fatal>> {
+        self.answer_covering(Some(store), reply, output).map(|(fatal, _)| fatal)
+    }
+
+    /// As [`Acks::answer`], for a door that writes the bytes only once a sync it waits for has
+    /// come (a served connection whose replies wait behind others for a group commit): a reply
+    /// that cannot cover the pending lines still covers them first, without syncing them here.
+    /// Also says whether it did: then the bytes vouch for every record appended so far and must
+    /// wait for their sync.
+    ///
+    /// # Errors
+    ///
+    /// Writing to `output` failed.
+    pub(crate) fn answer_unsynced(
+        &mut self,
+        reply: Reply,
+        output: &mut impl Write,
+    ) -> io::Result<(Option<Fatal>, bool)> {
+        self.answer_covering(None, reply, output)
+    }
+
+    /// [`Acks::answer`]: with `sync`, the store whose pending lines a covering reply syncs
+    /// first; without, the covering reply is written unsynced and said (the `bool`).
+    fn answer_covering(
+        &mut self,
+        sync: Option<&Store>,
+        reply: Reply,
+        output: &mut impl Write,
+    ) -> io::Result<(Option<Fatal>, bool)> {
         match reply {
             Reply::Written { reply, durability } => {
                 let warned = reply.contains_key(KEY_WARNINGS);
                 if durability == Durability::Buffered {
                     if !warned && self.skips_buffered() {
-                        return Ok(None);
+                        return Ok((None, false));
                     }
                     // A buffered event vouches for nothing but itself; its warnings must
                     // reach the harness.
-                    return self.standalone(store, reply, output);
+                    return self.standalone(sync, reply, output);
                 }
                 // Durability is prefix-ordered: the buffered events written before this one
                 // are now as durable as it is.
-                self.write(reply, output).map(|()| None)
+                self.write(reply, output).map(|()| (None, false))
             }
             Reply::Duplicate { reply } | Reply::Refused { reply } => {
-                self.standalone(store, reply, output)
+                self.standalone(sync, reply, output)
             }
             Reply::Fatal { reply, message, damaged } => {
                 // The pending lines are not acknowledged: after a failure that ends the
                 // stream they are as after a crash (read the store).
                 self.write(reply, output)?;
-                Ok(Some(Fatal { message, damaged }))
+                Ok((Some(Fatal { message, damaged }), false))
             }
         }
     }
@@ -162,7 +190,7 @@ impl Acks {
         reply: Map<String, Value>,
         output: &mut impl Write,
     ) -> io::Result<Option<Fatal>> {
-        self.standalone(store, reply, output)
+        self.standalone(Some(store), reply, output).map(|(fatal, _)| fatal)
     }
 
     /// At the end of a stream that ends in order (`emit`'s input ended): under
@@ -191,27 +219,32 @@ impl Acks {
         Ok(fatal)
     }
 
-    /// A reply that cannot cover the pending lines: they are synced and covered first.
+    /// A reply that cannot cover the pending lines: they are covered first, synced first
+    /// with `sync` (else the `bool` says the covering reply waits for their sync).
     fn standalone(
         &mut self,
-        store: &Store,
+        sync: Option<&Store>,
         reply: Map<String, Value>,
         output: &mut impl Write,
-    ) -> io::Result<Option<Fatal>> {
+    ) -> io::Result<(Option<Fatal>, bool)> {
+        let mut covered = false;
         if self.pending > 0 {
-            if let Err(error) = store.flush(Durability::Synced) {
+            if let Some(store) = sync
+                && let Err(error) = store.flush(Durability::Synced)
+            {
                 // A failed sync ends the stream, whatever its kind; its reply covers the
                 // pending lines and the request's.
                 let message = error.to_string();
                 let reply = super::error_reply(&error, reply.get(KEY_ID).cloned());
                 self.write(reply, output)?;
-                return Ok(Some(Fatal { message, damaged: false }));
+                return Ok((Some(Fatal { message, damaged: false }), false));
             }
             // Covers exactly the pending lines (no request line of its own).
             write_line(output, &covering_reply(self.pending))?;
             self.pending = 0;
+            covered = sync.is_none();
         }
-        self.write(reply, output).map(|()| None)
+        self.write(reply, output).map(|()| (None, covered))
     }
 
     /// Writes `reply` as the answer of its own line and of the pending ones (`covers` last,

@@ -1298,12 +1298,13 @@ enum Delta {
     Refused(Reply),
 }
 
-/// Answers `reply` behind the replies that wait for a sync ([`Connection::staged`]). A reply
-/// that is not an append's written reply (a refusal, a duplicate) may tell of a record whose
-/// sync a connection deferred: it waits for that sync behind the others, as a written reply
-/// waits for its own, rather than having the loop wait for it (what
-/// `Connection::after_others_deferred` does when nothing waits). Also says whether the reply
-/// waits for a sync (the caller hands it over then).
+/// Answers `reply` behind the replies that wait for a sync ([`Connection::staged`]), without
+/// the loop waiting for a sync: a reply that is not an append's written reply (a refusal, a
+/// duplicate) may tell of a record whose sync a connection deferred, and a covering reply of
+/// skipped lines (durable-only acknowledgements) vouches for every record appended so far; such
+/// bytes wait behind the others for that sync, as a written reply waits for its own (where
+/// nothing waits, the connection syncs first: `Connection::after_others_deferred`,
+/// [`Acks::answer`]). Also says whether they wait for a sync (the caller hands them over then).
 fn stage_answer(
     store: &Store,
     acks: &mut Acks,
@@ -1311,16 +1312,22 @@ fn stage_answer(
     staged: &mut Pending,
 ) -> (io::Result<Option<Fatal>>, bool) {
     let log = store.log();
-    let through = log.deferred_through();
-    if matches!(reply, Reply::Written { .. }) || through <= log.durable_seq().map_or(0, |seq| seq.0)
-    {
-        return (acks.answer(store, reply, staged.plain()), false);
-    }
+    let written = matches!(reply, Reply::Written { .. });
     let (id, unanswered) = (reply.id(), acks.pending());
     let mut bytes = Vec::new();
-    let answered = acks.answer(store, reply, &mut bytes);
+    let (fatal, covered) = match acks.answer_unsynced(reply, &mut bytes) {
+        Ok(answered) => answered,
+        Err(error) => return (Err(error), false),
+    };
+    let others = if written { 0 } else { log.deferred_through() };
+    let covering = if covered { log.last_seq().map_or(0, |seq| seq.0) } else { 0 };
+    let through = others.max(covering);
+    if through <= log.durable_seq().map_or(0, |seq| seq.0) {
+        staged.plain().extend_from_slice(&bytes);
+        return (Ok(fatal), false);
+    }
     staged.push_waiting(through, id, unanswered, &bytes);
-    (answered, true)
+    (Ok(fatal), true)
 }
 
 #[cfg(test)]
