@@ -77,6 +77,23 @@ fn raw_client_after_a_first_append(fs: &FaultyFs) -> RawClient {
     RawClient { _temp: temp, server, input, replies, store }
 }
 
+/// Reads `count` reply lines on a thread of its own, each sent as it comes (so that a test can
+/// watch for a reply that must not come yet).
+fn read_replies(
+    mut replies: BufReader<UnixStream>,
+    count: usize,
+) -> (std::thread::JoinHandle<()>, mpsc::Receiver<String>) {
+    let (read, lines) = mpsc::channel();
+    let reading = std::thread::spawn(move || {
+        for _ in 0..count {
+            let mut line = String::new();
+            replies.read_line(&mut line).expect("reply");
+            read.send(line).expect("send");
+        }
+    });
+    (reading, lines)
+}
+
 fn wait_until(condition: impl Fn() -> bool, what: &str) {
     let start = std::time::Instant::now();
     while !condition() {
@@ -217,14 +234,7 @@ fn a_reply_taken_back_for_a_waiting_line_still_waits_for_its_sync_and_comes_firs
               \"durability\":\"synced\"}\n{\"id\":2,\"op\":\"revision\",\"task\":\"t\"}\n",
         )
         .expect("send both lines at once");
-    let (read, lines) = mpsc::channel();
-    let reading = std::thread::spawn(move || {
-        for _ in 0..2 {
-            let mut line = String::new();
-            replies.read_line(&mut line).expect("reply");
-            read.send(line).expect("send");
-        }
-    });
+    let (reading, lines) = read_replies(replies, 2);
     wait_until(|| faults.held.load(Ordering::SeqCst) > 0, "the group commit to stall");
     assert!(lines.recv_timeout(NOT_YET).is_err(), "a reply came before the sync");
     drop(release);
@@ -289,22 +299,22 @@ const STREAMED: &[u8] = b"{\"id\":1,\"task\":\"t\",\"type\":\"tool/call\",\"call
       {\"id\":2,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\"}\n\
       {\"id\":3,\"task\":\"t\",\"type\":\"tool/result\",\"call_id\":\"c1\",\"outcome\":\"ok\"}\n";
 
-/// Holds the store's syncs and sends [`STREAMED`]: the syncs go when the result is dropped.
-fn stream_with_syncs_held(faults: &Arc<Faults>, input: &mut UnixStream) -> Release {
+/// Holds the store's syncs and sends `lines` at once: the syncs go when the result is dropped.
+fn stream_with_syncs_held(faults: &Arc<Faults>, input: &mut UnixStream, lines: &[u8]) -> Release {
     *faults.hold_suffix.lock() = ".seg".to_owned();
     faults.hold_syncs.store(true, Ordering::SeqCst);
     let release = Release(Arc::clone(faults));
-    input.write_all(STREAMED).expect("send every line at once");
+    input.write_all(lines).expect("send every line at once");
     release
 }
 
-/// Waits until every line of [`STREAMED`] is in task `t` while a sync is held: none of them
-/// waited for the first one's sync.
-fn wait_for_every_line(faults: &Faults, store: &Store) {
+/// Waits until task `t` is at `revision` (every line sent is in it) while a sync is held:
+/// none of them waited for the first one's sync.
+fn wait_for_every_line(faults: &Faults, store: &Store, revision: u64) {
     wait_until(
         || {
             faults.held.load(Ordering::SeqCst) > 0
-                && store.task_revision("t").is_some_and(|(revision, _)| revision == 6)
+                && store.task_revision("t").is_some_and(|(at, _)| at == revision)
         },
         "the lines after a synced append to run while its sync is held",
     );
@@ -320,16 +330,9 @@ fn lines_sent_on_run_while_a_reply_waits_for_its_sync_and_are_answered_after_it(
     let RawClient { _temp, server, mut input, mut replies, store } =
         raw_client_after_a_first_append(&fs);
     durable_only_hello(&mut input, &mut replies);
-    let release = stream_with_syncs_held(&faults, &mut input);
-    let (read, lines) = mpsc::channel();
-    let reading = std::thread::spawn(move || {
-        for _ in 0..3 {
-            let mut line = String::new();
-            replies.read_line(&mut line).expect("reply");
-            read.send(line).expect("send");
-        }
-    });
-    wait_for_every_line(&faults, &store);
+    let release = stream_with_syncs_held(&faults, &mut input, STREAMED);
+    let (reading, lines) = read_replies(replies, 3);
+    wait_for_every_line(&faults, &store, 6);
     assert!(lines.recv_timeout(NOT_YET).is_err(), "a reply came before the sync");
     drop(release);
     let expected = [(1, 1, 2), (2, 3, 5), (3, 1, 6)];
@@ -357,8 +360,8 @@ fn a_failed_group_commit_behind_lines_sent_on_answers_the_first_and_ends_the_str
     let RawClient { _temp, server, mut input, mut replies, store } =
         raw_client_after_a_first_append(&fs);
     durable_only_hello(&mut input, &mut replies);
-    let release = stream_with_syncs_held(&faults, &mut input);
-    wait_for_every_line(&faults, &store);
+    let release = stream_with_syncs_held(&faults, &mut input, STREAMED);
+    wait_for_every_line(&faults, &store, 6);
     *faults.fail_sync_suffix.lock() = ".seg".to_owned();
     faults.fail_sync.store(true, Ordering::SeqCst);
     drop(release);
@@ -386,34 +389,15 @@ fn a_refusal_among_lines_sent_on_waits_behind_the_synced_reply_without_stopping_
     let RawClient { _temp, server, mut input, mut replies, store } =
         raw_client_after_a_first_append(&fs);
     durable_only_hello(&mut input, &mut replies);
-    *faults.hold_suffix.lock() = ".seg".to_owned();
-    faults.hold_syncs.store(true, Ordering::SeqCst);
-    let release = Release(Arc::clone(&faults));
-    input
-        .write_all(
-            b"{\"id\":1,\"task\":\"t\",\"type\":\"tool/call\",\"call_id\":\"c1\",\
-              \"tool\":\"fetch\",\"effect\":\"read_only\"}\n\
-              {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"x\"}\n\
-              {\"id\":2,\"task\":\"t\",\"type\":\"no/such\"}\n\
-              {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"a\"}\n\
-              {\"id\":3,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\"}\n",
-        )
-        .expect("send every line at once");
-    let (read, lines) = mpsc::channel();
-    let reading = std::thread::spawn(move || {
-        for _ in 0..4 {
-            let mut line = String::new();
-            replies.read_line(&mut line).expect("reply");
-            read.send(line).expect("send");
-        }
-    });
-    wait_until(
-        || {
-            faults.held.load(Ordering::SeqCst) > 0
-                && store.task_revision("t").is_some_and(|(revision, _)| revision == 5)
-        },
-        "the lines after the refusal to run while the sync is held",
-    );
+    let lines = b"{\"id\":1,\"task\":\"t\",\"type\":\"tool/call\",\"call_id\":\"c1\",\
+          \"tool\":\"fetch\",\"effect\":\"read_only\"}\n\
+          {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"x\"}\n\
+          {\"id\":2,\"task\":\"t\",\"type\":\"no/such\"}\n\
+          {\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"a\"}\n\
+          {\"id\":3,\"task\":\"t\",\"type\":\"user/message\",\"text\":\"m\"}\n";
+    let release = stream_with_syncs_held(&faults, &mut input, lines);
+    let (reading, lines) = read_replies(replies, 4);
+    wait_for_every_line(&faults, &store, 5);
     assert!(lines.recv_timeout(NOT_YET).is_err(), "a reply came before the sync");
     drop(release);
     // The covering reply answers the fragment before the refusal; the last reply the

@@ -1033,6 +1033,16 @@ pub(crate) enum AckArg {
     DurableOnly,
 }
 
+impl AckArg {
+    /// The library's acknowledgement mode it names.
+    pub(crate) fn mode(self) -> factlog::protocol::acks::AckMode {
+        match self {
+            AckArg::Every => factlog::protocol::acks::AckMode::Every,
+            AckArg::DurableOnly => factlog::protocol::acks::AckMode::DurableOnly,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct MigrateArgs {
     /// Store directory.

@@ -35,7 +35,7 @@ use factlog::client::served::Held;
 use factlog::client::{Client, ClientError};
 use factlog::limits::EVENT_BODY_BYTES_MAX;
 use factlog::protocol;
-use factlog::protocol::acks::{AckMode, Acks, Fatal};
+use factlog::protocol::acks::{Acks, Fatal};
 use factlog::protocol::reply::code_is_damage;
 use factlog::{Error, ErrorKind, Store, StoreOptions};
 
@@ -155,16 +155,14 @@ fn refuse_served_options(args: &EmitArgs) -> Result<(), Failure> {
 
 /// Connects to the process that serves the store, with emit's acknowledgements.
 fn connect(args: &EmitArgs) -> Result<Client, ClientError> {
-    let acks = if args.ack == AckArg::DurableOnly { AckMode::DurableOnly } else { AckMode::Every };
-    Client::connect_acks(&args.dir, acks)
+    Client::connect_acks(&args.dir, args.ack.mode())
 }
 
 /// The store is held by another process that shares it (`DIR/factlog.sock`,
 /// `format-spec/server.md`) and `client` is connected to it: standard input goes to it and
 /// its replies to standard output, the same replies as from a store opened here.
 fn relay(args: &EmitArgs, client: Client) -> Outcome {
-    let acks = if args.ack == AckArg::DurableOnly { AckMode::DurableOnly } else { AckMode::Every };
-    if client.acks() != acks {
+    if client.acks() != args.ack.mode() {
         return Err(Failure::new(
             EXIT_FAILURE,
             format_args!(
@@ -199,8 +197,7 @@ fn emit_lines(store: &Store, ack: AckArg) -> Result<(), Failure> {
     let mut input = BufReader::with_capacity(INPUT_BUFFER_BYTES, stdin.lock());
     let stdout = io::stdout();
     let mut output = BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, stdout.lock());
-    let mode = if ack == AckArg::DurableOnly { AckMode::DurableOnly } else { AckMode::Every };
-    let mut acks = Acks::new(mode);
+    let mut acks = Acks::new(ack.mode());
     let mut line = Vec::new();
     loop {
         // The next read blocks unless a whole line is buffered: whoever waits for the

@@ -1430,8 +1430,13 @@ fn send_lines(
     Ok(lines)
 }
 
-/// A request line's object for `body`: `task`, `type`, then the body fields.
-fn event_object(task: &str, body: &Body) -> Result<Map<String, Value>, ClientError> {
+/// A request line's object for `body` of `task` (`task`, `type`, then the body fields): what
+/// [`Client::append`] sends, and what a line of `factlog emit` holds.
+///
+/// # Errors
+///
+/// [`ClientError::Protocol`] for an opaque body, which has no event type to send.
+pub fn event_object(task: &str, body: &Body) -> Result<Map<String, Value>, ClientError> {
     let Some(event_type) = body.event_type() else {
         return Err(ClientError::Protocol { what: "an opaque body cannot be sent".to_owned() });
     };

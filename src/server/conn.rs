@@ -374,11 +374,15 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
         }
     }
 
-    /// How many bytes of replies wait for a sync (or for their socket) in the outbox and
-    /// behind it.
-    fn waiting_bytes(&self) -> usize {
-        let outbox = self.holds.outbox().map_or(0, |(_, outbox)| outbox.unsent());
-        outbox + self.staged.as_ref().map_or(0, Pending::unsent)
+    /// How many bytes of replies wait in the outbox (for a sync, or for their socket) and
+    /// behind it, if a reply handed over still waits there ([`Self::reply_waits`]): one look
+    /// at the outbox.
+    fn waiting_bytes(&self) -> Option<usize> {
+        if !self.handed {
+            return None;
+        }
+        let outbox = self.holds.outbox()?.1.waiting()?;
+        Some(outbox + self.staged.as_ref().map_or(0, Pending::unsent))
     }
 
     /// Whether this connection's last reply still waits in its outbox for its sync.
@@ -445,14 +449,13 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                     Err(error) => return Step::Ended(End::ReadFailed(error)),
                 }
             };
-            if self.nonblocking && self.reply_waits() {
+            let waiting = if self.nonblocking { self.waiting_bytes() } else { None };
+            if let Some(waiting) = waiting {
                 // The client sent more before its last replies were written (it streams its
                 // lines without waiting for them): the lines run, and their replies go
                 // behind those that wait, up to a reply buffer's worth. Anything else waits
                 // for them in a thread of its own.
-                if matches!(line, Line::Complete)
-                    && self.waiting_bytes() < SERVER_REPLY_BUFFER_BYTES
-                {
+                if matches!(line, Line::Complete) && waiting < SERVER_REPLY_BUFFER_BYTES {
                     self.staged.get_or_insert_with(Pending::default);
                 } else {
                     self.replay = Some(line);
@@ -519,18 +522,11 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                                 Handled::Now(Answer::Append(reply)) => reply,
                                 Handled::Now(Answer::Read(reply)) => {
                                     let reply = self.after_others_deferred(reply, true);
-                                    let answered = match self.staged.as_mut() {
-                                        Some(staged) => self.acks.answer_read(
-                                            self.store,
-                                            reply.into_object(),
-                                            staged.plain(),
-                                        ),
-                                        None => self.acks.answer_read(
-                                            self.store,
-                                            reply.into_object(),
-                                            &mut self.output,
-                                        ),
-                                    };
+                                    let answered = self.acks.answer_read(
+                                        self.store,
+                                        reply.into_object(),
+                                        &mut reply_out(&mut self.staged, &mut self.output),
+                                    );
                                     match self.answered(answered) {
                                         Some(end) => return Step::Ended(end),
                                         None => continue,
@@ -821,22 +817,8 @@ impl<'a, R: Read, W: Write, H: Holds> Connection<'a, R, W, H> {
                 let written = if self.acks.skips_buffered() {
                     Ok(())
                 } else {
-                    match self.staged.as_mut() {
-                        Some(staged) => delta_line::write_reply(
-                            staged.plain(),
-                            line_id,
-                            seq.0,
-                            &task_id,
-                            revision,
-                        ),
-                        None => delta_line::write_reply(
-                            &mut self.output,
-                            line_id,
-                            seq.0,
-                            &task_id,
-                            revision,
-                        ),
-                    }
+                    let mut out = reply_out(&mut self.staged, &mut self.output);
+                    delta_line::write_reply(&mut out, line_id, seq.0, &task_id, revision)
                 };
                 Delta::Answered(written)
             }
@@ -1296,6 +1278,18 @@ enum Delta {
     Answered(io::Result<()>),
     /// Refused or failed: this reply answers it.
     Refused(Reply),
+}
+
+/// Where a line's reply goes: behind the replies that wait for a sync while some do
+/// ([`Connection::staged`]), else to the connection's output.
+fn reply_out<'o, W: Write>(
+    staged: &'o mut Option<Pending>,
+    output: &'o mut BufWriter<W>,
+) -> &'o mut dyn Write {
+    match staged {
+        Some(staged) => staged.plain(),
+        None => output,
+    }
 }
 
 /// Answers `reply` behind the replies that wait for a sync ([`Connection::staged`]), without

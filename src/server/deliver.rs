@@ -180,9 +180,9 @@ impl Outbox {
         self.pending.lock().is_some()
     }
 
-    /// How many bytes of replies wait in the outbox.
-    pub fn unsent(&self) -> usize {
-        self.pending.lock().as_ref().map_or(0, Pending::unsent)
+    /// How many bytes of replies wait in the outbox, if any reply does ([`Outbox::waits`]).
+    pub fn waiting(&self) -> Option<usize> {
+        self.pending.lock().as_ref().map(Pending::unsent)
     }
 
     /// Takes the connection's waiting reply back (what the deliverer has not written of

@@ -19,16 +19,16 @@
 //! the two policies alternated.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use factlog::client::event_object;
 use factlog::harness::Body;
-use factlog::harness::codec::body_to_value;
+use factlog::protocol::delta_line;
 use factlog::server::ServeOptions;
 use factlog::{Store, StoreOptions};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::super::report::Spread;
 use super::super::{BenchArgs, Scratch, failed};
@@ -143,43 +143,31 @@ fn write_inputs(shape: Shape, n: usize, dir: &Path) -> Result<Vec<Input>, String
         .collect()
 }
 
-/// Writes `session`'s events to `path` as `emit` lines.
+/// Writes `session`'s events to `path` as `emit` lines: each the request line a client of a
+/// served store sends for it ([`event_object`], [`delta_line::write_line`]).
 fn write_session(session: &Session, path: &Path) -> std::io::Result<()> {
-    let mut out = BufWriter::new(File::create(path)?);
     let task = session.task.as_str();
+    let mut bytes = Vec::new();
+    let event = |bytes: &mut Vec<u8>, body: &Body| -> std::io::Result<()> {
+        let object = event_object(task, body).map_err(std::io::Error::other)?;
+        serde_json::to_writer(&mut *bytes, &object)?;
+        bytes.push(b'\n');
+        Ok(())
+    };
     for action in &session.actions {
         match action {
-            Action::Append(body) => write_line(&mut out, &emit_line(task, body))?,
+            Action::Append(body) => event(&mut bytes, body)?,
             Action::Delta(range) => {
-                let text = &session.deltas[range.clone()];
-                let line = json!({ "task": task, "type": "assistant/delta", "text": text });
-                write_line(&mut out, &line)?;
+                delta_line::write_line(&mut bytes, task, &session.deltas[range.clone()])
             }
             Action::CloseStep(bodies) => {
                 for body in bodies.iter() {
-                    write_line(&mut out, &emit_line(task, body))?;
+                    event(&mut bytes, body)?;
                 }
             }
         }
     }
-    out.flush()
-}
-
-fn write_line(out: &mut impl Write, line: &impl serde::Serialize) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, line)?;
-    out.write_all(b"\n")
-}
-
-/// The `emit` line of one event of `task`: its task, its type and its body's fields.
-fn emit_line(task: &str, body: &Body) -> Map<String, Value> {
-    let mut object = Map::new();
-    object.insert("task".to_owned(), json!(task));
-    let event_type = body.event_type().map_or("", |t| t.name());
-    object.insert("type".to_owned(), json!(event_type));
-    if let Value::Object(fields) = body_to_value(body) {
-        object.extend(fields);
-    }
-    object
+    std::fs::write(path, bytes)
 }
 
 /// One timed measurement of `policy`: the wall time from the first process started to the
