@@ -28,6 +28,7 @@
 
 pub mod answer;
 mod follow;
+mod line;
 mod reply;
 pub mod served;
 mod task;
@@ -55,14 +56,15 @@ use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
 use crate::protocol::acks::{self, AckMode, KEY_COVERS};
 use crate::protocol::delta_line;
 use crate::protocol::op::{
-    self, CheckpointReply, ClientsReply, HistoryPage, Op, RecoverReply, RequestedDurability,
-    RevisionReply, StateReply, TasksPage,
+    self, CheckpointReply, ClientsReply, HistoryPage, Op, RecoverReply, RevisionReply, StateReply,
+    TasksPage,
 };
 use crate::protocol::reply::error_object;
-use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
+use crate::protocol::request::{KEY_DURABILITY, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::protocol::session::SERVER_PROTOCOL_VERSION;
 use crate::protocol::session::{KEY_ACKS, KEY_HELLO, KEY_TEXTS, KEY_VERSION};
 use crate::{AppendOptions, Appended, Durability, Seq};
+use line::{Head, ReplyRead};
 
 /// What went wrong talking to a served store.
 #[derive(Debug)]
@@ -339,8 +341,10 @@ impl Client {
         }
         // A server that refuses the connection (busy, another user) answers and closes at
         // once: the hello may fail to send while the refusal is waiting to be read.
-        let sent = client.send(&hello);
-        let reply = match (client.receive(), sent) {
+        let mut line = serde_json::to_vec(&hello).expect("a JSON object serialises");
+        line.push(b'\n');
+        let sent = client.send_line(&line);
+        let reply = match (client.receive_own::<Map<String, Value>>(), sent) {
             (Ok(reply), _) => reply,
             (Err(_), Err(error)) | (Err(error), Ok(())) => return Err(error),
         };
@@ -411,36 +415,75 @@ impl Client {
             with_id.extend(object);
             object = with_id;
         }
-        match object.get(KEY_ID) {
-            Some(Value::String(_) | Value::Number(_)) => {}
+        let id = match object.get(KEY_ID) {
+            Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
             _ => {
                 let message = "\"id\" must be a string or a number; nothing was sent";
                 return Err(refused(error_object(None, "INVALID_EVENT", message)));
             }
-        }
+        };
         if self.acks == AckMode::DurableOnly {
             ask_for_a_reply(&mut object);
         }
-        if let Err(error) = self.send(&object) {
+        let mut line = serde_json::to_vec(&object)
+            .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
+        line.push(b'\n');
+        self.exchange(&line, &id)
+    }
+
+    /// Sends request `line` (newline included) and reads its reply, as `R`: the replies before
+    /// it counted off, a fragment refused before it returned, an error reply as the error.
+    fn exchange<R: ReplyRead>(&mut self, line: &[u8], id: &Value) -> Result<R, ClientError> {
+        if let Err(error) = self.send_line(line) {
             // A refusal read while sending that ended the stream says why it failed.
             return Err(self.delta_error.take().unwrap_or(error));
         }
-        let reply = match self.receive_own() {
+        let reply = match self.receive_own::<R>() {
             Ok(reply) => reply,
             // A refusal that ended the stream came first: it says why the connection closed.
             Err(error) => return Err(self.delta_error.take().unwrap_or(error)),
         };
         if let Some(error) = self.delta_error.take() {
-            return Err(after_request(error, reply));
+            return Err(after_request(error, self.reply_read_whole()?));
         }
-        if reply.get(KEY_ID) != object.get(KEY_ID) {
+        if reply.id() != Some(id) {
             // The replies are out of step with the requests: nothing later can be trusted.
             self.abandoned = true;
             return Err(ClientError::Protocol {
                 what: "a reply whose id is not the request's".to_owned(),
             });
         }
-        if reply.contains_key("error") { Err(refused(reply)) } else { Ok(reply) }
+        if reply.is_error() { Err(refused(self.reply_read_whole()?)) } else { Ok(reply) }
+    }
+
+    /// Appends `bodies` to `task` (with `batch`, as one `batch` operation) with a request line
+    /// written straight from them, its reply read by its head (`line.rs`).
+    fn append_bodies(
+        &mut self,
+        task: &str,
+        bodies: &[Body],
+        batch: bool,
+        options: AppendOptions,
+    ) -> Result<Appended, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = line::append_line(id, task, bodies, batch, options, self.acks)?;
+        let head: Head = self.exchange(&line, &Value::from(id))?;
+        match (head.seq, head.revision) {
+            (Some(seq), Some(revision)) if head.is_plain() => {
+                Ok(Appended::Written { seq: Seq(seq), revision })
+            }
+            _ => appended(&self.reply_read_whole()?),
+        }
+    }
+
+    /// The reply last read, whole (its `covers` taken out under durable-only acks).
+    fn reply_read_whole(&self) -> Result<Map<String, Value>, ClientError> {
+        let mut reply = Map::parse(&self.line)?;
+        if self.acks == AckMode::DurableOnly {
+            reply.take_covers();
+        }
+        Ok(reply)
     }
 
     /// Sends one operation ([`Client::request`] of its object) and reads its reply as the
@@ -645,12 +688,11 @@ impl Client {
                 return Ok(());
             }
         }
-        let reply = match self.read_counted() {
+        let reply = match self.read_counted::<Head>() {
             Ok(reply) => reply,
             Err(error) => return Err(self.delta_error.take().unwrap_or(error)),
         };
-        self.keep_refusal(reply);
-        Ok(())
+        self.keep_refusal(&reply)
     }
 
     /// Under durable-only acknowledgements, between requests: reads the replies that have
@@ -661,46 +703,48 @@ impl Client {
             if self.reader.buffer().is_empty() && !readable_now(self.reader.get_ref()) {
                 return Ok(());
             }
-            let reply = match self.read_counted() {
+            let reply = match self.read_counted::<Head>() {
                 Ok(reply) => reply,
                 Err(error) => {
                     self.pending = 0;
                     return Err(self.delta_error.take().unwrap_or(error));
                 }
             };
-            self.keep_refusal(reply);
+            self.keep_refusal(&reply)?;
         }
     }
 
     /// Keeps a refusal read before the reply that returns it (the first one only).
-    fn keep_refusal(&mut self, reply: Map<String, Value>) {
-        if reply.contains_key("error") && self.delta_error.is_none() {
-            self.delta_error = Some(refused(reply));
+    fn keep_refusal(&mut self, reply: &impl ReplyRead) -> Result<(), ClientError> {
+        if reply.is_error() && self.delta_error.is_none() {
+            self.delta_error = Some(refused(self.reply_read_whole()?));
         }
+        Ok(())
     }
 
     /// Under durable-only acknowledgements: the reply to the last line sent, read after
     /// the replies before it (covering replies, and refused fragments, the first kept for
     /// the caller); `covers` is taken out of it. Under every acknowledgement: the next reply.
-    fn receive_own(&mut self) -> Result<Map<String, Value>, ClientError> {
+    fn receive_own<R: ReplyRead>(&mut self) -> Result<R, ClientError> {
         if self.acks == AckMode::Every {
-            return self.receive();
+            self.read_line()?;
+            return R::parse(&self.line);
         }
         loop {
-            let reply = self.read_counted()?;
+            let reply = self.read_counted::<R>()?;
             if self.pending == 0 {
                 return Ok(reply);
             }
-            self.keep_refusal(reply);
+            self.keep_refusal(&reply)?;
         }
     }
 
     /// One reply under durable-only acknowledgements, its `covers` taken out and counted
     /// off the lines sent.
-    fn read_counted(&mut self) -> Result<Map<String, Value>, ClientError> {
-        let mut reply = self.receive()?;
-        let covers = reply.shift_remove(KEY_COVERS).and_then(|covers| covers.as_u64());
-        match covers {
+    fn read_counted<R: ReplyRead>(&mut self) -> Result<R, ClientError> {
+        self.read_line()?;
+        let mut reply = R::parse(&self.line)?;
+        match reply.take_covers() {
             Some(covers) if covers >= 1 && covers <= self.pending => {
                 self.pending -= covers;
                 Ok(reply)
@@ -777,9 +821,7 @@ impl Client {
         body: &Body,
         options: AppendOptions,
     ) -> Result<Appended, ClientError> {
-        let mut object = event_object(task, body)?;
-        insert_options(&mut object, options);
-        appended(&self.request(object)?)
+        self.append_bodies(task, std::slice::from_ref(body), false, options)
     }
 
     /// Appends `bodies` to `task` as one atomic batch, as [`crate::Task::append_batch_with`]
@@ -795,13 +837,7 @@ impl Client {
         bodies: &[Body],
         options: AppendOptions,
     ) -> Result<Appended, ClientError> {
-        let mut events = Vec::with_capacity(bodies.len());
-        for body in bodies {
-            let mut event = event_object(task, body)?;
-            event.shift_remove(KEY_TASK);
-            events.push(event);
-        }
-        appended(&self.request(Op::batch(task, events, options).to_object())?)
+        self.append_bodies(task, bodies, true, options)
     }
 
     /// The task's revision (0 when it has no event).
@@ -1104,22 +1140,19 @@ impl Client {
     /// [`Client::request`] to return once the request's own reply is read.
     /// A line over [`SERVER_LINE_BYTES_MAX`] is refused here, nothing sent (the server would
     /// answer it `LIMIT_EXCEEDED` and end the connection).
-    fn send(&mut self, object: &Map<String, Value>) -> Result<(), ClientError> {
+    fn send_line(&mut self, line: &[u8]) -> Result<(), ClientError> {
         self.check_abandoned()?;
-        let mut line = serde_json::to_vec(object)
-            .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
-        line.push(b'\n');
         check_line_length(line.len())?;
         if self.acks == AckMode::DurableOnly {
             // The request is one more line unanswered; the replies are read by the caller.
-            self.deltas.extend_from_slice(&line);
+            self.deltas.extend_from_slice(line);
             self.pending += 1;
             return self.write_deltas();
         }
         if self.pending == 0 {
-            return send_all(&self.writer, &line).map_err(|error| self.gone(&error));
+            return send_all(&self.writer, line).map_err(|error| self.gone(&error));
         }
-        self.deltas.extend_from_slice(&line);
+        self.deltas.extend_from_slice(line);
         self.write_deltas()?;
         if let Err(error) = self.read_delta_replies() {
             self.delta_error = Some(error);
@@ -1159,17 +1192,6 @@ impl Client {
             });
         }
         Ok(())
-    }
-
-    fn receive(&mut self) -> Result<Map<String, Value>, ClientError> {
-        self.read_line()?;
-        match serde_json::from_slice(&self.line) {
-            Ok(Value::Object(reply)) => Ok(reply),
-            Ok(_) => {
-                Err(ClientError::Protocol { what: "a reply that is not an object".to_owned() })
-            }
-            Err(error) => Err(ClientError::Protocol { what: error.to_string() }),
-        }
     }
 
     /// Fails once a read timed out: the replies are out of step with the requests.
@@ -1228,11 +1250,16 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
             .is_some_and(|t| t.default_durability() == Durability::Buffered)
     };
     // `null` is read as no durability (the event's default), as the server reads it.
-    let buffered = match object.get(KEY_DURABILITY).filter(|asked| !asked.is_null()) {
-        Some(Value::String(asked)) => asked == Durability::Buffered.as_str(),
-        Some(_) => false,
-        None if object.contains_key(KEY_TYPE) => buffered_by_default(object),
-        None => match object.get("events") {
+    let asked_buffered = match object.get(KEY_DURABILITY).filter(|asked| !asked.is_null()) {
+        Some(Value::String(asked)) => Some(asked == Durability::Buffered.as_str()),
+        Some(_) => Some(false),
+        None => None,
+    };
+    let by_default = || {
+        if object.contains_key(KEY_TYPE) {
+            return buffered_by_default(object);
+        }
+        match object.get("events") {
             Some(Value::Array(events))
                 if object.get(crate::protocol::session::KEY_OP).and_then(Value::as_str)
                     == Some("batch") =>
@@ -1241,9 +1268,9 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
                     && events.iter().all(|event| event.as_object().is_some_and(buffered_by_default))
             }
             _ => false,
-        },
+        }
     };
-    if buffered {
+    if line::asks_flushed(asked_buffered, by_default) {
         object.insert(KEY_DURABILITY.to_owned(), json!(Durability::Flushed.as_str()));
     }
 }
@@ -1448,15 +1475,6 @@ pub fn event_object(task: &str, body: &Body) -> Result<Map<String, Value>, Clien
         _ => return Err(ClientError::Protocol { what: "a body that is not an object".to_owned() }),
     }
     Ok(object)
-}
-
-fn insert_options(object: &mut Map<String, Value>, options: AppendOptions) {
-    if let Some(revision) = options.expected_revision {
-        object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
-    }
-    if let Some(durability) = RequestedDurability::of(options) {
-        object.insert(KEY_DURABILITY.to_owned(), json!(durability));
-    }
 }
 
 /// The [`Appended`] of a written or duplicate reply.

@@ -195,7 +195,6 @@ pub fn encode_body(body: &Body, format_version: u16) -> Result<EncodedBody> {
 /// build writes for the body's type ([`schema_written`] for some format version); else
 /// [`ErrorKind::InvalidEvent`]. An opaque body keeps its own schema and bytes.
 pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
-    let json = |v: &dyn erased::Json| v.to_vec();
     if let Some(event_type) = body.event_type()
         && !(FORMAT_VERSION_MIN..=FORMAT_VERSION).any(|v| schema_written(event_type, v) == schema)
     {
@@ -238,36 +237,12 @@ pub fn encode_body_at(body: &Body, schema: u16) -> Result<EncodedBody> {
                     refusal.reason
                 ),
             })?;
-            (EventType::ToolResult, json(&v1))
+            (EventType::ToolResult, serde_json::to_vec(&v1))
         }
-        Body::Contract(b) => (EventType::Contract, json(b)),
-        Body::Phase(b) => (EventType::Phase, json(b)),
-        Body::Plan(b) => (EventType::Plan, json(b)),
-        Body::Todo(b) => (EventType::Todo, json(b)),
-        Body::TurnStart(b) => (EventType::TurnStart, json(b)),
-        Body::TurnEnd(b) => (EventType::TurnEnd, json(b)),
-        Body::StepStart(b) => (EventType::StepStart, json(b)),
-        Body::StepEnd(b) => (EventType::StepEnd, json(b)),
-        Body::UserMessage(b) => (EventType::UserMessage, json(b)),
-        Body::AssistantMessage(b) => (EventType::AssistantMessage, json(b)),
-        Body::ToolCall(b) => (EventType::ToolCall, json(b)),
-        Body::ToolResult(b) => (EventType::ToolResult, json(b)),
-        Body::ToolOutcomeUnknown(b) => (EventType::ToolOutcomeUnknown, json(b)),
-        Body::ToolNotRun(b) => (EventType::ToolNotRun, json(b)),
-        Body::ApprovalRequest(b) => (EventType::ApprovalRequest, json(b)),
-        Body::ApprovalGrant(b) => (EventType::ApprovalGrant, json(b)),
-        Body::ApprovalDeny(b) => (EventType::ApprovalDeny, json(b)),
-        Body::ApprovalExpired(b) => (EventType::ApprovalExpired, json(b)),
-        Body::Cancel(b) => (EventType::Cancel, json(b)),
-        Body::Pause(b) => (EventType::Pause, json(b)),
-        Body::Resume(b) => (EventType::Resume, json(b)),
-        Body::SignalExpired(b) => (EventType::SignalExpired, json(b)),
-        Body::BudgetUsage(b) => (EventType::BudgetUsage, json(b)),
-        Body::ContextCompacted(b) => (EventType::ContextCompacted, json(b)),
-        Body::Restored(b) => (EventType::Restored, json(b)),
-        Body::StateMigrated(b) => (EventType::Migrated, json(b)),
-        Body::RecordPut(b) => (EventType::RecordPut, json(b)),
-        Body::RecordRemoved(b) => (EventType::RecordRemoved, json(b)),
+        typed => match (typed.event_type(), json_body(typed)) {
+            (Some(event_type), Some(fields)) => (event_type, fields.to_vec()),
+            _ => unreachable!("every body but a delta, a blob and an opaque one has a struct"),
+        },
     };
     let bytes = bytes.map_err(|e| ErrorKind::InvalidEvent {
         event_type: event_type.name().to_owned(),
@@ -723,44 +698,75 @@ struct DeltaJson {
 /// encoding gives its object; any other opaque body gives its bytes whole, as
 /// `{"opaque_encoding": E, "opaque_bytes": N, "opaque_hex": "..."}`.
 pub fn body_to_value(body: &Body) -> serde_json::Value {
-    use serde_json::{Value, json};
-    fn v<T: Serialize>(t: &T) -> Value {
-        serde_json::to_value(t).unwrap_or(Value::Null)
-    }
     match body {
-        Body::AssistantDelta(d) => json!({ "text": d.text }),
+        Body::AssistantDelta(d) => serde_json::json!({ "text": d.text }),
         Body::Opaque(o) if o.encoding == ENCODING_JSON => {
             serde_json::from_slice(&o.bytes).unwrap_or_else(|_| opaque_value(o))
         }
         Body::Opaque(o) => opaque_value(o),
-        Body::Contract(b) => v(b),
-        Body::Phase(b) => v(b),
-        Body::Plan(b) => v(b),
-        Body::Todo(b) => v(b),
-        Body::TurnStart(b) => v(b),
-        Body::TurnEnd(b) => v(b),
-        Body::StepStart(b) => v(b),
-        Body::StepEnd(b) => v(b),
-        Body::UserMessage(b) => v(b),
-        Body::AssistantMessage(b) => v(b),
-        Body::ToolCall(b) => v(b),
-        Body::ToolResult(b) => v(b),
-        Body::ToolOutcomeUnknown(b) => v(b),
-        Body::ToolNotRun(b) => v(b),
-        Body::ApprovalRequest(b) => v(b),
-        Body::ApprovalGrant(b) => v(b),
-        Body::ApprovalDeny(b) => v(b),
-        Body::ApprovalExpired(b) => v(b),
-        Body::Cancel(b) | Body::Pause(b) | Body::Resume(b) => v(b),
-        Body::SignalExpired(b) => v(b),
-        Body::BudgetUsage(b) => v(b),
-        Body::ContextCompacted(b) => v(b),
-        Body::Restored(b) => v(b),
-        Body::StateMigrated(b) => v(b),
-        Body::RecordPut(b) => v(b),
-        Body::RecordRemoved(b) => v(b),
-        Body::RecordBlob(b) => v(b),
+        typed => json_body(typed).map_or(serde_json::Value::Null, erased::Json::to_value),
     }
+}
+
+/// Writes the members of [`body_to_value`]'s object (`"key":value` pairs, comma-separated,
+/// without braces; nothing for an object without any) at the end of `out`, serialised
+/// straight from the typed body, without building the object: the same bytes as the object
+/// serialised. `false`, and `out` as it was, when [`body_to_value`] is not an object.
+pub fn write_body_members(out: &mut Vec<u8>, body: &Body) -> bool {
+    let start = out.len();
+    let written = match (body, json_body(body)) {
+        (Body::AssistantDelta(d), _) => {
+            out.extend_from_slice(b"\"text\":");
+            // Serialising a string into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, &d.text);
+            return true;
+        }
+        (_, Some(fields)) => fields.write_into(out).is_ok(),
+        (_, None) => serde_json::to_writer(&mut *out, &body_to_value(body)).is_ok(),
+    };
+    // An object is `{` members `}`: the braces come off.
+    let object = written && out.len() - start >= 2 && out[start] == b'{';
+    if !object {
+        out.truncate(start);
+        return false;
+    }
+    out.pop();
+    out.remove(start);
+    true
+}
+
+/// The typed struct of `body`, as JSON: `None` for a delta and an opaque body, which have none.
+fn json_body(body: &Body) -> Option<&dyn erased::Json> {
+    Some(match body {
+        Body::AssistantDelta(_) | Body::Opaque(_) => return None,
+        Body::Contract(b) => b,
+        Body::Phase(b) => b,
+        Body::Plan(b) => b,
+        Body::Todo(b) => b,
+        Body::TurnStart(b) => b,
+        Body::TurnEnd(b) => b,
+        Body::StepStart(b) => b,
+        Body::StepEnd(b) => b,
+        Body::UserMessage(b) => b,
+        Body::AssistantMessage(b) => b,
+        Body::ToolCall(b) => b,
+        Body::ToolResult(b) => b,
+        Body::ToolOutcomeUnknown(b) => b,
+        Body::ToolNotRun(b) => b,
+        Body::ApprovalRequest(b) => b,
+        Body::ApprovalGrant(b) => b,
+        Body::ApprovalDeny(b) => b,
+        Body::ApprovalExpired(b) => b,
+        Body::Cancel(b) | Body::Pause(b) | Body::Resume(b) => b,
+        Body::SignalExpired(b) => b,
+        Body::BudgetUsage(b) => b,
+        Body::ContextCompacted(b) => b,
+        Body::Restored(b) => b,
+        Body::StateMigrated(b) => b,
+        Body::RecordPut(b) => b,
+        Body::RecordRemoved(b) => b,
+        Body::RecordBlob(b) => b,
+    })
 }
 
 /// An opaque body that is not a JSON object, whole: its encoding byte and its bytes in hex.
@@ -774,13 +780,22 @@ fn opaque_value(o: &crate::harness::event::Opaque) -> serde_json::Value {
 }
 
 mod erased {
-    /// Object-safe JSON encoding, so one closure serves every body type.
+    /// Object-safe JSON encoding, so one dispatch ([`super::json_body`]) serves every body
+    /// type.
     pub(super) trait Json {
         fn to_vec(&self) -> serde_json::Result<Vec<u8>>;
+        fn to_value(&self) -> serde_json::Value;
+        fn write_into(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
     }
     impl<T: serde::Serialize> Json for T {
         fn to_vec(&self) -> serde_json::Result<Vec<u8>> {
             serde_json::to_vec(self)
+        }
+        fn to_value(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        }
+        fn write_into(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+            serde_json::to_writer(out, self)
         }
     }
 }

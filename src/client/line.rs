@@ -1,0 +1,365 @@
+//! An append's request line written straight from its typed bodies, and its reply read by its
+//! head, both without a JSON tree: what [`super::Client::append`] and
+//! [`super::Client::append_batch`] send and read on every awaited append. The bytes are those
+//! of the request object ([`super::event_object`], [`crate::protocol::op::Op::batch`]) with
+//! the client's `id` first, serialised; the head is the keys of a reply the client reads
+//! before anything else. A reply that is more than a written reply (an error, a duplicate) is
+//! read again whole.
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::{Map, Value};
+
+use super::ClientError;
+use crate::harness::Body;
+use crate::harness::codec;
+use crate::protocol::acks::{AckMode, KEY_COVERS};
+use crate::protocol::op::RequestedDurability;
+use crate::{AppendOptions, Durability};
+
+/// Under durable-only acknowledgements a written reply that met only `buffered` durability is
+/// not sent: whether a request that waits for its reply must ask for `flushed` instead, given
+/// whether it asks for `buffered` (`None`: it asks for nothing, and its events' default counts),
+/// so that its reply comes and vouches for it (`format-spec/server.md`, "Acknowledgements").
+pub(super) fn asks_flushed(
+    asked_buffered: Option<bool>,
+    by_default: impl FnOnce() -> bool,
+) -> bool {
+    asked_buffered.unwrap_or_else(by_default)
+}
+
+/// The request line (newline included) appending `bodies` to `task` with `id`: one event
+/// (`{"id","task","type",fields...,"expected_revision","durability"}`) or, with `batch`, one
+/// `batch` operation of them. Errors as [`super::event_object`]'s.
+pub(super) fn append_line(
+    id: u64,
+    task: &str,
+    bodies: &[Body],
+    batch: bool,
+    options: AppendOptions,
+    acks: AckMode,
+) -> Result<Vec<u8>, ClientError> {
+    let mut line = Vec::with_capacity(128);
+    line.extend_from_slice(b"{\"id\":");
+    line.extend_from_slice(itoa_u64(id, &mut [0; 20]));
+    if batch {
+        line.extend_from_slice(b",\"op\":\"batch\",\"task\":");
+        string(&mut line, task);
+        line.extend_from_slice(b",\"events\":[");
+        for (index, body) in bodies.iter().enumerate() {
+            if index > 0 {
+                line.push(b',');
+            }
+            line.push(b'{');
+            event(&mut line, body)?;
+            line.push(b'}');
+        }
+        line.push(b']');
+    } else {
+        line.extend_from_slice(b",\"task\":");
+        string(&mut line, task);
+        for body in bodies {
+            line.push(b',');
+            event(&mut line, body)?;
+        }
+    }
+    if let Some(revision) = options.expected_revision {
+        line.extend_from_slice(b",\"expected_revision\":");
+        line.extend_from_slice(itoa_u64(revision, &mut [0; 20]));
+    }
+    let asked = RequestedDurability::of(options);
+    let flushed = acks == AckMode::DurableOnly
+        && asks_flushed(asked.map(|asked| asked == RequestedDurability::Buffered), || {
+            !bodies.is_empty()
+                && bodies.iter().all(|body| {
+                    body.event_type()
+                        .is_some_and(|t| t.default_durability() == Durability::Buffered)
+                })
+        });
+    let durability = if flushed { Some(RequestedDurability::Flushed) } else { asked };
+    if let Some(durability) = durability {
+        line.extend_from_slice(b",\"durability\":");
+        // A unit variant serialises to its name.
+        let _ = serde_json::to_writer(&mut line, &durability);
+    }
+    line.extend_from_slice(b"}\n");
+    Ok(line)
+}
+
+/// `"type":NAME` and the body's fields.
+fn event(line: &mut Vec<u8>, body: &Body) -> Result<(), ClientError> {
+    let Some(event_type) = body.event_type() else {
+        return Err(ClientError::Protocol { what: "an opaque body cannot be sent".to_owned() });
+    };
+    line.extend_from_slice(b"\"type\":");
+    string(line, event_type.name());
+    let members = line.len();
+    line.push(b',');
+    if !codec::write_body_members(line, body) {
+        return Err(ClientError::Protocol { what: "a body that is not an object".to_owned() });
+    }
+    if line.len() == members + 1 {
+        // No fields: no comma.
+        line.pop();
+    }
+    Ok(())
+}
+
+fn string(line: &mut Vec<u8>, text: &str) {
+    // Serialising a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *line, text);
+}
+
+/// The decimal digits of `value`, written at the end of `buffer`.
+fn itoa_u64(mut value: u64, buffer: &mut [u8; 20]) -> &[u8] {
+    let mut at = buffer.len();
+    loop {
+        at -= 1;
+        buffer[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            return &buffer[at..];
+        }
+    }
+}
+
+/// What a reply is read as while the replies before it are counted off: the whole object, or
+/// only its head.
+pub(super) trait ReplyRead: Sized {
+    /// Parses a reply line.
+    fn parse(line: &[u8]) -> Result<Self, ClientError>;
+    /// Takes `covers` out (the count of lines it answers, under durable-only acks).
+    fn take_covers(&mut self) -> Option<u64>;
+    /// Whether it is an error reply.
+    fn is_error(&self) -> bool;
+    /// Its `id`.
+    fn id(&self) -> Option<&Value>;
+}
+
+impl ReplyRead for Map<String, Value> {
+    fn parse(line: &[u8]) -> Result<Self, ClientError> {
+        match serde_json::from_slice(line) {
+            Ok(Value::Object(reply)) => Ok(reply),
+            Ok(_) => {
+                Err(ClientError::Protocol { what: "a reply that is not an object".to_owned() })
+            }
+            Err(error) => Err(ClientError::Protocol { what: error.to_string() }),
+        }
+    }
+
+    fn take_covers(&mut self) -> Option<u64> {
+        self.shift_remove(KEY_COVERS).and_then(|covers| covers.as_u64())
+    }
+
+    fn is_error(&self) -> bool {
+        self.contains_key("error")
+    }
+
+    fn id(&self) -> Option<&Value> {
+        self.get(crate::protocol::request::KEY_ID)
+    }
+}
+
+/// The head of a reply: the keys of a written reply, and whether it is more than one.
+#[derive(Debug, Deserialize)]
+pub(super) struct Head {
+    id: Option<Value>,
+    /// A written reply's first seq.
+    pub(super) seq: Option<u64>,
+    /// A written reply's revision.
+    pub(super) revision: Option<u64>,
+    covers: Option<u64>,
+    error: Option<IgnoredAny>,
+    duplicate: Option<IgnoredAny>,
+}
+
+impl Head {
+    /// Whether the reply says more than a written reply's seq and revision (a duplicate), so
+    /// that it must be read whole.
+    pub(super) fn is_plain(&self) -> bool {
+        self.duplicate.is_none() && self.seq.is_some() && self.revision.is_some()
+    }
+}
+
+impl ReplyRead for Head {
+    fn parse(line: &[u8]) -> Result<Self, ClientError> {
+        serde_json::from_slice(line).map_err(|error| ClientError::Protocol {
+            what: format!("a reply that is not an object: {error}"),
+        })
+    }
+
+    fn take_covers(&mut self) -> Option<u64> {
+        self.covers.take()
+    }
+
+    fn is_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    fn id(&self) -> Option<&Value> {
+        self.id.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::harness::EventType;
+    use crate::protocol::op::Op;
+    use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK};
+
+    /// Bodies of every type that an empty object makes, and some with fields: strings to
+    /// escape, nested values, a field this build does not know.
+    fn bodies() -> Vec<Body> {
+        let mut bodies: Vec<Body> = EventType::ALL
+            .iter()
+            .filter_map(|&t| codec::body_from_value(t, json!({})).ok())
+            .collect();
+        let with_fields = [
+            (EventType::AssistantDelta, json!({"text": "a \"token\"\n é"})),
+            (
+                EventType::ToolCall,
+                json!({"call_id": "c1", "tool": "search", "effect": "read_only",
+                       "args": {"q": "x \"y\"", "n": [1, 2.5, null]}}),
+            ),
+            (
+                EventType::ToolResult,
+                json!({"call_id": "c1", "outcome": "ok", "output": {"rows": 3},
+                       "x_future": {"kept": true}}),
+            ),
+        ];
+        for (event_type, value) in with_fields {
+            bodies.push(codec::body_from_value(event_type, value).expect("a body"));
+        }
+        assert!(bodies.len() > 10, "most types have a body without fields");
+        bodies
+    }
+
+    /// The line of the request object the client built before: the event's object (or a
+    /// batch of them) with the options, the `id` first, under durable-only acks `flushed`
+    /// asked for where a reply would not come.
+    fn object_line(
+        id: u64,
+        task: &str,
+        bodies: &[Body],
+        batch: bool,
+        options: AppendOptions,
+        acks: AckMode,
+    ) -> Vec<u8> {
+        let mut object = Map::new();
+        object.insert(KEY_ID.to_owned(), json!(id));
+        if batch {
+            let events = bodies
+                .iter()
+                .map(|body| {
+                    let mut event = super::super::event_object(task, body).expect("an object");
+                    event.shift_remove(KEY_TASK);
+                    event
+                })
+                .collect();
+            object.extend(Op::batch(task, events, options).to_object());
+        } else {
+            object.extend(super::super::event_object(task, &bodies[0]).expect("an object"));
+            if let Some(revision) = options.expected_revision {
+                object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
+            }
+            if let Some(durability) = RequestedDurability::of(options) {
+                object.insert(KEY_DURABILITY.to_owned(), json!(durability));
+            }
+        }
+        if acks == AckMode::DurableOnly {
+            super::super::ask_for_a_reply(&mut object);
+        }
+        let mut line = serde_json::to_vec(&object).expect("serialised");
+        line.push(b'\n');
+        line
+    }
+
+    #[test]
+    fn lines_are_the_bytes_of_the_request_objects() {
+        let bodies = bodies();
+        let options = [
+            AppendOptions::default(),
+            AppendOptions::expecting(7),
+            AppendOptions { durability: Some(Durability::Buffered), ..AppendOptions::default() },
+            AppendOptions { durability: Some(Durability::Synced), ..AppendOptions::default() },
+            AppendOptions { replicated: true, ..AppendOptions::default() },
+        ];
+        for acks in [AckMode::Every, AckMode::DurableOnly] {
+            for options in options {
+                for (index, body) in bodies.iter().enumerate() {
+                    let one = std::slice::from_ref(body);
+                    let written = append_line(9, "t \"1\"", one, false, options, acks);
+                    let expected = object_line(9, "t \"1\"", one, false, options, acks);
+                    assert_eq!(
+                        String::from_utf8_lossy(&written.expect("a line")),
+                        String::from_utf8_lossy(&expected),
+                        "{body:?} {options:?} {acks:?}"
+                    );
+                    let pair = [body.clone(), bodies[(index + 1) % bodies.len()].clone()];
+                    for members in [&pair[..1], &pair[..]] {
+                        let written = append_line(10, "t", members, true, options, acks);
+                        let expected = object_line(10, "t", members, true, options, acks);
+                        assert_eq!(
+                            String::from_utf8_lossy(&written.expect("a line")),
+                            String::from_utf8_lossy(&expected),
+                            "batch {members:?} {options:?} {acks:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn under_durable_only_acks_a_buffered_append_asks_for_flushed() {
+        let body = codec::body_from_value(EventType::StepStart, json!({})).expect("a body");
+        assert_eq!(EventType::StepStart.default_durability(), Durability::Buffered);
+        let options = AppendOptions::default();
+        let line = |acks| append_line(1, "t", std::slice::from_ref(&body), false, options, acks);
+        let durable_only = line(AckMode::DurableOnly).expect("a line");
+        assert!(durable_only.ends_with(b",\"durability\":\"flushed\"}\n"));
+        assert!(!line(AckMode::Every).expect("a line").windows(10).any(|w| w == b"durability"));
+        let synced = AppendOptions { durability: Some(Durability::Synced), ..options };
+        let line = append_line(1, "t", &[body], true, synced, AckMode::DurableOnly);
+        assert!(line.expect("a line").ends_with(b",\"durability\":\"synced\"}\n"));
+    }
+
+    #[test]
+    fn an_opaque_body_is_not_sent() {
+        let opaque = Body::Opaque(crate::harness::event::Opaque {
+            tag: 0x7777,
+            schema: 1,
+            encoding: codec::ENCODING_JSON,
+            bytes: b"{}".to_vec(),
+        });
+        let line = append_line(1, "t", &[opaque], false, AppendOptions::default(), AckMode::Every);
+        assert!(matches!(line, Err(ClientError::Protocol { .. })));
+    }
+
+    #[test]
+    fn digits() {
+        for value in [0, 7, 10, 99, 12_345, u64::MAX] {
+            assert_eq!(itoa_u64(value, &mut [0; 20]), value.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_head_reads_the_keys_of_a_written_reply() {
+        let head =
+            Head::parse(br#"{"id":3,"seq":9,"task":"t","revision":4,"covers":2}"#).expect("a head");
+        assert!(head.is_plain() && !head.is_error());
+        assert_eq!((head.seq, head.revision, head.covers), (Some(9), Some(4), Some(2)));
+        assert_eq!(head.id(), Some(&Value::from(3)));
+        let error =
+            Head::parse(br#"{"id":3,"error":"INVALID_EVENT","message":"m"}"#).expect("a head");
+        assert!(error.is_error() && !error.is_plain());
+        let duplicate =
+            Head::parse(br#"{"id":3,"seq":9,"revision":4,"duplicate":true,"call_id":"c"}"#)
+                .expect("a head");
+        assert!(!duplicate.is_plain());
+        assert!(Head::parse(b"[1]").is_err());
+    }
+}
