@@ -28,11 +28,13 @@ pub(super) fn asks_flushed(
     asked_buffered.unwrap_or_else(by_default)
 }
 
-/// The request line (newline included) appending `bodies` to `task` with `id`: one event
-/// (`{"id","task","type",fields...,"expected_revision","durability"}`) or, with `batch`, one
-/// `batch` operation of them. Errors as [`super::event_object`]'s.
+/// The request line (newline included) appending `bodies` to `task` with `id` (none: a
+/// pipelined line): one event (`{"id","task","type",fields...,"expected_revision",
+/// "durability"}`) or, with `batch`, one `batch` operation of them. A line with an `id` waits
+/// for its reply: under durable-only `acks` it asks for `flushed` where its reply would not
+/// come ([`asks_flushed`]). Errors as [`super::event_object`]'s.
 pub(super) fn append_line(
-    id: u64,
+    id: Option<u64>,
     task: &str,
     bodies: &[Body],
     batch: bool,
@@ -40,10 +42,14 @@ pub(super) fn append_line(
     acks: AckMode,
 ) -> Result<Vec<u8>, ClientError> {
     let mut line = Vec::with_capacity(128);
-    line.extend_from_slice(b"{\"id\":");
-    line.extend_from_slice(itoa_u64(id, &mut [0; 20]));
+    line.push(b'{');
+    if let Some(id) = id {
+        line.extend_from_slice(b"\"id\":");
+        line.extend_from_slice(itoa_u64(id, &mut [0; 20]));
+        line.push(b',');
+    }
     if batch {
-        line.extend_from_slice(b",\"op\":\"batch\",\"task\":");
+        line.extend_from_slice(b"\"op\":\"batch\",\"task\":");
         string(&mut line, task);
         line.extend_from_slice(b",\"events\":[");
         for (index, body) in bodies.iter().enumerate() {
@@ -56,7 +62,7 @@ pub(super) fn append_line(
         }
         line.push(b']');
     } else {
-        line.extend_from_slice(b",\"task\":");
+        line.extend_from_slice(b"\"task\":");
         string(&mut line, task);
         for body in bodies {
             line.push(b',');
@@ -68,7 +74,8 @@ pub(super) fn append_line(
         line.extend_from_slice(itoa_u64(revision, &mut [0; 20]));
     }
     let asked = RequestedDurability::of(options);
-    let flushed = acks == AckMode::DurableOnly
+    let flushed = id.is_some()
+        && acks == AckMode::DurableOnly
         && asks_flushed(asked.map(|asked| asked == RequestedDurability::Buffered), || {
             !bodies.is_empty()
                 && bodies.iter().all(|body| {
@@ -241,7 +248,7 @@ mod tests {
     /// batch of them) with the options, the `id` first, under durable-only acks `flushed`
     /// asked for where a reply would not come.
     fn object_line(
-        id: u64,
+        id: Option<u64>,
         task: &str,
         bodies: &[Body],
         batch: bool,
@@ -249,7 +256,9 @@ mod tests {
         acks: AckMode,
     ) -> Vec<u8> {
         let mut object = Map::new();
-        object.insert(KEY_ID.to_owned(), json!(id));
+        if let Some(id) = id {
+            object.insert(KEY_ID.to_owned(), json!(id));
+        }
         if batch {
             let events = bodies
                 .iter()
@@ -269,7 +278,7 @@ mod tests {
                 object.insert(KEY_DURABILITY.to_owned(), json!(durability));
             }
         }
-        if acks == AckMode::DurableOnly {
+        if id.is_some() && acks == AckMode::DurableOnly {
             super::super::ask_for_a_reply(&mut object);
         }
         let mut line = serde_json::to_vec(&object).expect("serialised");
@@ -291,17 +300,20 @@ mod tests {
             for options in options {
                 for (index, body) in bodies.iter().enumerate() {
                     let one = std::slice::from_ref(body);
-                    let written = append_line(9, "t \"1\"", one, false, options, acks);
-                    let expected = object_line(9, "t \"1\"", one, false, options, acks);
-                    assert_eq!(
-                        String::from_utf8_lossy(&written.expect("a line")),
-                        String::from_utf8_lossy(&expected),
-                        "{body:?} {options:?} {acks:?}"
-                    );
+                    for id in [Some(9), None] {
+                        let options = if id.is_some() { options } else { AppendOptions::default() };
+                        let written = append_line(id, "t \"1\"", one, false, options, acks);
+                        let expected = object_line(id, "t \"1\"", one, false, options, acks);
+                        assert_eq!(
+                            String::from_utf8_lossy(&written.expect("a line")),
+                            String::from_utf8_lossy(&expected),
+                            "{body:?} {id:?} {options:?} {acks:?}"
+                        );
+                    }
                     let pair = [body.clone(), bodies[(index + 1) % bodies.len()].clone()];
                     for members in [&pair[..1], &pair[..]] {
-                        let written = append_line(10, "t", members, true, options, acks);
-                        let expected = object_line(10, "t", members, true, options, acks);
+                        let written = append_line(Some(10), "t", members, true, options, acks);
+                        let expected = object_line(Some(10), "t", members, true, options, acks);
                         assert_eq!(
                             String::from_utf8_lossy(&written.expect("a line")),
                             String::from_utf8_lossy(&expected),
@@ -318,12 +330,22 @@ mod tests {
         let body = codec::body_from_value(EventType::StepStart, json!({})).expect("a body");
         assert_eq!(EventType::StepStart.default_durability(), Durability::Buffered);
         let options = AppendOptions::default();
-        let line = |acks| append_line(1, "t", std::slice::from_ref(&body), false, options, acks);
+        let line =
+            |acks| append_line(Some(1), "t", std::slice::from_ref(&body), false, options, acks);
         let durable_only = line(AckMode::DurableOnly).expect("a line");
         assert!(durable_only.ends_with(b",\"durability\":\"flushed\"}\n"));
         assert!(!line(AckMode::Every).expect("a line").windows(10).any(|w| w == b"durability"));
         let synced = AppendOptions { durability: Some(Durability::Synced), ..options };
-        let line = append_line(1, "t", &[body], true, synced, AckMode::DurableOnly);
+        let pipelined = append_line(
+            None,
+            "t",
+            std::slice::from_ref(&body),
+            false,
+            options,
+            AckMode::DurableOnly,
+        );
+        assert!(pipelined.expect("a line").starts_with(b"{\"task\":\"t\",\"type\":\"step/start\""));
+        let line = append_line(Some(1), "t", &[body], true, synced, AckMode::DurableOnly);
         assert!(line.expect("a line").ends_with(b",\"durability\":\"synced\"}\n"));
     }
 
@@ -335,7 +357,8 @@ mod tests {
             encoding: codec::ENCODING_JSON,
             bytes: b"{}".to_vec(),
         });
-        let line = append_line(1, "t", &[opaque], false, AppendOptions::default(), AckMode::Every);
+        let line =
+            append_line(Some(1), "t", &[opaque], false, AppendOptions::default(), AckMode::Every);
         assert!(matches!(line, Err(ClientError::Protocol { .. })));
     }
 

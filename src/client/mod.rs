@@ -467,7 +467,7 @@ impl Client {
     ) -> Result<Appended, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let line = line::append_line(id, task, bodies, batch, options, self.acks)?;
+        let line = line::append_line(Some(id), task, bodies, batch, options, self.acks)?;
         let head: Head = self.exchange(&line, &Value::from(id))?;
         match (head.seq, head.revision) {
             (Some(seq), Some(revision)) if head.is_plain() => {
@@ -580,10 +580,9 @@ impl Client {
             });
             return Err(local_refusal(&error));
         }
-        let object = event_object(task, body)?;
-        let mut line = serde_json::to_vec(&object)
-            .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
-        line.push(b'\n');
+        let options = AppendOptions::default();
+        let line =
+            line::append_line(None, task, std::slice::from_ref(body), false, options, self.acks)?;
         check_line_length(line.len())?;
         self.deltas.extend_from_slice(&line);
         self.pending += 1;
