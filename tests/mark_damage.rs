@@ -263,18 +263,40 @@ fn crash_with_mark_at(dir: &Path, durable_seq: u64) -> u64 {
     offset
 }
 
+/// Three synced messages, then 40 deltas that no sync covers before the store's clean close:
+/// every delta's frame claims seq 3 durable at most. Written in this process with the longest
+/// flush delay (10 s, far longer than these appends): a `factlog emit` of the same lines, with
+/// the default delay of milliseconds, lets its flusher sync some of the
+/// deltas when the machine stalls it between them, and a later frame then proves the damaged
+/// one was synced (`format-spec/recovery.md`), which is corruption, not a tear.
+fn three_synced_then_unsynced_deltas(dir: &Path) {
+    use factlog::harness::Body;
+    use factlog::harness::event::UserMessage;
+    let longest = std::time::Duration::from_secs(10);
+    let options =
+        factlog::StoreOptions::new().log(factlog::Options::default().flush_delay(longest));
+    let store = factlog::Store::open(dir, options).expect("open");
+    let task = store.task("t").expect("task");
+    let synced = factlog::AppendOptions {
+        durability: Some(factlog::Durability::Synced),
+        ..factlog::AppendOptions::default()
+    };
+    for i in 1..=3 {
+        let body =
+            Body::UserMessage(UserMessage { text: format!("m{i}"), extra: Default::default() });
+        task.append_with(body, synced).expect("a synced message");
+    }
+    for i in 0..40 {
+        task.delta(&format!("d{i:03}")).expect("a delta");
+    }
+    drop(task);
+    store.close().expect("close");
+}
+
 #[test]
 fn a_genuine_tear_after_a_crash_is_cut_reported_and_kept_for_salvage() {
     let (_temp, dir) = temp_log();
-    // Synced lines are answered once durable; the deltas after the last one are not synced.
-    let mut input = synced_messages(3);
-    for i in 0..40 {
-        input.extend_from_slice(
-            format!("{{\"task\":\"t\",\"type\":\"assistant/delta\",\"text\":\"d{i:03}\"}}\n")
-                .as_bytes(),
-        );
-    }
-    emit(&dir, &input).assert_success();
+    three_synced_then_unsynced_deltas(&dir);
     let marked = 3;
     let mark_end = crash_with_mark_at(&dir, marked);
     let (code, report) = verify_json(&dir);
