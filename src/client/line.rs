@@ -32,7 +32,10 @@ pub(super) fn asks_flushed(
 /// pipelined line): one event (`{"id","task","type",fields...,"expected_revision",
 /// "durability"}`) or, with `batch`, one `batch` operation of them. A line with an `id` waits
 /// for its reply: under durable-only `acks` it asks for `flushed` where its reply would not
-/// come ([`asks_flushed`]). Errors as [`super::event_object`]'s.
+/// come ([`asks_flushed`]). Errors as [`super::event_object`]'s. `None` when a body's own
+/// fields (the unknown ones it keeps) may name a key of the request (`id`, `task`, `type`,
+/// `expected_revision`, `durability`): the request object ([`super::append_object`]) merges
+/// them into its keys, which a line written field after field would repeat instead.
 pub(super) fn append_line(
     id: Option<u64>,
     task: &str,
@@ -40,7 +43,7 @@ pub(super) fn append_line(
     batch: bool,
     options: AppendOptions,
     acks: AckMode,
-) -> Result<Vec<u8>, ClientError> {
+) -> Result<Option<Vec<u8>>, ClientError> {
     let mut line = Vec::with_capacity(128);
     line.push(b'{');
     if let Some(id) = id {
@@ -57,7 +60,9 @@ pub(super) fn append_line(
                 line.push(b',');
             }
             line.push(b'{');
-            event(&mut line, body)?;
+            if !event(&mut line, body)? {
+                return Ok(None);
+            }
             line.push(b'}');
         }
         line.push(b']');
@@ -66,7 +71,9 @@ pub(super) fn append_line(
         string(&mut line, task);
         for body in bodies {
             line.push(b',');
-            event(&mut line, body)?;
+            if !event(&mut line, body)? {
+                return Ok(None);
+            }
         }
     }
     if let Some(revision) = options.expected_revision {
@@ -90,11 +97,45 @@ pub(super) fn append_line(
         let _ = serde_json::to_writer(&mut line, &durability);
     }
     line.extend_from_slice(b"}\n");
-    Ok(line)
+    Ok(Some(line))
 }
 
-/// `"type":NAME` and the body's fields.
-fn event(line: &mut Vec<u8>, body: &Body) -> Result<(), ClientError> {
+/// The keys of a request that a body's fields must not repeat.
+const REQUEST_KEYS: [&[u8]; 5] = [b"id", b"task", b"type", b"expected_revision", b"durability"];
+
+/// Whether `members` (`"key":value` pairs, comma-separated, no braces) has one of `keys` as a
+/// key of its own (not of a nested object). Keys are compared as written, escapes and all:
+/// the names of `keys` have none.
+fn has_key(members: &[u8], keys: &[&[u8]]) -> bool {
+    let mut depth = 0_usize;
+    let mut at = 0;
+    while at < members.len() {
+        match members[at] {
+            b'"' => {
+                let start = at + 1;
+                let mut end = start;
+                while end < members.len() && members[end] != b'"' {
+                    end += if members[end] == b'\\' { 2 } else { 1 };
+                }
+                let name = &members[start..end.min(members.len())];
+                at = end + 1;
+                if depth == 0 && members.get(at) == Some(&b':') && keys.contains(&name) {
+                    return true;
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        at += 1;
+    }
+    false
+}
+
+/// `"type":NAME` and the body's fields; `false` if a field of the body is named as a key of
+/// the request.
+fn event(line: &mut Vec<u8>, body: &Body) -> Result<bool, ClientError> {
     let Some(event_type) = body.event_type() else {
         return Err(ClientError::Protocol { what: "an opaque body cannot be sent".to_owned() });
     };
@@ -105,11 +146,14 @@ fn event(line: &mut Vec<u8>, body: &Body) -> Result<(), ClientError> {
     if !codec::write_body_members(line, body) {
         return Err(ClientError::Protocol { what: "a body that is not an object".to_owned() });
     }
+    if has_key(&line[members + 1..], &REQUEST_KEYS) {
+        return Ok(false);
+    }
     if line.len() == members + 1 {
         // No fields: no comma.
         line.pop();
     }
-    Ok(())
+    Ok(true)
 }
 
 fn string(line: &mut Vec<u8>, text: &str) {
@@ -167,7 +211,9 @@ impl ReplyRead for Map<String, Value> {
     }
 }
 
-/// The head of a reply: the keys of a written reply, and whether it is more than one.
+/// The head of a reply: the keys of a written reply, and whether it is more than one. A value
+/// of another kind than a written reply's (a `seq` that is a string, say) fails the read, as
+/// a reply the client cannot trust.
 #[derive(Debug, Deserialize)]
 pub(super) struct Head {
     id: Option<Value>,
@@ -176,22 +222,40 @@ pub(super) struct Head {
     /// A written reply's revision.
     pub(super) revision: Option<u64>,
     covers: Option<u64>,
-    error: Option<IgnoredAny>,
-    duplicate: Option<IgnoredAny>,
+    #[serde(default)]
+    error: Present,
+    #[serde(default)]
+    duplicate: Present,
+}
+
+/// Whether a key is there, whatever its value (`null` too).
+#[derive(Debug, Default)]
+struct Present(bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Present, D::Error> {
+        IgnoredAny::deserialize(deserializer).map(|_| Present(true))
+    }
 }
 
 impl Head {
-    /// Whether the reply says more than a written reply's seq and revision (a duplicate), so
-    /// that it must be read whole.
+    /// Whether the reply says no more than a written reply's seq and revision (not a
+    /// duplicate, not an error), so that it need not be read whole.
     pub(super) fn is_plain(&self) -> bool {
-        self.duplicate.is_none() && self.seq.is_some() && self.revision.is_some()
+        !self.duplicate.0 && !self.error.0 && self.seq.is_some() && self.revision.is_some()
     }
 }
 
 impl ReplyRead for Head {
     fn parse(line: &[u8]) -> Result<Self, ClientError> {
+        let not_an_object =
+            || ClientError::Protocol { what: "a reply that is not an object".to_owned() };
+        // A struct also reads from an array: only an object is a reply.
+        if line.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(not_an_object());
+        }
         serde_json::from_slice(line).map_err(|error| ClientError::Protocol {
-            what: format!("a reply that is not an object: {error}"),
+            what: format!("a reply the client cannot read: {error}"),
         })
     }
 
@@ -200,7 +264,7 @@ impl ReplyRead for Head {
     }
 
     fn is_error(&self) -> bool {
-        self.error.is_some()
+        self.error.0
     }
 
     fn id(&self) -> Option<&Value> {
@@ -214,8 +278,7 @@ mod tests {
 
     use super::*;
     use crate::harness::EventType;
-    use crate::protocol::op::Op;
-    use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK};
+    use crate::protocol::request::KEY_ID;
 
     /// Bodies of every type that an empty object makes, and some with fields: strings to
     /// escape, nested values, a field this build does not know.
@@ -244,9 +307,9 @@ mod tests {
         bodies
     }
 
-    /// The line of the request object the client built before: the event's object (or a
-    /// batch of them) with the options, the `id` first, under durable-only acks `flushed`
-    /// asked for where a reply would not come.
+    /// The line of the request object ([`super::super::append_object`]) with the `id` first,
+    /// under durable-only acks `flushed` asked for where a reply would not come: what the
+    /// client sends when a body's fields name a request key, and sent for every append before.
     fn object_line(
         id: Option<u64>,
         task: &str,
@@ -259,31 +322,27 @@ mod tests {
         if let Some(id) = id {
             object.insert(KEY_ID.to_owned(), json!(id));
         }
-        if batch {
-            let events = bodies
-                .iter()
-                .map(|body| {
-                    let mut event = super::super::event_object(task, body).expect("an object");
-                    event.shift_remove(KEY_TASK);
-                    event
-                })
-                .collect();
-            object.extend(Op::batch(task, events, options).to_object());
-        } else {
-            object.extend(super::super::event_object(task, &bodies[0]).expect("an object"));
-            if let Some(revision) = options.expected_revision {
-                object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
-            }
-            if let Some(durability) = RequestedDurability::of(options) {
-                object.insert(KEY_DURABILITY.to_owned(), json!(durability));
-            }
-        }
+        object
+            .extend(super::super::append_object(task, bodies, batch, options).expect("an object"));
         if id.is_some() && acks == AckMode::DurableOnly {
             super::super::ask_for_a_reply(&mut object);
         }
         let mut line = serde_json::to_vec(&object).expect("serialised");
         line.push(b'\n');
         line
+    }
+
+    fn written(
+        id: Option<u64>,
+        task: &str,
+        bodies: &[Body],
+        batch: bool,
+        options: AppendOptions,
+        acks: AckMode,
+    ) -> Vec<u8> {
+        append_line(id, task, bodies, batch, options, acks)
+            .expect("a line")
+            .expect("written field after field")
     }
 
     #[test]
@@ -302,20 +361,20 @@ mod tests {
                     let one = std::slice::from_ref(body);
                     for id in [Some(9), None] {
                         let options = if id.is_some() { options } else { AppendOptions::default() };
-                        let written = append_line(id, "t \"1\"", one, false, options, acks);
+                        let written = written(id, "t \"1\"", one, false, options, acks);
                         let expected = object_line(id, "t \"1\"", one, false, options, acks);
                         assert_eq!(
-                            String::from_utf8_lossy(&written.expect("a line")),
+                            String::from_utf8_lossy(&written),
                             String::from_utf8_lossy(&expected),
                             "{body:?} {id:?} {options:?} {acks:?}"
                         );
                     }
                     let pair = [body.clone(), bodies[(index + 1) % bodies.len()].clone()];
                     for members in [&pair[..1], &pair[..]] {
-                        let written = append_line(Some(10), "t", members, true, options, acks);
+                        let written = written(Some(10), "t", members, true, options, acks);
                         let expected = object_line(Some(10), "t", members, true, options, acks);
                         assert_eq!(
-                            String::from_utf8_lossy(&written.expect("a line")),
+                            String::from_utf8_lossy(&written),
                             String::from_utf8_lossy(&expected),
                             "batch {members:?} {options:?} {acks:?}"
                         );
@@ -330,23 +389,56 @@ mod tests {
         let body = codec::body_from_value(EventType::StepStart, json!({})).expect("a body");
         assert_eq!(EventType::StepStart.default_durability(), Durability::Buffered);
         let options = AppendOptions::default();
-        let line =
-            |acks| append_line(Some(1), "t", std::slice::from_ref(&body), false, options, acks);
-        let durable_only = line(AckMode::DurableOnly).expect("a line");
+        let line = |acks| written(Some(1), "t", std::slice::from_ref(&body), false, options, acks);
+        let durable_only = line(AckMode::DurableOnly);
         assert!(durable_only.ends_with(b",\"durability\":\"flushed\"}\n"));
-        assert!(!line(AckMode::Every).expect("a line").windows(10).any(|w| w == b"durability"));
+        assert!(!line(AckMode::Every).windows(10).any(|w| w == b"durability"));
         let synced = AppendOptions { durability: Some(Durability::Synced), ..options };
-        let pipelined = append_line(
-            None,
-            "t",
-            std::slice::from_ref(&body),
-            false,
-            options,
-            AckMode::DurableOnly,
-        );
-        assert!(pipelined.expect("a line").starts_with(b"{\"task\":\"t\",\"type\":\"step/start\""));
-        let line = append_line(Some(1), "t", &[body], true, synced, AckMode::DurableOnly);
-        assert!(line.expect("a line").ends_with(b",\"durability\":\"synced\"}\n"));
+        let one = std::slice::from_ref(&body);
+        let pipelined = written(None, "t", one, false, options, AckMode::DurableOnly);
+        assert!(pipelined.starts_with(b"{\"task\":\"t\",\"type\":\"step/start\""));
+        let line = written(Some(1), "t", one, true, synced, AckMode::DurableOnly);
+        assert!(line.ends_with(b",\"durability\":\"synced\"}\n"));
+    }
+
+    #[test]
+    fn fields_that_name_a_request_key_leave_the_line_to_the_request_object() {
+        let options = AppendOptions::default();
+        for fields in [
+            json!({"text": "m", "durability": "buffered"}),
+            json!({"text": "m", "id": "x"}),
+            json!({"text": "m", "task": "u"}),
+            json!({"text": "m", "x": "\\\"", "expected_revision": 1}),
+        ] {
+            let body = codec::body_from_value(EventType::UserMessage, fields).expect("a body");
+            for (id, batch) in [(Some(1), false), (Some(1), true), (None, false)] {
+                let line = append_line(
+                    id,
+                    "t",
+                    std::slice::from_ref(&body),
+                    batch,
+                    options,
+                    AckMode::DurableOnly,
+                );
+                assert!(line.expect("no error").is_none(), "{body:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_field_of_its_own_is_a_key_of_the_request() {
+        let keys: &[&[u8]] = &[b"task"];
+        assert!(has_key(br#""a":1,"task":"t""#, keys));
+        assert!(!has_key(br#""a":{"task":"t"},"b":["task",{"task":1}]"#, keys));
+        assert!(!has_key(br#""a":"\"task\":","b":"task""#, keys), "in strings");
+        assert!(has_key(br#""a":"\\","task":2"#, keys), "after an escaped backslash");
+        assert!(!has_key(br#""tasks":1,"x_task":2"#, keys));
+        let args = json!({"call_id": "c", "tool": "t", "effect": "read_only",
+                          "args": {"type": "object", "task": "nested"}});
+        let call = codec::body_from_value(EventType::ToolCall, args).expect("a body");
+        let line =
+            append_line(Some(1), "t", &[call], false, AppendOptions::default(), AckMode::Every);
+        assert!(line.expect("no error").is_some(), "nested keys are the body's own");
     }
 
     #[test]
@@ -383,6 +475,9 @@ mod tests {
             Head::parse(br#"{"id":3,"seq":9,"revision":4,"duplicate":true,"call_id":"c"}"#)
                 .expect("a head");
         assert!(!duplicate.is_plain());
-        assert!(Head::parse(b"[1]").is_err());
+        let null_error = Head::parse(br#"{"id":3,"error":null}"#).expect("a head");
+        assert!(null_error.is_error(), "a key is there whatever its value");
+        assert!(Head::parse(b"[3,9,4,null,null,null]").is_err(), "an array is no reply");
+        assert!(Head::parse(br#"{"id":3,"seq":"9","revision":4}"#).is_err());
     }
 }

@@ -56,11 +56,11 @@ use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
 use crate::protocol::acks::{self, AckMode, KEY_COVERS};
 use crate::protocol::delta_line;
 use crate::protocol::op::{
-    self, CheckpointReply, ClientsReply, HistoryPage, Op, RecoverReply, RevisionReply, StateReply,
-    TasksPage,
+    self, CheckpointReply, ClientsReply, HistoryPage, Op, RecoverReply, RequestedDurability,
+    RevisionReply, StateReply, TasksPage,
 };
 use crate::protocol::reply::error_object;
-use crate::protocol::request::{KEY_DURABILITY, KEY_ID, KEY_TASK, KEY_TYPE};
+use crate::protocol::request::{KEY_DURABILITY, KEY_EXPECTED_REVISION, KEY_ID, KEY_TASK, KEY_TYPE};
 use crate::protocol::session::SERVER_PROTOCOL_VERSION;
 use crate::protocol::session::{KEY_ACKS, KEY_HELLO, KEY_TEXTS, KEY_VERSION};
 use crate::{AppendOptions, Appended, Durability, Seq};
@@ -443,8 +443,10 @@ impl Client {
             // A refusal that ended the stream came first: it says why the connection closed.
             Err(error) => return Err(self.delta_error.take().unwrap_or(error)),
         };
-        if let Some(error) = self.delta_error.take() {
-            return Err(after_request(error, self.reply_read_whole()?));
+        if self.delta_error.is_some() {
+            let reply = self.reply_read_whole()?;
+            let error = self.delta_error.take().expect("a refusal kept");
+            return Err(after_request(error, reply));
         }
         if reply.id() != Some(id) {
             // The replies are out of step with the requests: nothing later can be trusted.
@@ -466,8 +468,12 @@ impl Client {
         options: AppendOptions,
     ) -> Result<Appended, ClientError> {
         let id = self.next_id;
+        let Some(line) = line::append_line(Some(id), task, bodies, batch, options, self.acks)?
+        else {
+            // A body's own fields name a key of the request: the object path merges them.
+            return appended(&self.request(append_object(task, bodies, batch, options)?)?);
+        };
         self.next_id += 1;
-        let line = line::append_line(Some(id), task, bodies, batch, options, self.acks)?;
         let head: Head = self.exchange(&line, &Value::from(id))?;
         match (head.seq, head.revision) {
             (Some(seq), Some(revision)) if head.is_plain() => {
@@ -580,9 +586,19 @@ impl Client {
             });
             return Err(local_refusal(&error));
         }
+        let one = std::slice::from_ref(body);
         let options = AppendOptions::default();
-        let line =
-            line::append_line(None, task, std::slice::from_ref(body), false, options, self.acks)?;
+        let line = match line::append_line(None, task, one, false, options, self.acks)? {
+            Some(line) => line,
+            // A body's own fields name a key of the request: the object path merges them.
+            None => {
+                let object = append_object(task, one, false, options)?;
+                let mut line = serde_json::to_vec(&object)
+                    .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
+                line.push(b'\n');
+                line
+            }
+        };
         check_line_length(line.len())?;
         self.deltas.extend_from_slice(&line);
         self.pending += 1;
@@ -742,7 +758,10 @@ impl Client {
     /// off the lines sent.
     fn read_counted<R: ReplyRead>(&mut self) -> Result<R, ClientError> {
         self.read_line()?;
-        let mut reply = R::parse(&self.line)?;
+        let mut reply = R::parse(&self.line).inspect_err(|_| {
+            // Its `covers` is unknown: the replies are out of step with the lines sent.
+            self.abandoned = true;
+        })?;
         match reply.take_covers() {
             Some(covers) if covers >= 1 && covers <= self.pending => {
                 self.pending -= covers;
@@ -1472,6 +1491,37 @@ pub fn event_object(task: &str, body: &Body) -> Result<Map<String, Value>, Clien
     match codec::body_to_value(body) {
         Value::Object(fields) => object.extend(fields),
         _ => return Err(ClientError::Protocol { what: "a body that is not an object".to_owned() }),
+    }
+    Ok(object)
+}
+
+/// The request object appending `bodies` to `task` (with `batch`, one `batch` operation of
+/// them), without an `id`: [`event_object`] with the options, or the batch of the events'
+/// objects without their `task`.
+fn append_object(
+    task: &str,
+    bodies: &[Body],
+    batch: bool,
+    options: AppendOptions,
+) -> Result<Map<String, Value>, ClientError> {
+    if batch {
+        let mut events = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            let mut event = event_object(task, body)?;
+            event.shift_remove(KEY_TASK);
+            events.push(event);
+        }
+        return Ok(Op::batch(task, events, options).to_object());
+    }
+    let mut object = Map::new();
+    for body in bodies {
+        object.extend(event_object(task, body)?);
+    }
+    if let Some(revision) = options.expected_revision {
+        object.insert(KEY_EXPECTED_REVISION.to_owned(), json!(revision));
+    }
+    if let Some(durability) = RequestedDurability::of(options) {
+        object.insert(KEY_DURABILITY.to_owned(), json!(durability));
     }
     Ok(object)
 }
