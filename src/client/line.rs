@@ -1,6 +1,7 @@
 //! An append's request line written straight from its typed bodies, and its reply read by its
-//! head, both without a JSON tree: what [`super::Client::append`] and
-//! [`super::Client::append_batch`] send and read on every awaited append. The bytes are those
+//! head, both without a JSON tree: what [`super::Client::append`],
+//! [`super::Client::append_batch`] and [`super::Client::append_pipelined`] send, and what the
+//! first two read, on every append. The bytes are those
 //! of the request object ([`super::event_object`], [`crate::protocol::op::Op::batch`]) with
 //! the client's `id` first, serialised; the head is the keys of a reply the client reads
 //! before anything else. A reply that is more than a written reply (an error, a duplicate) is
