@@ -18,7 +18,34 @@ use crate::{
 
 pub fn run(args: &CheckpointArgs) -> Outcome {
     require_store(&args.dir)?;
-    let (path, covered_seq) = match Store::open(&args.dir, StoreOptions::new()) {
+    // Served now: the serving process writes it, asked at once (not after the open's retries
+    // of the busy lock); a socket that does not answer falls back to opening, below.
+    let served = factlog::client::served::connect_now(&args.dir).map(|mut client| {
+        client.checkpoint().map_err(|error| {
+            let dir = args.dir.display();
+            Failure::new(
+                EXIT_FAILURE,
+                format_args!("cannot checkpoint {dir} through its server: {error}"),
+            )
+        })
+    });
+    let (path, covered_seq) = match served {
+        Some(written) => written?,
+        None => opened(args)?,
+    };
+    let path = path.display().to_string();
+    let text = if args.json {
+        json!({ "path": path, "covered_seq": covered_seq }).to_string()
+    } else {
+        format!("snapshot {path} covers the events through seq {covered_seq}")
+    };
+    print_out(&format!("{text}\n"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The snapshot written through a writer open, or by the process that shares the store.
+fn opened(args: &CheckpointArgs) -> Result<(std::path::PathBuf, u64), Failure> {
+    Ok(match Store::open(&args.dir, StoreOptions::new()) {
         Ok(store) => {
             crate::report_cut("checkpoint", &args.dir, &store.open_report().log);
             let meta = store
@@ -44,13 +71,5 @@ pub fn run(args: &CheckpointArgs) -> Outcome {
             )?
         }
         Err(error) => return Err(open_or_share_failure(&args.dir, &error)),
-    };
-    let path = path.display().to_string();
-    let text = if args.json {
-        json!({ "path": path, "covered_seq": covered_seq }).to_string()
-    } else {
-        format!("snapshot {path} covers the events through seq {covered_seq}")
-    };
-    print_out(&format!("{text}\n"))?;
-    Ok(ExitCode::SUCCESS)
+    })
 }

@@ -53,6 +53,20 @@ pub fn run(args: &RecoverArgs) -> Outcome {
             None => {}
         }
     }
+    // Served now: recovery runs in the serving process, asked at once (not after the open's
+    // retries of the busy lock); a socket that does not answer falls back to opening, below.
+    if !args.dry_run
+        && let Some(mut client) = factlog::client::served::connect_now(&args.dir)
+    {
+        let report = client.recover(false).map_err(|error| {
+            let dir = args.dir.display();
+            Failure::new(
+                EXIT_FAILURE,
+                format_args!("cannot recover {dir} through its server: {error}"),
+            )
+        })?;
+        return print_report(args, &report);
+    }
     let open = if args.dry_run { Store::open_read_only } else { Store::open };
     let report = match open(&args.dir, StoreOptions::new()) {
         Ok(store) => {

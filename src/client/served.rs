@@ -60,6 +60,15 @@ pub fn served_now(dir: &Path) -> Option<PathBuf> {
     (socket.exists() && lock_holder(dir).is_some()).then_some(socket)
 }
 
+/// A client of the store in `dir` when another process serves it now ([`served_now`]) and its
+/// socket answers: an operator's command (`factlog checkpoint`, `purge`, `recover`) asks it at
+/// once instead of opening first. `None` otherwise: open, then ask [`held_by_another`], which
+/// says why a socket that did not answer failed.
+#[must_use]
+pub fn connect_now(dir: &Path) -> Option<crate::client::Client> {
+    served_now(dir).and_then(|socket| crate::client::Client::connect_socket(socket).ok())
+}
+
 /// Who holds the store in `dir` now, told without opening it (for read-only commands that must
 /// answer as the holder would: `factlog recover --dry-run`): `None` when no process holds its
 /// lock (or the system cannot tell), else whether the holder shares it.
@@ -216,6 +225,22 @@ mod tests {
         assert_eq!(served_now(dir.path()), None, "held, no longer served");
         store.close().expect("close");
         assert_eq!(served_now(dir.path()), None, "closed");
+    }
+
+    #[test]
+    fn connect_now_only_to_a_store_served_now() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(connect_now(dir.path()).is_none(), "no store");
+        let store = crate::Store::open(dir.path(), crate::StoreOptions::new()).expect("open");
+        assert!(connect_now(dir.path()).is_none(), "held, not served");
+        let server = store.serve(crate::server::ServeOptions::new()).expect("serve");
+        if crate::fs::lock_holder(dir.path()).is_some() {
+            let mut client = connect_now(dir.path()).expect("served now");
+            assert_eq!(client.revision("t1").expect("revision"), 0);
+        }
+        server.stop().expect("stop");
+        assert!(connect_now(dir.path()).is_none(), "no longer served");
+        store.close().expect("close");
     }
 
     #[test]
