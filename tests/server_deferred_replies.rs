@@ -179,6 +179,17 @@ fn a_failed_group_commit_is_answered_with_the_error() {
     drop(server);
 }
 
+/// Reads the next reply: the store's `POISONED` error for request `id`, covering `covers`
+/// lines (`what` they are).
+fn assert_poisoned_reply(replies: &mut BufReader<UnixStream>, id: u64, covers: u64, what: &str) {
+    let mut line = String::new();
+    replies.read_line(&mut line).expect("a reply");
+    let reply: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(reply["error"], "POISONED", "{line}");
+    assert_eq!(reply["id"], id, "{line}");
+    assert_eq!(reply["covers"], covers, "{what}: {line}");
+}
+
 #[test]
 fn a_failed_group_commit_answers_the_lines_its_reply_would_have_covered() {
     let fs = FaultyFs::new();
@@ -202,12 +213,7 @@ fn a_failed_group_commit_answers_the_lines_its_reply_would_have_covered() {
     input.write_all(lines.as_bytes()).expect("send");
     let mut line = String::new();
     replies.read_line(&mut line).expect("hello reply");
-    line.clear();
-    replies.read_line(&mut line).expect("a reply");
-    let reply: Value = serde_json::from_str(&line).expect("JSON");
-    assert_eq!(reply["error"], "POISONED", "{line}");
-    assert_eq!(reply["id"], 7, "{line}");
-    assert_eq!(reply["covers"], 4, "the fragments and the append: {line}");
+    assert_poisoned_reply(&mut replies, 7, 4, "the fragments and the append");
     faults.fail_sync.store(false, Ordering::SeqCst);
     drop(input);
     drop(server);
@@ -365,13 +371,8 @@ fn a_failed_group_commit_behind_lines_sent_on_answers_the_first_and_ends_the_str
     *faults.fail_sync_suffix.lock() = ".seg".to_owned();
     faults.fail_sync.store(true, Ordering::SeqCst);
     drop(release);
+    assert_poisoned_reply(&mut replies, 1, 1, "its own line");
     let mut line = String::new();
-    replies.read_line(&mut line).expect("a reply");
-    let reply: Value = serde_json::from_str(&line).expect("JSON");
-    assert_eq!(reply["error"], "POISONED", "{line}");
-    assert_eq!(reply["id"], 1, "{line}");
-    assert_eq!(reply["covers"], 1, "{line}");
-    line.clear();
     let read = replies.read_line(&mut line).expect("the end of the stream");
     assert_eq!(read, 0, "a reply after the failed one: {line}");
     faults.fail_sync.store(false, Ordering::SeqCst);
