@@ -138,6 +138,87 @@ fn a_line_that_is_not_exactly_a_fragments_line_is_refused_by_the_general_path() 
     }
 }
 
+/// The fragments a JSON tree reads off `line` when it is exactly a fragments line without
+/// `id` (what `delta_line::parse_texts` must read, however it reads it).
+fn texts_by_tree(line: &str) -> Option<(String, Vec<String>)> {
+    let Value::Object(object) = serde_json::from_str::<Value>(line).ok()? else { return None };
+    let keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    let shaped = keys.len() == 3 && ["task", "type", "texts"].iter().all(|k| keys.contains(k));
+    let task = object.get("task")?.as_str().filter(|task| !task.is_empty())?;
+    let texts = object.get("texts")?.as_array().filter(|texts| !texts.is_empty())?;
+    let texts: Option<Vec<String>> = texts.iter().map(|t| t.as_str().map(str::to_owned)).collect();
+    (shaped && object.get("type")?.as_str() == Some("assistant/delta"))
+        .then(|| (task.to_owned(), texts))
+        .and_then(|(task, texts)| Some((task, texts?)))
+}
+
+#[test]
+fn a_fragments_line_is_read_as_a_json_tree_reads_it() {
+    // As a client writes them: plain and escaped fragments, in every position.
+    let texts: &[&str] = &[
+        "plain",
+        "",
+        "quote \" backslash \\ newline \n tab \t",
+        "\u{1}\u{1f}",
+        "é \u{1F600} ü",
+        "\\",
+        "\"",
+        "ends with a backslash \\",
+    ];
+    let mut lines = Vec::new();
+    for first in 0..texts.len() {
+        let mut out = Vec::new();
+        delta_line::start_texts(&mut out, "t1", texts[first]);
+        for text in texts.iter().cycle().skip(first + 1).take(texts.len()) {
+            delta_line::add_text(&mut out, text);
+        }
+        let line = String::from_utf8(out).expect("utf-8");
+        lines.push(line.trim_end_matches('\n').to_owned());
+    }
+    // Spelled otherwise, or not quite fragments lines.
+    lines.extend(
+        [
+            r#"{"task":"t1","type":"assistant/delta","texts":["\ud83d\ude00","\u00e9\/"]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["lone \ud800"]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["bad \x escape"]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["unterminated \"]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["a" ,"b"]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["a"] }"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["a"]}x"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["a",]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["a"]"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["a\"]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":["a"]}}"#,
+            r#"{"task":"t\u0031","type":"assistant/delta","texts":["a"]}"#,
+            r#"{"task":"t1","type":"assistant/delta","texts":[]}"#,
+            r#"{"task":"","type":"assistant/delta","texts":["a"]}"#,
+            r#"{"type":"assistant/delta","task":"t1","texts":["a"]}"#,
+            r#" {"task":"t1","type":"assistant/delta","texts":["a"]}"#,
+        ]
+        .map(str::to_owned),
+    );
+    let mut control =
+        b"{\"task\":\"t1\",\"type\":\"assistant/delta\",\"texts\":[\"a\x01\"]}".to_vec();
+    lines.push(String::from_utf8(control.clone()).expect("utf-8"));
+    control[40] = b'\n';
+    lines.push(String::from_utf8(control).expect("utf-8"));
+    for line in &lines {
+        let read = delta_line::parse_texts(line.as_bytes()).map(|parsed| {
+            let texts = parsed.texts.iter().map(|text| text.0.to_string()).collect();
+            (parsed.task.to_string(), texts)
+        });
+        assert_eq!(read, texts_by_tree(line), "{line}");
+        if line.contains("\"texts\"") {
+            assert!(delta_line::parse(line.as_bytes()).is_none(), "not a bare delta: {line}");
+        }
+    }
+    // A tree keeps the last of two keys; a fragments line has each once.
+    let twice = r#"{"task":"t1","type":"assistant/delta","texts":["a"],"texts":["b"]}"#;
+    assert!(delta_line::parse_texts(twice.as_bytes()).is_none());
+    let plain = (0..texts.len()).filter(|&i| texts_by_tree(&lines[i]).is_some()).count();
+    assert_eq!(plain, texts.len(), "every line a client writes is a fragments line");
+}
+
 #[test]
 fn a_refused_fragment_keeps_the_ones_before_it_and_the_stream_goes_on() {
     let long = "x".repeat(DELTA_TEXT_BYTES_MAX + 1);

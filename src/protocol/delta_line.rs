@@ -91,6 +91,17 @@ pub fn parse_texts(line: &[u8]) -> Option<TextsLine<'_>> {
     (valid && !parsed.texts.is_empty()).then_some(parsed)
 }
 
+/// How a fragments line written by [`start_texts`] goes on after its task's string.
+const TEXTS_AFTER_TASK: &[u8] = b",\"type\":\"assistant/delta\",\"texts\":[";
+
+/// Whether `line` begins as [`start_texts`] writes a fragments line (for a task that holds
+/// nothing JSON escapes): its object has a `texts` key.
+fn begins_as_texts_line(line: &[u8]) -> bool {
+    line.strip_prefix(b"{\"task\":\"")
+        .and_then(plain_string)
+        .is_some_and(|(_, rest)| rest.starts_with(TEXTS_AFTER_TASK))
+}
+
 /// Appends a fragments line of `task` holding `text` (no `id`, newline included) to `out`;
 /// [`add_text`] adds the task's next fragments to it while it is the last line of `out`.
 pub fn start_texts(out: &mut Vec<u8>, task: &str, text: &str) {
@@ -143,8 +154,12 @@ pub fn parse(line: &[u8]) -> Option<DeltaLine<'_>> {
     if let Some(parsed) = parse_plain(line) {
         return Some(parsed);
     }
-    // A line that does not spell the type out is not parsed twice: if it is a bare delta at
-    // all (its type written with escapes), the general path gives the same answer.
+    // A fragments line as a client writes it is no bare delta (it has a `texts` key). A line
+    // that does not spell the type out is not parsed twice: if it is a bare delta at all (its
+    // type written with escapes), the general path gives the same answer.
+    if begins_as_texts_line(line) {
+        return None;
+    }
     memchr::memmem::find(line, DELTA_TYPE.as_bytes())?;
     let parsed: DeltaLine<'_> = serde_json::from_slice(line).ok()?;
     (parsed.event_type == DELTA_TYPE && !parsed.task.is_empty()).then_some(parsed)

@@ -83,6 +83,10 @@ pub(super) struct ClientInput {
     timeout: Duration,
     /// Reads wait for bytes (a promoted connection's); else they return `WouldBlock`.
     blocking: bool,
+    /// The last read without blocking took fewer bytes than it had room for: the socket held
+    /// no more then, so the next such read says `WouldBlock` without asking it (the loop's
+    /// `epoll` set is level-triggered: bytes that came since wake it again).
+    drained: bool,
 }
 
 impl ClientInput {
@@ -92,7 +96,7 @@ impl ClientInput {
         deadline: Arc<Deadline>,
         timeout: Duration,
     ) -> ClientInput {
-        ClientInput { stream, deadline, timeout, blocking: false }
+        ClientInput { stream, deadline, timeout, blocking: false, drained: false }
     }
 
     /// From now on reads wait for bytes, within the deadline.
@@ -109,10 +113,16 @@ impl Read for ClientInput {
             return Err(io::Error::from(io::ErrorKind::TimedOut));
         }
         if !self.blocking {
+            if std::mem::take(&mut self.drained) {
+                return Err(io::Error::from(io::ErrorKind::WouldBlock));
+            }
             return loop {
                 match rustix::net::recv(&*self.stream, &mut *buf, rustix::net::RecvFlags::DONTWAIT)
                 {
-                    Ok((read, _)) => break Ok(read),
+                    Ok((read, _)) => {
+                        self.drained = read > 0 && read < buf.len();
+                        break Ok(read);
+                    }
                     Err(rustix::io::Errno::INTR) => {}
                     Err(errno) => break Err(errno.into()),
                 }
