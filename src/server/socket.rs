@@ -220,3 +220,41 @@ impl Write for ClientOutput {
         self.send_waiting()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_read_on_the_loop_ends_the_turn_without_asking_the_socket_again() {
+        let (client, server) = UnixStream::pair().expect("pair");
+        let now = Instant::now();
+        let hour = Duration::from_secs(3600);
+        let deadline = Arc::new(Deadline::new(now, hour, hour));
+        let mut input = ClientInput::new(Arc::new(server), deadline, hour);
+        let mut buf = [0_u8; 64];
+        (&client).write_all(b"one\n").expect("write");
+        assert_eq!(input.read(&mut buf).expect("read"), 4);
+        // More came, but the read before took less than it had room for: the turn ends here
+        // (the loop's level-triggered epoll reports the socket again).
+        (&client).write_all(b"two\n").expect("write");
+        let error = input.read(&mut buf).expect_err("would block");
+        assert_eq!(error.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(input.read(&mut buf).expect("read"), 4);
+        assert_eq!(&buf[..4], b"two\n");
+        assert_eq!(input.read(&mut buf).expect_err("short").kind(), io::ErrorKind::WouldBlock);
+        // A read that fills its buffer does not say the socket is empty.
+        (&client).write_all(&[b'x'; 100]).expect("write");
+        assert_eq!(input.read(&mut buf).expect("read"), 64);
+        assert_eq!(input.read(&mut buf).expect("read"), 36);
+        // Nothing there: the socket says so itself.
+        assert_eq!(input.read(&mut buf).expect_err("drained").kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(input.read(&mut buf).expect_err("empty").kind(), io::ErrorKind::WouldBlock);
+        // A connection moved to a thread reads what is there after a short read.
+        input.set_blocking();
+        (&client).write_all(b"three\n").expect("write");
+        assert_eq!(input.read(&mut buf).expect("read"), 6);
+        (&client).write_all(b"four\n").expect("write");
+        assert_eq!(input.read(&mut buf).expect("read"), 5);
+    }
+}
