@@ -106,10 +106,9 @@ fn begins_as_texts_line(line: &[u8]) -> bool {
 /// [`add_text`] adds the task's next fragments to it while it is the last line of `out`.
 pub fn start_texts(out: &mut Vec<u8>, task: &str, text: &str) {
     out.extend_from_slice(b"{\"task\":");
-    // Serialising a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, task);
+    write_string(out, task);
     out.extend_from_slice(b",\"type\":\"assistant/delta\",\"texts\":[");
-    let _ = serde_json::to_writer(&mut *out, text);
+    write_string(out, text);
     out.extend_from_slice(TEXTS_END);
 }
 
@@ -122,7 +121,7 @@ pub fn add_text(out: &mut Vec<u8>, text: &str) {
     debug_assert!(out.ends_with(TEXTS_END), "a fragments line ends the buffer");
     out.truncate(out.len() - TEXTS_END.len());
     out.push(b',');
-    let _ = serde_json::to_writer(&mut *out, text);
+    write_string(out, text);
     out.extend_from_slice(TEXTS_END);
 }
 
@@ -193,6 +192,21 @@ fn plain_string(bytes: &[u8]) -> Option<(&str, &[u8])> {
     Some((value, &bytes[end + 1..]))
 }
 
+/// Appends `value` to `out` as a JSON string, exactly as `serde_json` writes it: copied
+/// between quotes when nothing in it is escaped (one pass over its bytes, none of them
+/// looked up one by one), else through `serde_json`.
+fn write_string(out: &mut Vec<u8>, value: &str) {
+    if value.bytes().fold(false, |escapes, byte| escapes | needs_escape(byte)) {
+        // Serialising a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, value);
+        return;
+    }
+    out.reserve(value.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(value.as_bytes());
+    out.push(b'"');
+}
+
 /// Whether JSON escapes `byte` inside a string (as `serde_json` writes them: the quote, the
 /// backslash and the control characters, nothing else).
 fn needs_escape(byte: u8) -> bool {
@@ -253,10 +267,9 @@ pub fn write_reply(
 /// what a client sends for [`crate::Task::delta`]. Allocates only when `out` must grow.
 pub fn write_line(out: &mut Vec<u8>, task: &str, text: &str) {
     out.extend_from_slice(b"{\"task\":");
-    // Serialising a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, task);
+    write_string(out, task);
     out.extend_from_slice(b",\"type\":\"assistant/delta\",\"text\":");
-    let _ = serde_json::to_writer(&mut *out, text);
+    write_string(out, text);
     out.extend_from_slice(b"}\n");
 }
 
@@ -266,4 +279,25 @@ pub fn write_line(out: &mut Vec<u8>, task: &str, text: &str) {
 #[must_use]
 pub fn is_written_reply(line: &[u8]) -> bool {
     line.starts_with(b"{\"seq\":") && line.ends_with(b"\"durability\":\"buffered\"}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        let mut strings: Vec<String> =
+            (0_u8..0x80).map(|byte| format!("a{}b", byte as char)).collect();
+        strings.extend(
+            ["", "plain text", "é ü \u{1F600}", "\u{7f}", "/", "\\\"", "ends\n"].map(str::to_owned),
+        );
+        for value in &strings {
+            let mut out = b"x".to_vec();
+            write_string(&mut out, value);
+            let mut expected = b"x".to_vec();
+            expected.extend(serde_json::to_vec(value).expect("json"));
+            assert_eq!(out, expected, "{value:?}");
+        }
+    }
 }
