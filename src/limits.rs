@@ -270,6 +270,13 @@ pub const SERVER_CLIENTS_MAX: usize = 128;
 /// processor core, up to this many; each serves its share of the connections on one thread.
 pub const SERVER_EVENT_LOOPS_MAX: usize = 4;
 
+/// How long a client of a served store checks its socket for an awaited reply, giving the
+/// processor up between checks, before it sleeps until the reply wakes it (`Client`'s
+/// replies): a reply that waits for no sync comes within tens of microseconds, and sleeping
+/// for it costs a sleep and a wake-up (the server's send must wake the client's core). Spent
+/// only while nothing else is runnable; a reply that waits for a sync is then slept for.
+pub const CLIENT_REPLY_SPIN_US: u64 = 50;
+
 /// Bytes of `assistant/delta` request lines a client of a served store buffers before it
 /// sends them and reads their replies (`Client::delta`): its memory for pipelined fragments
 /// is this and one line, and the replies it has not read stay within the server's reply

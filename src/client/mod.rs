@@ -52,7 +52,7 @@ use crate::harness::codec;
 use crate::harness::recovery::RecoveryReport;
 use crate::harness::socket_path;
 use crate::harness::{Body, CallId, TaskState};
-use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, SERVER_LINE_BYTES_MAX};
+use crate::limits::{CLIENT_DELTA_BUFFER_BYTES, CLIENT_REPLY_SPIN_US, SERVER_LINE_BYTES_MAX};
 use crate::protocol::acks::{self, AckMode, KEY_COVERS};
 use crate::protocol::delta_line;
 use crate::protocol::op::{
@@ -1296,14 +1296,26 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
 /// Waits until `stream` has input (a reply, or its end or an error, which the read after it
 /// reports), at most `timeout`; `false` when the time passed first.
 ///
-/// A read blocked on the socket would wait the same, but the kernel also wakes a stream
-/// socket's sleepers each time its peer reads what it sent (its send space freed): a client
-/// blocked in `recv` for its reply is woken, and switched to and from, once more per request
-/// when the server reads the request. `poll` for input sleeps through those.
+/// For the first [`CLIENT_REPLY_SPIN_US`] it looks at the socket without waiting, giving the
+/// processor up between looks: a reply the server writes without a sync comes in that time,
+/// and is read without this process sleeping and being woken for it. Then it sleeps in
+/// `poll` for input. A read blocked on the socket would wait the same, but the kernel also
+/// wakes a stream socket's sleepers each time its peer reads what it sent (its send space
+/// freed): a client blocked in `recv` for its reply is woken, and switched to and from, once
+/// more per request when the server reads the request. `poll` for input sleeps through those.
 fn wait_for_input(stream: &UnixStream, timeout: Option<std::time::Duration>) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let start = std::time::Instant::now();
     // A timeout too long to add to the clock is no deadline.
-    let deadline = timeout.and_then(|timeout| std::time::Instant::now().checked_add(timeout));
+    let deadline = timeout.and_then(|timeout| start.checked_add(timeout));
+    let spin = start + std::time::Duration::from_micros(CLIENT_REPLY_SPIN_US);
+    let spin = deadline.map_or(spin, |deadline| deadline.min(spin));
+    while std::time::Instant::now() < spin {
+        if readable_now(stream) {
+            return true;
+        }
+        std::thread::yield_now();
+    }
     loop {
         let left = deadline.map(|deadline| {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -1568,5 +1580,17 @@ mod tests {
         let (near, far) = UnixStream::pair().expect("a socket pair");
         drop(near);
         assert!(wait_for_input(&far, Some(Duration::from_secs(60))));
+        // Input that comes while it looks without waiting, and input that comes once it
+        // sleeps, are both seen.
+        for after in [Duration::ZERO, Duration::from_millis(20)] {
+            let (mut near, far) = UnixStream::pair().expect("a socket pair");
+            let writer = std::thread::spawn(move || {
+                std::thread::sleep(after);
+                near.write_all(b"{}\n").expect("write");
+                near
+            });
+            assert!(wait_for_input(&far, None), "input {after:?} later");
+            drop(writer.join().expect("the writer"));
+        }
     }
 }
