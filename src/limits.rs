@@ -271,10 +271,11 @@ pub const SERVER_CLIENTS_MAX: usize = 128;
 pub const SERVER_EVENT_LOOPS_MAX: usize = 4;
 
 /// How long a client of a served store checks its socket for an awaited reply, giving the
-/// processor up between checks, before it sleeps until the reply wakes it (`Client`'s
-/// replies): a reply that waits for no sync comes within tens of microseconds, and sleeping
-/// for it costs a sleep and a wake-up (the server's send must wake the client's core). Spent
-/// only while nothing else is runnable; a reply that waits for a sync is then slept for.
+/// processor up between checks, before it sleeps until the reply wakes it: a reply that waits
+/// for no sync comes within tens of microseconds, and sleeping for it costs a sleep and a
+/// wake-up (on a virtual machine, of an idle core). The processor time it costs is at most
+/// this per awaited reply, and only while nothing else is ready to run on that core
+/// (`docs/performance.md`, "Looking for a reply before sleeping for it").
 pub const CLIENT_REPLY_SPIN_US: u64 = 50;
 
 /// Bytes of `assistant/delta` request lines a client of a served store buffers before it
