@@ -21,13 +21,7 @@ pub fn run(args: &CheckpointArgs) -> Outcome {
     // Served now: the serving process writes it, asked at once (not after the open's retries
     // of the busy lock); a socket that does not answer falls back to opening, below.
     let served = factlog::client::served::connect_now(&args.dir).map(|mut client| {
-        client.checkpoint().map_err(|error| {
-            let dir = args.dir.display();
-            Failure::new(
-                EXIT_FAILURE,
-                format_args!("cannot checkpoint {dir} through its server: {error}"),
-            )
-        })
+        client.checkpoint().map_err(crate::served_failure("checkpoint", &args.dir))
     });
     let (path, covered_seq) = match served {
         Some(written) => written?,

@@ -394,6 +394,18 @@ fn open_failure(dir: &Path, error: &factlog::Error) -> Failure {
     library_failure(format_args!("cannot open {}", dir.display()), error)
 }
 
+/// The failure of asking the process that serves `dir` to `doing` (`checkpoint`, `purge`,
+/// `recover`): `cannot DOING DIR through its server: why`.
+fn served_failure<'a>(
+    doing: &'a str,
+    dir: &'a Path,
+) -> impl FnOnce(factlog::client::ClientError) -> Failure + 'a {
+    move |error| {
+        let dir = dir.display();
+        Failure::new(EXIT_FAILURE, format_args!("cannot {doing} {dir} through its server: {error}"))
+    }
+}
+
 /// Why a command that goes through a served store's socket (`recover`, `checkpoint`,
 /// `purge`) cannot open `dir`: when a process that does not share the store holds it, that
 /// process and how to share the store, as `emit` says it; otherwise [`open_failure`].

@@ -72,13 +72,7 @@ fn purge(args: &PurgeArgs, fs: &Arc<CountingFs>) -> Result<PurgeReport, Failure>
     // Served now: the serving process purges, asked at once (not after the open's retries of
     // the busy lock); a socket that does not answer falls back to opening, below.
     if let Some(mut client) = factlog::client::served::connect_now(&args.dir) {
-        return client.purge(false).map_err(|error| {
-            let dir = args.dir.display();
-            Failure::new(
-                EXIT_FAILURE,
-                format_args!("cannot purge {dir} through its server: {error}"),
-            )
-        });
+        return client.purge(false).map_err(crate::served_failure("purge", &args.dir));
     }
     match Store::open(&args.dir, StoreOptions::new().log(log_options)) {
         Ok(store) => {

@@ -58,13 +58,7 @@ pub fn run(args: &RecoverArgs) -> Outcome {
     if !args.dry_run
         && let Some(mut client) = factlog::client::served::connect_now(&args.dir)
     {
-        let report = client.recover(false).map_err(|error| {
-            let dir = args.dir.display();
-            Failure::new(
-                EXIT_FAILURE,
-                format_args!("cannot recover {dir} through its server: {error}"),
-            )
-        })?;
+        let report = client.recover(false).map_err(crate::served_failure("recover", &args.dir))?;
         return print_report(args, &report);
     }
     let open = if args.dry_run { Store::open_read_only } else { Store::open };

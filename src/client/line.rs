@@ -308,42 +308,54 @@ mod tests {
         bodies
     }
 
-    /// The line of the request object ([`super::super::append_object`]) with the `id` first,
-    /// under durable-only acks `flushed` asked for where a reply would not come: what the
-    /// client sends when a body's fields name a request key, and sent for every append before.
-    fn object_line(
+    /// One append as a test writes it: its line field after field ([`append_line`]) and the
+    /// line of its request object.
+    #[derive(Debug, Clone, Copy)]
+    struct Append<'a> {
         id: Option<u64>,
-        task: &str,
-        bodies: &[Body],
+        task: &'a str,
+        bodies: &'a [Body],
         batch: bool,
         options: AppendOptions,
         acks: AckMode,
-    ) -> Vec<u8> {
-        let mut object = Map::new();
-        if let Some(id) = id {
-            object.insert(KEY_ID.to_owned(), json!(id));
-        }
-        object
-            .extend(super::super::append_object(task, bodies, batch, options).expect("an object"));
-        if id.is_some() && acks == AckMode::DurableOnly {
-            super::super::ask_for_a_reply(&mut object);
-        }
-        let mut line = serde_json::to_vec(&object).expect("serialised");
-        line.push(b'\n');
-        line
     }
 
-    fn written(
-        id: Option<u64>,
-        task: &str,
-        bodies: &[Body],
-        batch: bool,
-        options: AppendOptions,
-        acks: AckMode,
-    ) -> Vec<u8> {
-        append_line(id, task, bodies, batch, options, acks)
-            .expect("a line")
-            .expect("written field after field")
+    impl Append<'_> {
+        /// The line written field after field.
+        fn written(self) -> Vec<u8> {
+            append_line(self.id, self.task, self.bodies, self.batch, self.options, self.acks)
+                .expect("a line")
+                .expect("written field after field")
+        }
+
+        /// The line of the request object ([`super::super::append_object`]) with the `id`
+        /// first, under durable-only acks `flushed` asked for where a reply would not come:
+        /// what the client sends when a body's fields name a request key, and sent for every
+        /// append before.
+        fn object_line(self) -> Vec<u8> {
+            let mut object = Map::new();
+            if let Some(id) = self.id {
+                object.insert(KEY_ID.to_owned(), json!(id));
+            }
+            let request =
+                super::super::append_object(self.task, self.bodies, self.batch, self.options);
+            object.extend(request.expect("an object"));
+            if self.id.is_some() && self.acks == AckMode::DurableOnly {
+                super::super::ask_for_a_reply(&mut object);
+            }
+            let mut line = serde_json::to_vec(&object).expect("serialised");
+            line.push(b'\n');
+            line
+        }
+
+        /// Both lines are the same bytes.
+        fn assert_same(self) {
+            assert_eq!(
+                String::from_utf8_lossy(&self.written()),
+                String::from_utf8_lossy(&self.object_line()),
+                "{self:?}"
+            );
+        }
     }
 
     #[test]
@@ -362,23 +374,14 @@ mod tests {
                     let one = std::slice::from_ref(body);
                     for id in [Some(9), None] {
                         let options = if id.is_some() { options } else { AppendOptions::default() };
-                        let written = written(id, "t \"1\"", one, false, options, acks);
-                        let expected = object_line(id, "t \"1\"", one, false, options, acks);
-                        assert_eq!(
-                            String::from_utf8_lossy(&written),
-                            String::from_utf8_lossy(&expected),
-                            "{body:?} {id:?} {options:?} {acks:?}"
-                        );
+                        let task = "t \"1\"";
+                        Append { id, task, bodies: one, batch: false, options, acks }.assert_same();
                     }
                     let pair = [body.clone(), bodies[(index + 1) % bodies.len()].clone()];
                     for members in [&pair[..1], &pair[..]] {
-                        let written = written(Some(10), "t", members, true, options, acks);
-                        let expected = object_line(Some(10), "t", members, true, options, acks);
-                        assert_eq!(
-                            String::from_utf8_lossy(&written),
-                            String::from_utf8_lossy(&expected),
-                            "batch {members:?} {options:?} {acks:?}"
-                        );
+                        let (id, task) = (Some(10), "t");
+                        Append { id, task, bodies: members, batch: true, options, acks }
+                            .assert_same();
                     }
                 }
             }
@@ -390,15 +393,16 @@ mod tests {
         let body = codec::body_from_value(EventType::StepStart, json!({})).expect("a body");
         assert_eq!(EventType::StepStart.default_durability(), Durability::Buffered);
         let options = AppendOptions::default();
-        let line = |acks| written(Some(1), "t", std::slice::from_ref(&body), false, options, acks);
-        let durable_only = line(AckMode::DurableOnly);
-        assert!(durable_only.ends_with(b",\"durability\":\"flushed\"}\n"));
-        assert!(!line(AckMode::Every).windows(10).any(|w| w == b"durability"));
-        let synced = AppendOptions { durability: Some(Durability::Synced), ..options };
         let one = std::slice::from_ref(&body);
-        let pipelined = written(None, "t", one, false, options, AckMode::DurableOnly);
+        let acks = AckMode::DurableOnly;
+        let append = Append { id: Some(1), task: "t", bodies: one, batch: false, options, acks };
+        assert!(append.written().ends_with(b",\"durability\":\"flushed\"}\n"));
+        let every = Append { acks: AckMode::Every, ..append }.written();
+        assert!(!every.windows(10).any(|w| w == b"durability"));
+        let synced = AppendOptions { durability: Some(Durability::Synced), ..options };
+        let pipelined = Append { id: None, ..append }.written();
         assert!(pipelined.starts_with(b"{\"task\":\"t\",\"type\":\"step/start\""));
-        let line = written(Some(1), "t", one, true, synced, AckMode::DurableOnly);
+        let line = Append { batch: true, options: synced, ..append }.written();
         assert!(line.ends_with(b",\"durability\":\"synced\"}\n"));
     }
 

@@ -425,10 +425,7 @@ impl Client {
         if self.acks == AckMode::DurableOnly {
             ask_for_a_reply(&mut object);
         }
-        let mut line = serde_json::to_vec(&object)
-            .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
-        line.push(b'\n');
-        self.exchange(&line, &id)
+        self.exchange(&request_line(&object)?, &id)
     }
 
     /// Sends request `line` (newline included) and reads its reply, as `R`: the replies before
@@ -591,13 +588,7 @@ impl Client {
         let line = match line::append_line(None, task, one, false, options, self.acks)? {
             Some(line) => line,
             // A body's own fields name a key of the request: the object path merges them.
-            None => {
-                let object = append_object(task, one, false, options)?;
-                let mut line = serde_json::to_vec(&object)
-                    .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
-                line.push(b'\n');
-                line
-            }
+            None => request_line(&append_object(task, one, false, options)?)?,
         };
         check_line_length(line.len())?;
         self.deltas.extend_from_slice(&line);
@@ -1291,6 +1282,14 @@ fn ask_for_a_reply(object: &mut Map<String, Value>) {
     if line::asks_flushed(asked_buffered, by_default) {
         object.insert(KEY_DURABILITY.to_owned(), json!(Durability::Flushed.as_str()));
     }
+}
+
+/// The request line of `object`: it serialised, newline included.
+fn request_line(object: &Map<String, Value>) -> Result<Vec<u8>, ClientError> {
+    let mut line = serde_json::to_vec(object)
+        .map_err(|error| ClientError::Protocol { what: error.to_string() })?;
+    line.push(b'\n');
+    Ok(line)
 }
 
 /// Waits until `stream` has input (a reply, or its end or an error, which the read after it
